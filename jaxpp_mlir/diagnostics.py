@@ -1,0 +1,124 @@
+"""Located diagnostics for passes.
+
+A pass reports a user error with ``raise error(op, "message")``: the message is
+emitted as an MLIR diagnostic at the op's location (``file:line:col`` of the
+input, or the JAX source location carried in ``loc(...)``), and the returned
+``PassFailed`` unwinds the pass, which then signals failure to the pass
+manager. ``partition()`` turns the collected diagnostics into a
+``PartitionError``; ``jaxpp-opt`` prints them as ``mlir-opt`` does.
+
+Warnings and remarks do not stop a pass. The Python bindings can only emit
+errors, so warnings and remarks are collected here and read by the pipeline
+runner after each pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+
+from jax.extend.mlir import ir
+
+ERROR = "error"
+WARNING = "warning"
+REMARK = "remark"
+NOTE = "note"
+
+
+class PassFailed(Exception):
+    """Raised inside a pass after its error diagnostic was emitted."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnostic:
+    severity: str
+    location: ir.Location
+    message: str
+    notes: tuple[Diagnostic, ...] = ()  # attached notes (an MLIR verifier adds some)
+
+    def render(self, filename: str | None = None) -> str:
+        return f"{format_location(self.location, filename)}: {self.severity}: {self.message}"
+
+
+_pending: list[Diagnostic] = []
+
+
+def error(where: ir.Operation | ir.OpView | ir.Location, message: str) -> PassFailed:
+    """Emits ``message`` as an error at ``where``; returns the exception to raise."""
+    location = _location_of(where)
+    location.emit_error(message)
+    return PassFailed(message)
+
+
+def warning(where: ir.Operation | ir.OpView | ir.Location, message: str) -> None:
+    _pending.append(Diagnostic(WARNING, _location_of(where), message))
+
+
+def remark(where: ir.Operation | ir.OpView | ir.Location, message: str) -> None:
+    _pending.append(Diagnostic(REMARK, _location_of(where), message))
+
+
+def from_mlir(info: ir.DiagnosticInfo) -> Diagnostic:
+    """Converts a diagnostic carried by ``ir.MLIRError`` into a ``Diagnostic``, with its notes."""
+    severity = _SEVERITIES.get(info.severity.name, ERROR)
+    return Diagnostic(severity, info.location, info.message, tuple(from_mlir(n) for n in info.notes))
+
+
+_SEVERITIES = {"ERROR": ERROR, "WARNING": WARNING, "REMARK": REMARK, "NOTE": NOTE}
+
+
+def take_pending() -> list[Diagnostic]:
+    """Returns and clears the warnings and remarks emitted since the last call."""
+    taken = list(_pending)
+    _pending.clear()
+    return taken
+
+
+def format_location(location: ir.Location, filename: str | None = None) -> str:
+    """``file:line:col`` for the innermost file location inside ``location``.
+
+    Name, call-site and fused locations (what JAX lowering produces) are
+    searched for the first file location; ``filename`` replaces the ``-`` that
+    MLIR records for a buffer parsed from memory.
+    """
+    with location.context:
+        file_loc = _find_file_location(location)
+    if file_loc is None:
+        return "loc(unknown)"
+    name = file_loc.filename
+    if name in ("-", "") and filename:
+        name = filename
+    return f"{name}:{file_loc.start_line}:{file_loc.start_col}"
+
+
+def _find_file_location(location: ir.Location) -> ir.FileLineColLoc | None:
+    """The innermost file location that is not a frame of jaxpp_mlir itself."""
+    found = list(_file_locations(location))
+    for file_loc in found:
+        if not file_loc.filename.startswith(_PACKAGE_DIR):
+            return file_loc
+    return found[0] if found else None
+
+
+def _file_locations(location: ir.Location) -> Iterator[ir.FileLineColLoc]:
+    location = ir.Location.from_attr(location.attr)  # the typed subclass
+    if isinstance(location, ir.FileLineColLoc):
+        yield location
+    elif isinstance(location, ir.NameLoc):
+        yield from _file_locations(location.child_loc)
+    elif isinstance(location, ir.CallSiteLoc):
+        yield from _file_locations(location.callee)
+        yield from _file_locations(location.caller)
+    elif isinstance(location, ir.FusedLoc):
+        for inner in location.locations:
+            yield from _file_locations(inner)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _location_of(where: ir.Operation | ir.OpView | ir.Location) -> ir.Location:
+    if isinstance(where, ir.Location):
+        return where
+    return where.location

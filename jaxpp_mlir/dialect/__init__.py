@@ -1,0 +1,1 @@
+"""The jaxpp ops (names, builders, accessors); see ``ops``."""

@@ -1,0 +1,214 @@
+"""The jaxpp ops: their names, attributes, builders and accessors.
+
+jaxpp ops are spelled in MLIR's generic form (the context allows unregistered
+dialects). This module is the only place that spells an op or attribute name;
+every other module goes through the helpers below.
+
+Ops
+---
+``stablehlo.custom_call @jaxpp.enter_stage``
+    The stage marker produced by the frontend. Variadic: one operand and one
+    result per pytree leaf, result i aliases operand i. Its
+    ``mhlo.frontend_attributes`` carry ``jaxpp.direction`` = ``"fwd"`` (the
+    marker the user wrote) or ``"bwd"`` (its transpose, placed by autodiff).
+``"jaxpp.task"(%args) {callee, jaxpp.stage, jaxpp.kind, jaxpp.rank?}``
+    Runs the outlined stage function ``callee`` (a ``func.func``) once. ``kind``
+    is ``"fwd"`` or ``"bwd"``.
+``"jaxpp.send"(%value) {jaxpp.channel, jaxpp.rank, jaxpp.peer}``
+    Sends ``value`` from rank ``jaxpp.rank`` to rank ``jaxpp.peer``.
+``%v = "jaxpp.recv"() {jaxpp.channel, jaxpp.rank, jaxpp.peer}``
+    Receives on rank ``jaxpp.rank`` the value sent by rank ``jaxpp.peer`` on the
+    same channel.
+
+Attributes on ops of the input program (set by the passes)
+----------------------------------------------------------
+``jaxpp.stage`` (i64) and ``jaxpp.kind`` (string) on every top-level op of
+``@main`` after stage assignment; ``jaxpp.num_stages`` (i64) on the module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jax.extend.mlir import ir
+
+ENTER_STAGE_TARGET = "jaxpp.enter_stage"
+DIRECTION_ATTR = "jaxpp.direction"
+FORWARD = "fwd"
+BACKWARD = "bwd"
+KINDS = (FORWARD, BACKWARD)
+
+TASK_OP = "jaxpp.task"
+SEND_OP = "jaxpp.send"
+RECV_OP = "jaxpp.recv"
+JAXPP_OPS = (TASK_OP, SEND_OP, RECV_OP)
+
+CALLEE_ATTR = "callee"
+STAGE_ATTR = "jaxpp.stage"
+KIND_ATTR = "jaxpp.kind"
+RANK_ATTR = "jaxpp.rank"
+PEER_ATTR = "jaxpp.peer"
+CHANNEL_ATTR = "jaxpp.channel"
+NUM_STAGES_ATTR = "jaxpp.num_stages"
+NUM_RANKS_ATTR = "jaxpp.num_ranks"
+
+FRONTEND_ATTRIBUTES = "mhlo.frontend_attributes"
+CUSTOM_CALL_OP = "stablehlo.custom_call"
+
+
+# ----------------------------------------------------------------- markers
+
+
+def is_stage_marker(op: ir.Operation | ir.OpView) -> bool:
+    """True for the ``stablehlo.custom_call @jaxpp.enter_stage`` marker."""
+    op = _operation(op)
+    if op.name != CUSTOM_CALL_OP or "call_target_name" not in op.attributes:
+        return False
+    return ir.StringAttr(op.attributes["call_target_name"]).value == ENTER_STAGE_TARGET
+
+
+def marker_direction(op: ir.Operation | ir.OpView) -> str:
+    """``"fwd"`` or ``"bwd"`` for a stage marker (``"fwd"`` when unspecified)."""
+    op = _operation(op)
+    if FRONTEND_ATTRIBUTES not in op.attributes:
+        return FORWARD
+    attrs = ir.DictAttr(op.attributes[FRONTEND_ATTRIBUTES])
+    if DIRECTION_ATTR not in attrs:
+        return FORWARD
+    return ir.StringAttr(attrs[DIRECTION_ATTR]).value
+
+
+# ------------------------------------------------------------ stage/kind tags
+
+
+def set_stage(op: ir.Operation | ir.OpView, stage: int, kind: str) -> None:
+    op = _operation(op)
+    op.attributes[STAGE_ATTR] = _i64(stage)
+    op.attributes[KIND_ATTR] = ir.StringAttr.get(kind)
+
+
+def has_stage(op: ir.Operation | ir.OpView) -> bool:
+    return STAGE_ATTR in _operation(op).attributes
+
+
+def get_stage(op: ir.Operation | ir.OpView) -> int:
+    return ir.IntegerAttr(_operation(op).attributes[STAGE_ATTR]).value
+
+
+def get_kind(op: ir.Operation | ir.OpView) -> str:
+    return ir.StringAttr(_operation(op).attributes[KIND_ATTR]).value
+
+
+def clear_stage(op: ir.Operation | ir.OpView) -> None:
+    op = _operation(op)
+    for name in (STAGE_ATTR, KIND_ATTR):
+        if name in op.attributes:
+            del op.attributes[name]
+
+
+def set_rank(op: ir.Operation | ir.OpView, rank: int) -> None:
+    _operation(op).attributes[RANK_ATTR] = _i64(rank)
+
+
+def has_rank(op: ir.Operation | ir.OpView) -> bool:
+    return RANK_ATTR in _operation(op).attributes
+
+
+def get_rank(op: ir.Operation | ir.OpView) -> int:
+    return ir.IntegerAttr(_operation(op).attributes[RANK_ATTR]).value
+
+
+def get_peer(op: ir.Operation | ir.OpView) -> int:
+    return ir.IntegerAttr(_operation(op).attributes[PEER_ATTR]).value
+
+
+def get_channel(op: ir.Operation | ir.OpView) -> int:
+    return ir.IntegerAttr(_operation(op).attributes[CHANNEL_ATTR]).value
+
+
+def get_int_attr(op: ir.Operation | ir.OpView, name: str) -> int | None:
+    op = _operation(op)
+    if name not in op.attributes:
+        return None
+    return ir.IntegerAttr(op.attributes[name]).value
+
+
+def set_int_attr(op: ir.Operation | ir.OpView, name: str, value: int) -> None:
+    _operation(op).attributes[name] = _i64(value)
+
+
+# -------------------------------------------------------------- the task ops
+
+
+def is_task(op: ir.Operation | ir.OpView) -> bool:
+    return _operation(op).name == TASK_OP
+
+
+def is_send(op: ir.Operation | ir.OpView) -> bool:
+    return _operation(op).name == SEND_OP
+
+
+def is_recv(op: ir.Operation | ir.OpView) -> bool:
+    return _operation(op).name == RECV_OP
+
+
+def is_jaxpp_op(op: ir.Operation | ir.OpView) -> bool:
+    return _operation(op).name in JAXPP_OPS
+
+
+def create_task(
+    callee: str,
+    operands: Sequence[ir.Value],
+    result_types: Sequence[ir.Type],
+    *,
+    stage: int,
+    kind: str,
+    loc: ir.Location | None = None,
+) -> ir.Operation:
+    """Builds ``"jaxpp.task"`` at the current insertion point."""
+    op = ir.Operation.create(
+        TASK_OP,
+        results=list(result_types),
+        operands=list(operands),
+        attributes={CALLEE_ATTR: ir.FlatSymbolRefAttr.get(callee)},
+        loc=loc,
+    )
+    set_stage(op, stage, kind)
+    return op
+
+
+def task_callee(op: ir.Operation | ir.OpView) -> str:
+    return ir.FlatSymbolRefAttr(_operation(op).attributes[CALLEE_ATTR]).value
+
+
+def create_send(
+    value: ir.Value, *, channel: int, rank: int, peer: int, loc: ir.Location | None = None
+) -> ir.Operation:
+    op = ir.Operation.create(SEND_OP, results=[], operands=[value], loc=loc)
+    _set_transfer_attrs(op, channel=channel, rank=rank, peer=peer)
+    return op
+
+
+def create_recv(
+    result_type: ir.Type, *, channel: int, rank: int, peer: int, loc: ir.Location | None = None
+) -> ir.Operation:
+    op = ir.Operation.create(RECV_OP, results=[result_type], operands=[], loc=loc)
+    _set_transfer_attrs(op, channel=channel, rank=rank, peer=peer)
+    return op
+
+
+def _set_transfer_attrs(op: ir.Operation, *, channel: int, rank: int, peer: int) -> None:
+    op.attributes[CHANNEL_ATTR] = _i64(channel)
+    op.attributes[RANK_ATTR] = _i64(rank)
+    op.attributes[PEER_ATTR] = _i64(peer)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _i64(value: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+
+
+def _operation(op: ir.Operation | ir.OpView) -> ir.Operation:
+    return op.operation if isinstance(op, ir.OpView) else op

@@ -1,0 +1,1 @@
+"""Frontend: the pipeline stage marker users put into their models."""

@@ -1,0 +1,180 @@
+"""The pipeline stage marker.
+
+``pipeline_enter_stage(tree)`` is the identity on a pytree of arrays that marks
+the END of a pipeline stage: a model split into N stages carries N markers, the
+last one marking the end of the last stage. It lowers to a single
+``stablehlo.custom_call @jaxpp.enter_stage`` taking every leaf of the tree,
+whose ``mhlo.frontend_attributes`` record the direction: ``"fwd"`` for the
+markers the user wrote, ``"bwd"`` for their transposes placed by autodiff.
+
+The marker is linear: its JVP marks the non-zero tangents with the same
+direction, its transpose marks the non-zero cotangents with the opposite one.
+Under plain ``jax.jit`` the custom call runs as a no-op FFI handler (see
+:mod:`jaxpp_mlir.frontend.marker_ffi`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import jax
+import jax.numpy as jnp
+from jax.extend.core import Primitive
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo
+from jax.interpreters import ad, batching, mlir
+
+from jaxpp_mlir.dialect.ops import (
+    BACKWARD,
+    DIRECTION_ATTR,
+    ENTER_STAGE_TARGET,
+    FORWARD,
+    FRONTEND_ATTRIBUTES,
+)
+from jaxpp_mlir.errors import MarkerError
+from jaxpp_mlir.frontend import marker_ffi
+
+__all__ = ["enter_stage_p", "mark_stage_end", "pipeline_enter_stage"]
+
+T = TypeVar("T")
+
+enter_stage_p = Primitive("jaxpp_enter_stage")
+enter_stage_p.multiple_results = True
+
+_OPPOSITE = {FORWARD: BACKWARD, BACKWARD: FORWARD}
+_SHARDING_RULE_ATTR = "sdy.sharding_rule"
+
+
+def pipeline_enter_stage(tree: T) -> T:
+    """Marks the end of a pipeline stage; returns ``tree`` unchanged.
+
+    ``tree`` is any pytree of arrays (python scalars are converted with
+    ``jnp.asarray``). All its leaves go through one marker.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    if not leaves:
+        return tree
+    arrays = [jnp.asarray(leaf) for leaf in leaves]
+    outs = enter_stage_p.bind(*arrays, direction=FORWARD)
+    return jax.tree_util.tree_unflatten(treedef, outs)
+
+
+mark_stage_end = pipeline_enter_stage
+
+
+def _check_direction(direction: str) -> None:
+    if direction not in _OPPOSITE:
+        raise MarkerError(f"stage marker direction must be {FORWARD!r} or {BACKWARD!r}")
+
+
+def _impl(*args: jax.Array, direction: str) -> list[jax.Array]:
+    _check_direction(direction)
+    return list(args)
+
+
+def _abstract_eval(*avals: Any, direction: str) -> list[Any]:
+    _check_direction(direction)
+    return list(avals)
+
+
+def _lowering(ctx: mlir.LoweringRuleContext, *args: ir.Value, direction: str) -> Sequence[ir.Value]:
+    marker_ffi.ensure_registered()
+    result_types = [mlir.aval_to_ir_type(ctx.module_context, aval) for aval in ctx.avals_out]
+    multiple = len(args) > 1
+    aliases = [
+        stablehlo.OutputOperandAlias.get(
+            output_tuple_indices=[i] if multiple else [],
+            operand_index=i,
+            operand_tuple_indices=[],
+        )
+        for i in range(len(args))
+    ]
+    op = stablehlo.CustomCallOp(
+        result_types,
+        list(args),
+        call_target_name=ENTER_STAGE_TARGET,
+        has_side_effect=False,
+        backend_config=ir.DictAttr.get({}),
+        api_version=mlir.i32_attr(4),
+        output_operand_aliases=ir.ArrayAttr.get(aliases),
+    )
+    op.attributes[FRONTEND_ATTRIBUTES] = ir.DictAttr.get(
+        {DIRECTION_ATTR: ir.StringAttr.get(direction)}
+    )
+    rule = _identity_sharding_rule(result_types) if jax.config.jax_use_shardy_partitioner else None
+    if rule is not None:
+        op.attributes[_SHARDING_RULE_ATTR] = rule
+    return op.results
+
+
+def _factor_name(index: int) -> str:
+    """Shardy's factor naming: ``i`` ... ``z``, then ``z_1``, ``z_2`` ..."""
+    letters = "ijklmnopqrstuvwxyz"
+    return letters[index] if index < len(letters) else f"z_{index - len(letters) + 1}"
+
+
+def _identity_sharding_rule(types: Sequence[ir.Type]) -> ir.Attribute | None:
+    """``#sdy.op_sharding_rule`` mapping every dim of result i to operand i's.
+
+    Without it Shardy treats the custom call as a barrier and replicates its
+    operands; with it shardings propagate straight through the marker. The
+    rule is built on the IR types (an extended dtype such as a PRNG key has
+    extra physical dims). None when a shape is not static.
+    """
+    mappings: list[str] = []
+    sizes: list[str] = []
+    for t in types:
+        if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
+            return None
+        names = []
+        for dim in t.shape:
+            name = _factor_name(len(sizes))
+            names.append(name)
+            sizes.append(f"{name}={dim}")
+        mappings.append(f"[{', '.join(names)}]")
+    operands = ", ".join(mappings)
+    factors = f" {{{', '.join(sizes)}}}" if sizes else ""
+    return ir.Attribute.parse(f"#sdy.op_sharding_rule<({operands})->({operands}){factors}>")
+
+
+def _is_passthrough(t: Any) -> bool:
+    """Tangents and cotangents that are not marked: symbolic zeros and float0."""
+    return t is None or type(t) is ad.Zero or getattr(t, "dtype", None) == jax.dtypes.float0
+
+
+def _mark_some(values: Sequence[Any], direction: str) -> list[Any]:
+    """Marks the values that are not pass-through, in one marker."""
+    picked = [i for i, v in enumerate(values) if not _is_passthrough(v)]
+    out = list(values)
+    if picked:
+        marked = enter_stage_p.bind(*(values[i] for i in picked), direction=direction)
+        for i, v in zip(picked, marked, strict=True):
+            out[i] = v
+    return out
+
+
+def _jvp(
+    primals: Sequence[Any], tangents: Sequence[Any], *, direction: str
+) -> tuple[list[Any], list[Any]]:
+    primals_out = enter_stage_p.bind(*primals, direction=direction)
+    return primals_out, _mark_some(tangents, direction)
+
+
+def _transpose(cts: Sequence[Any], *primals: Any, direction: str) -> list[Any]:
+    wanted = [ct if ad.is_undefined_primal(p) else None for ct, p in zip(cts, primals, strict=True)]
+    return _mark_some(wanted, _OPPOSITE[direction])
+
+
+def _batch(
+    args: Sequence[Any], dims: Sequence[Any], *, direction: str
+) -> tuple[list[Any], list[Any]]:
+    return enter_stage_p.bind(*args, direction=direction), list(dims)
+
+
+enter_stage_p.def_impl(_impl)
+enter_stage_p.def_abstract_eval(_abstract_eval)
+mlir.register_lowering(enter_stage_p, _lowering)
+ad.primitive_jvps[enter_stage_p] = _jvp
+ad.primitive_transposes[enter_stage_p] = _transpose
+batching.primitive_batchers[enter_stage_p] = _batch

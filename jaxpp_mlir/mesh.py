@@ -1,0 +1,63 @@
+"""MpmdMesh: a jax Mesh split along one axis into one submesh per rank."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import Mesh
+
+from jaxpp_mlir.errors import MeshError
+
+
+class MpmdMesh:
+    """Splits ``jax_mesh`` along ``mpmd_axis_name``: rank r runs on submesh r.
+
+    ``unstack`` gives the submeshes (the mesh without the mpmd axis);
+    ``lowering_mesh()`` the mesh a step is lowered with (the mpmd axis of size
+    1), as in NVIDIA JaxPP.
+    """
+
+    def __init__(self, jax_mesh: Mesh, mpmd_axis_name: str):
+        if not isinstance(jax_mesh, Mesh):
+            raise MeshError(f"MpmdMesh needs a jax.sharding.Mesh, got {type(jax_mesh).__name__}")
+        if mpmd_axis_name not in jax_mesh.axis_names:
+            raise MeshError(
+                f"mesh axes {tuple(jax_mesh.axis_names)} have no mpmd axis '{mpmd_axis_name}'"
+            )
+        self.jax_mesh = jax_mesh
+        self.mpmd_axis_name = mpmd_axis_name
+        self._axis = list(jax_mesh.axis_names).index(mpmd_axis_name)
+
+    @property
+    def mpmd_dim(self) -> int:
+        """The number of ranks (submeshes along the mpmd axis)."""
+        return int(self.jax_mesh.devices.shape[self._axis])
+
+    @property
+    def spmd_axis_names(self) -> tuple[str, ...]:
+        return tuple(n for n in self.jax_mesh.axis_names if n != self.mpmd_axis_name)
+
+    @property
+    def unstack(self) -> list[Mesh]:
+        """One submesh per rank, without the mpmd axis."""
+        return [Mesh(self._submesh_devices(r), self.spmd_axis_names) for r in range(self.mpmd_dim)]
+
+    def rank_devices(self, rank: int) -> list[jax.Device]:
+        """The devices of rank ``rank``'s submesh, in the submesh's order."""
+        if not 0 <= rank < self.mpmd_dim:
+            raise MeshError(f"rank {rank} is outside [0, {self.mpmd_dim})")
+        return list(self._submesh_devices(rank).flat)
+
+    def _submesh_devices(self, rank: int) -> np.ndarray:
+        devices = self.jax_mesh.devices
+        shape = devices.shape[: self._axis] + devices.shape[self._axis + 1 :]
+        return np.take(devices, [rank], axis=self._axis).reshape(shape)
+
+    def lowering_mesh(self) -> Mesh:
+        """The mesh to lower a step with: the mpmd axis kept with size 1 (rank 0's devices)."""
+        devices = np.take(self.jax_mesh.devices, [0], axis=self._axis)
+        return Mesh(devices, tuple(self.jax_mesh.axis_names))
+
+    def __repr__(self) -> str:
+        shape = dict(zip(self.jax_mesh.axis_names, self.jax_mesh.devices.shape, strict=True))
+        return f"MpmdMesh({shape}, mpmd_axis={self.mpmd_axis_name!r})"

@@ -1,0 +1,1 @@
+"""The jaxpp passes: one pass per module, registered by name on import."""

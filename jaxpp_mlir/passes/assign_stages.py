@@ -1,0 +1,151 @@
+"""jaxpp-assign-stages: give every op of @main a stage and a direction."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir import diagnostics
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.passes.base import ModulePass, register_pass
+
+
+@register_pass
+@dataclasses.dataclass
+class AssignStages(ModulePass):
+    """Assign every op of @main to a stage and a direction (fwd/bwd) from the markers.
+
+    Forward markers (``@jaxpp.enter_stage``, direction fwd) end a stage: a value
+    computed from the output of the k-th marker on its path belongs to stage k
+    (the ops after the last marker, typically the loss and its gradient seed,
+    join the last stage). Backward markers, the transposes autodiff places,
+    open the backward of a stage: a value downstream of c backward markers
+    belongs to the backward of stage N - c. Ops that depend on no marker at all
+    (casts of parameters, for instance) are placed with their earliest user, so
+    they are not computed on one rank and sent to another.
+
+    Precondition: ``@main`` holds no ``func.call`` (run jaxpp-inline-calls) and
+    at least one stage marker, every marker at its top level.
+    Postcondition: every top-level op of ``@main`` but the terminator carries
+    ``jaxpp.stage`` and ``jaxpp.kind``; the module carries ``jaxpp.num_stages``.
+    Ordering tasks by (forward stages ascending, then backward stages
+    descending) is a topological order of the assignment.
+    """
+
+    name = "jaxpp-assign-stages"
+
+    def run(self, module: ir.Operation) -> None:
+        main = ir_utils.get_main(module)
+        block = ir_utils.body(main)
+        _check_marker_placement(main, block)
+        top_ops = [op.operation for op in block.operations][:-1]
+        forward_markers = [
+            op
+            for op in top_ops
+            if jaxpp.is_stage_marker(op) and jaxpp.marker_direction(op) == jaxpp.FORWARD
+        ]
+        if not forward_markers:
+            raise diagnostics.error(
+                main,
+                "no stage markers found: mark the end of every stage with "
+                "jaxpp_mlir.pipeline_enter_stage (the last one after the last layer)",
+            )
+        forward_stage, backward_count, anchored = _propagate(top_ops)
+        num_stages = 1 + max(forward_stage[op] for op in forward_markers)
+        positions = {}
+        for op in top_ops:
+            count = backward_count[op]
+            if count > num_stages:
+                raise diagnostics.error(
+                    op, f"{count} backward markers on a path but only {num_stages} stages"
+                )
+            if count > 0:
+                positions[op] = num_stages - 1 + count
+            elif anchored[op]:
+                positions[op] = min(forward_stage[op], num_stages - 1)
+        _place_unanchored(top_ops, block, positions)
+        for op in top_ops:
+            position = positions[op]
+            if position < num_stages:
+                jaxpp.set_stage(op, position, jaxpp.FORWARD)
+            else:
+                jaxpp.set_stage(op, 2 * num_stages - 1 - position, jaxpp.BACKWARD)
+        jaxpp.set_int_attr(module, jaxpp.NUM_STAGES_ATTR, num_stages)
+
+
+def _check_marker_placement(main: ir.Operation, block: ir.Block) -> None:
+    for op in ir_utils.walk(main):
+        if jaxpp.is_stage_marker(op) and op.block != block:
+            parent = op.parent.operation if isinstance(op.parent, ir.OpView) else op.parent
+            raise diagnostics.error(
+                op,
+                f"stage marker inside '{parent.name}' is not supported: stage boundaries "
+                "must sit at the top level of the step (use jaxpp_mlir.treduce for the "
+                "microbatch loop)",
+            )
+        if op.name == "func.call":
+            raise diagnostics.error(op, "func.call in @main: run jaxpp-inline-calls first")
+
+
+def _propagate(
+    top_ops: list[ir.Operation],
+) -> tuple[dict[ir.Operation, int], dict[ir.Operation, int], dict[ir.Operation, bool]]:
+    """Forward stage, backward-marker count and anchoring of every op, in program order.
+
+    For a marker, the forward stage is the stage it ends (that of its inputs);
+    its results start the next stage, which ``value_stage`` accounts for.
+    """
+    forward_stage: dict[ir.Operation, int] = {}
+    backward_count: dict[ir.Operation, int] = {}
+    anchored: dict[ir.Operation, bool] = {}
+
+    def value_info(value: ir.Value) -> tuple[int, int, bool]:
+        producer = ir_utils.defining_op(value)
+        if producer is None or producer not in forward_stage:
+            return 0, 0, False
+        stage, count = forward_stage[producer], backward_count[producer]
+        if jaxpp.is_stage_marker(producer):
+            if jaxpp.marker_direction(producer) == jaxpp.FORWARD:
+                return stage + 1, count, True
+            return stage, count + 1, True
+        return stage, count, anchored[producer]
+
+    for op in top_ops:
+        infos = [value_info(v) for v in ir_utils.external_operands(op)]
+        forward_stage[op] = max((i[0] for i in infos), default=0)
+        backward_count[op] = max((i[1] for i in infos), default=0)
+        anchored[op] = any(i[2] for i in infos) or jaxpp.is_stage_marker(op)
+        if (
+            jaxpp.is_stage_marker(op)
+            and jaxpp.marker_direction(op) == jaxpp.FORWARD
+            and backward_count[op] > 0
+        ):
+            raise diagnostics.error(
+                op,
+                "a forward stage marker depends on a backward (gradient) value: "
+                "higher-order gradients through stage markers are not supported",
+            )
+    return forward_stage, backward_count, anchored
+
+
+def _place_unanchored(
+    top_ops: list[ir.Operation], block: ir.Block, positions: dict[ir.Operation, int]
+) -> None:
+    """Places ops that depend on no marker with their earliest user (stage 0 if none)."""
+    for op in reversed(top_ops):
+        if op in positions:
+            continue
+        user_positions = []
+        for result in op.results:
+            for use in result.uses:
+                user = ir_utils.top_level_user(_owner(use), block)
+                if user in positions:
+                    user_positions.append(positions[user])
+        positions[op] = min(user_positions, default=0)
+
+
+def _owner(use: ir.OpOperand) -> ir.Operation:
+    owner = use.owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner

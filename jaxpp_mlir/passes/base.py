@@ -1,0 +1,132 @@
+"""The module-pass base class and the registry of jaxpp passes by name.
+
+A pass is a dataclass subclass of ``ModulePass`` with a kebab-case ``name``;
+its dataclass fields are its options (``field(metadata={"help": ...})``), and
+the first line of its docstring is the summary ``jaxpp-opt --list-passes``
+prints. ``@register_pass`` makes it available by name to ``jaxpp-opt`` and
+pipelines; a new pass needs nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, ClassVar
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir.diagnostics import PassFailed
+
+_REGISTRY: dict[str, type[ModulePass]] = {}
+
+
+class PassOptionError(ValueError):
+    """A pass option is unknown or its value does not parse."""
+
+
+@dataclasses.dataclass
+class ModulePass:
+    """Base class of every jaxpp pass (operates on a ``builtin.module``)."""
+
+    name: ClassVar[str] = ""
+
+    def run(self, module: ir.Operation) -> None:
+        raise NotImplementedError
+
+    def __call__(self, module: ir.Operation, pass_: Any) -> None:
+        """Entry point used by MLIR's PassManager."""
+        try:
+            with module.location:
+                self.run(module)
+        except PassFailed:
+            pass_.signal_pass_failure()
+        except Exception as exc:  # an internal bug: report it, keep the interpreter alive
+            self.internal_error = exc
+            module.location.emit_error(f"internal error in {self.name}: {exc!r}")
+            pass_.signal_pass_failure()
+
+    internal_error: ClassVar[Exception | None] = None
+
+    @classmethod
+    def summary(cls) -> str:
+        doc = inspect.getdoc(cls) or ""
+        return doc.splitlines()[0] if doc else ""
+
+    @classmethod
+    def description(cls) -> str:
+        return inspect.getdoc(cls) or ""
+
+    @classmethod
+    def option_fields(cls) -> list[dataclasses.Field]:
+        return [f for f in dataclasses.fields(cls) if f.init]
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> ModulePass:
+        """Builds the pass from ``{key: text}`` options (MLIR's ``{key=value}``)."""
+        fields = {f.name.replace("_", "-"): f for f in cls.option_fields()}
+        kwargs: dict[str, Any] = {}
+        for key, text in options.items():
+            field = fields.get(key) or fields.get(key.replace("_", "-"))
+            if field is None:
+                known = ", ".join(sorted(fields)) or "none"
+                raise PassOptionError(
+                    f"pass '{cls.name}' has no option '{key}' (its options: {known})"
+                )
+            kwargs[field.name] = _parse_option(cls.name, key, text, field)
+        return cls(**kwargs)
+
+    def options_text(self) -> str:
+        """The options in MLIR's ``{key=value ...}`` form ('' if none)."""
+        parts = []
+        for field in self.option_fields():
+            value = getattr(self, field.name)
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            elif isinstance(value, (list, tuple)):
+                value = ",".join(str(v) for v in value)
+            parts.append(f"{field.name.replace('_', '-')}={value}")
+        return "{" + " ".join(parts) + "}" if parts else ""
+
+
+def register_pass(cls: type[ModulePass]) -> type[ModulePass]:
+    """Class decorator: registers ``cls`` under ``cls.name``."""
+    if not cls.name or not cls.name.startswith("jaxpp-"):
+        raise ValueError(f"pass class {cls.__name__} needs a name starting with 'jaxpp-'")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"pass name '{cls.name}' is registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registered_passes() -> dict[str, type[ModulePass]]:
+    """Every registered pass by name (importing ``jaxpp_mlir.passes`` registers them)."""
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_pass_class(name: str) -> type[ModulePass] | None:
+    return _REGISTRY.get(name)
+
+
+def _parse_option(pass_name: str, key: str, text: str, field: dataclasses.Field) -> Any:
+    kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
+    text = text.strip()
+    try:
+        if kind.startswith("bool"):
+            if text.lower() in ("true", "1", ""):
+                return True
+            if text.lower() in ("false", "0"):
+                return False
+            raise ValueError(text)
+        if kind.startswith("int"):
+            return int(text)
+        if kind.startswith("float"):
+            return float(text)
+        if kind.startswith(("tuple[int", "list[int")):
+            return tuple(int(part) for part in text.split(",") if part.strip())
+        if kind.startswith(("tuple[str", "list[str")):
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+        return text
+    except ValueError:
+        raise PassOptionError(
+            f"pass '{pass_name}': option '{key}' expects {kind}, got '{text}'"
+        ) from None

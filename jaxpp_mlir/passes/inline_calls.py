@@ -1,0 +1,80 @@
+"""jaxpp-inline-calls: inline every ``func.call`` reachable from ``@main``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir import diagnostics
+from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.passes.base import ModulePass, register_pass
+
+
+@register_pass
+@dataclasses.dataclass
+class InlineCalls(ModulePass):
+    """Inline every func.call reachable from @main so that stage markers are visible.
+
+    JAX lowers nested ``jax.jit`` calls, ``jax.checkpoint`` and loop bodies to
+    private functions called with ``func.call``; stage markers inside them are
+    invisible to a pass that looks at ``@main`` alone (and jaxlib's textual
+    ``inline`` pass does not inline ``func.call``).
+
+    Precondition: the module has a public ``func.func @main``; calls are not
+    recursive.
+    Postcondition: no ``func.call`` remains in ``@main`` (nested regions
+    included); private functions that are no longer called are erased.
+    """
+
+    name = "jaxpp-inline-calls"
+    max_depth: int = dataclasses.field(
+        default=64, metadata={"help": "maximum nesting of inlined calls"}
+    )
+
+    def run(self, module: ir.Operation) -> None:
+        main = ir_utils.get_main(module)
+        symbols = ir.SymbolTable(module)
+        inlined: set[str] = set()
+        for _ in range(self.max_depth):
+            calls = ir_utils.collect_ops(main, "func.call")
+            if not calls:
+                break
+            for call in calls:
+                callee_name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+                callee = symbols[callee_name]
+                if not callee.regions[0].blocks:
+                    raise diagnostics.error(
+                        call, f"cannot inline call to '{callee_name}': it has no body"
+                    )
+                _inline_call(call, callee.operation)
+                inlined.add(callee_name)
+        else:
+            if ir_utils.collect_ops(main, "func.call"):
+                raise diagnostics.error(
+                    main,
+                    f"calls nested deeper than {self.max_depth} levels "
+                    "(recursive functions cannot be partitioned)",
+                )
+        still_called = {
+            ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            for op in ir_utils.collect_ops(module, "func.call")
+        }
+        for name in sorted(inlined - still_called):
+            symbols[name].operation.erase()
+
+
+def _inline_call(call: ir.Operation, callee: ir.Operation) -> None:
+    """Replaces ``call`` by a copy of ``callee``'s body."""
+    copy = callee.clone(ip=ir.InsertionPoint(callee))
+    block = copy.regions[0].blocks[0]
+    for argument, operand in zip(block.arguments, call.operands, strict=True):
+        argument.replace_all_uses_with(operand)
+    ops = list(block.operations)
+    terminator = ops[-1]
+    for op in ops[:-1]:
+        op.move_before(call)
+    for result, returned in zip(call.results, terminator.operands, strict=True):
+        result.replace_all_uses_with(returned)
+    call.erase()
+    copy.erase()

@@ -1,0 +1,75 @@
+"""jaxpp-place-stages: put every jaxpp.task on a rank (a submesh along the mpmd axis)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir import diagnostics
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.passes.base import ModulePass, register_pass
+
+
+@register_pass
+@dataclasses.dataclass
+class PlaceStages(ModulePass):
+    """Place every stage on a rank: stage s on rank placement[s], else s % mpmd-dim.
+
+    Precondition: ``@main`` holds ``jaxpp.task`` ops (jaxpp-outline-stages) and
+    the module carries ``jaxpp.num_stages``.
+    Postcondition: every ``jaxpp.task`` carries ``jaxpp.rank`` in
+    ``[0, mpmd-dim)``; the module carries ``jaxpp.num_ranks``. Without an
+    explicit placement, more stages than ranks is an error (placing several
+    stages on one rank is what interleaved schedules do, and they say so).
+    """
+
+    name = "jaxpp-place-stages"
+    mpmd_dim: int = dataclasses.field(
+        default=0, metadata={"help": "number of ranks (0: one rank per stage)"}
+    )
+    placement: tuple[int, ...] = dataclasses.field(
+        default=(), metadata={"help": "rank of each stage, comma separated (default s % mpmd-dim)"}
+    )
+
+    def run(self, module: ir.Operation) -> None:
+        main = ir_utils.get_main(module)
+        num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR)
+        if num_stages is None:
+            raise diagnostics.error(
+                module, "module has no jaxpp.num_stages: run jaxpp-assign-stages first"
+            )
+        num_ranks = self.mpmd_dim or num_stages
+        if num_ranks < 1:
+            raise diagnostics.error(module, f"mpmd-dim must be positive, got {num_ranks}")
+        if self.placement:
+            if len(self.placement) != num_stages:
+                raise diagnostics.error(
+                    module,
+                    f"placement names {len(self.placement)} ranks but the program has "
+                    f"{num_stages} stages",
+                )
+            bad = [r for r in self.placement if not 0 <= r < num_ranks]
+            if bad:
+                raise diagnostics.error(
+                    module, f"placement rank {bad[0]} is outside [0, {num_ranks})"
+                )
+            placement = list(self.placement)
+        else:
+            if num_stages > num_ranks:
+                raise diagnostics.error(
+                    module,
+                    f"the program has {num_stages} stages but the mesh has only {num_ranks} "
+                    "submeshes along the mpmd axis: use a mesh with at least as many "
+                    "submeshes as stages, or a schedule that places several stages per rank",
+                )
+            placement = [stage % num_ranks for stage in range(num_stages)]
+        for op in ir_utils.body(main).operations:
+            if jaxpp.is_task(op):
+                jaxpp.set_rank(op, placement[jaxpp.get_stage(op)])
+            elif op.operation.name != "func.return":
+                raise diagnostics.error(
+                    op, f"unexpected '{op.operation.name}' in @main: run jaxpp-outline-stages first"
+                )
+        jaxpp.set_int_attr(module, jaxpp.NUM_RANKS_ATTR, num_ranks)

@@ -1,0 +1,10 @@
+"""Imports every pass module so that each registers itself by name."""
+
+from jaxpp_mlir.passes import (  # noqa: F401
+    assign_stages,
+    inline_calls,
+    insert_transfers,
+    outline_stages,
+    place_stages,
+    verify_program,
+)

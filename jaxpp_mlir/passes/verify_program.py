@@ -1,0 +1,110 @@
+"""jaxpp-verify-program: check the invariants of a partitioned module."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir import diagnostics
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.passes.base import ModulePass, register_pass
+
+
+@register_pass
+@dataclasses.dataclass
+class VerifyProgram(ModulePass):
+    """Verify a partitioned module: tasks, transfers and stage functions agree.
+
+    Checks that ``@main`` holds only jaxpp ops and its return; every task
+    names an existing function whose type matches its operands and results,
+    and carries a rank; every task operand is an argument of ``@main`` or is
+    defined on the task's rank; every ``jaxpp.recv`` has exactly one earlier
+    ``jaxpp.send`` on the same channel, between the same ranks, of the same
+    type; stage functions hold no stage marker, jaxpp op or call.
+
+    Precondition: none (it only reads the IR).
+    Postcondition: the IR is unchanged; a violation fails with a located error.
+    """
+
+    name = "jaxpp-verify-program"
+
+    def run(self, module: ir.Operation) -> None:
+        main = ir_utils.get_main(module)
+        symbols = ir.SymbolTable(module)
+        sends: dict[int, ir.Operation] = {}
+        matched: set[int] = set()
+        rank_of: dict[ir.Value, int] = {}
+        for op in [o.operation for o in ir_utils.body(main).operations]:
+            if op.name == "func.return":
+                continue
+            if not jaxpp.is_jaxpp_op(op):
+                raise diagnostics.error(op, f"'{op.name}' in @main of a partitioned module")
+            if not jaxpp.has_rank(op):
+                raise diagnostics.error(op, f"'{op.name}' has no jaxpp.rank")
+            rank = jaxpp.get_rank(op)
+            if jaxpp.is_send(op):
+                channel = jaxpp.get_channel(op)
+                if channel in sends:
+                    raise diagnostics.error(op, f"channel {channel} is sent on twice")
+                _check_operands_on_rank(op, rank, rank_of)
+                sends[channel] = op
+            elif jaxpp.is_recv(op):
+                _check_recv(op, sends, matched)
+            else:
+                _check_task(op, symbols)
+                _check_operands_on_rank(op, rank, rank_of)
+            for result in op.results:
+                rank_of[result] = rank
+        unmatched = sorted(set(sends) - matched)
+        if unmatched:
+            raise diagnostics.error(
+                sends[unmatched[0]], f"send on channel {unmatched[0]} has no matching recv"
+            )
+
+
+def _check_task(op: ir.Operation, symbols: ir.SymbolTable) -> None:
+    callee = jaxpp.task_callee(op)
+    try:
+        function = symbols[callee]
+    except KeyError:
+        raise diagnostics.error(op, f"task calls unknown function '@{callee}'") from None
+    function_type = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value)
+    operand_types = [v.type for v in op.operands]
+    result_types = [v.type for v in op.results]
+    if list(function_type.inputs) != operand_types or list(function_type.results) != result_types:
+        raise diagnostics.error(
+            op, f"task operand or result types do not match the type of '@{callee}'"
+        )
+    for nested in ir_utils.walk(function.operation):
+        if jaxpp.is_stage_marker(nested) or jaxpp.is_jaxpp_op(nested) or nested.name == "func.call":
+            raise diagnostics.error(
+                nested, f"'{nested.name}' left inside stage function '@{callee}'"
+            )
+
+
+def _check_recv(op: ir.Operation, sends: dict[int, ir.Operation], matched: set[int]) -> None:
+    channel = jaxpp.get_channel(op)
+    send = sends.get(channel)
+    if send is None:
+        raise diagnostics.error(op, f"recv on channel {channel} has no earlier send")
+    if channel in matched:
+        raise diagnostics.error(op, f"channel {channel} is received twice")
+    if jaxpp.get_rank(send) != jaxpp.get_peer(op) or jaxpp.get_peer(send) != jaxpp.get_rank(op):
+        raise diagnostics.error(
+            op, f"recv on channel {channel} does not match the ranks of its send"
+        )
+    if send.operands[0].type != op.results[0].type:
+        raise diagnostics.error(op, f"recv on channel {channel} has a different type than its send")
+    matched.add(channel)
+
+
+def _check_operands_on_rank(op: ir.Operation, rank: int, rank_of: dict[ir.Value, int]) -> None:
+    for value in op.operands:
+        if value in rank_of and rank_of[value] != rank:
+            raise diagnostics.error(
+                op,
+                f"operand defined on rank {rank_of[value]} is used on rank {rank} "
+                "without a transfer",
+            )

@@ -1,0 +1,93 @@
+"""``Interleaved1F1B``: 1F1B over virtual stages (Megatron-LM / PyTorch interleaved order)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxpp_mlir.errors import ScheduleError
+from jaxpp_mlir.schedules.base import Schedule
+from jaxpp_mlir.schedules.task import BWD, FWD, FusedTask, RankTasks, ScheduleItem, Task
+
+
+def fuse_last_stage_pairs(order: list[ScheduleItem], last_stage: int) -> list[ScheduleItem]:
+    """Fuse each ``fwd(last, m)`` directly followed by ``bwd(last, m)`` into one item."""
+    fused: list[ScheduleItem] = []
+    index = 0
+    while index < len(order):
+        item = order[index]
+        nxt = order[index + 1] if index + 1 < len(order) else None
+        if (
+            isinstance(item, Task)
+            and isinstance(nxt, Task)
+            and item == Task(last_stage, FWD, item.microbatch)
+            and nxt == Task(last_stage, BWD, item.microbatch)
+        ):
+            fused.append(FusedTask((item, nxt)))
+            index += 2
+        else:
+            fused.append(item)
+            index += 1
+    return fused
+
+
+class Interleaved1F1B(Schedule):
+    """Interleaved 1F1B (Narayanan et al., 2021): ``v = num_stages / mpmd_dim`` virtual
+    stages per rank, stage ``s`` on rank ``s % mpmd_dim``.
+
+    With ``p = mpmd_dim``, the ``k``-th forward of rank ``r`` is of its chunk
+    ``(k // p) % v`` (stage ``chunk * p + r``) for microbatch ``(k // (p*v)) * p + k % p``:
+    microbatches go in rounds of ``p``, each round through every chunk. Backwards use the
+    same formula with the chunks reversed. Rank ``r`` runs ``(v-1)*p + 2*(p-1-r)`` warm-up
+    forwards (capped at ``v*m``), then pairs of one forward and one backward, then the
+    remaining backwards. ``num_microbatches`` must be a multiple of ``p``. With equal
+    costs the bubble fraction is ``(p-1)/(v*m+p-1)``.
+
+    As in JaxPP, a forward of the last stage directly followed by the backward of the same
+    microbatch (always the case on the last rank) runs as one ``FusedTask``; with
+    ``fuse_steady_state=True`` every steady-state (forward, backward) pair is fused.
+    """
+
+    def __init__(self, num_stages: int, mpmd_dim: int, fuse_steady_state: bool = False) -> None:
+        super().__init__(num_stages, mpmd_dim)
+        if self.num_stages % self.mpmd_dim:
+            raise ScheduleError(
+                f"Interleaved1F1B: num_stages ({num_stages}) must be a multiple of "
+                f"mpmd_dim ({mpmd_dim})"
+            )
+        self.fuse_steady_state = bool(fuse_steady_state)
+        self.virtual_stages = self.num_stages // self.mpmd_dim
+
+    def _check_num_microbatches(self, num_microbatches: int) -> None:
+        if num_microbatches % self.mpmd_dim:
+            raise ScheduleError(
+                f"Interleaved1F1B: num_microbatches ({num_microbatches}) must be a multiple "
+                f"of mpmd_dim ({self.mpmd_dim}) (microbatches go in rounds of mpmd_dim)"
+            )
+
+    def _task(self, rank: int, kind: str, index: int) -> Task:
+        p, v = self.mpmd_dim, self.virtual_stages
+        chunk = (index // p) % v
+        if kind == BWD:
+            chunk = v - 1 - chunk
+        return Task(chunk * p + rank, kind, (index // (p * v)) * p + index % p)
+
+    def _build(self, num_microbatches: int) -> RankTasks:
+        p, v = self.mpmd_dim, self.virtual_stages
+        total = v * num_microbatches
+        per_rank: RankTasks = []
+        for rank in range(p):
+            warm = min((v - 1) * p + 2 * (p - 1 - rank), total)
+            order: list[ScheduleItem] = [self._task(rank, FWD, k) for k in range(warm)]
+            for step in range(total - warm):
+                pair = (self._task(rank, FWD, warm + step), self._task(rank, BWD, step))
+                order += [FusedTask(pair)] if self.fuse_steady_state else list(pair)
+            order += [self._task(rank, BWD, k) for k in range(total - warm, total)]
+            per_rank.append(fuse_last_stage_pairs(order, self.num_stages - 1))
+        return per_rank
+
+    def _repr_fields(self) -> dict[str, Any]:
+        return {
+            "num_stages": self.num_stages,
+            "mpmd_dim": self.mpmd_dim,
+            "fuse_steady_state": self.fuse_steady_state,
+        }

@@ -1,0 +1,113 @@
+"""Pipeline tasks: the units of work a schedule orders on each rank.
+
+A ``Task`` is one pass of one stage over one microbatch: a forward (``fwd``), a full
+backward (``bwd``), or the two halves of a split backward, the input gradient (``bwd_i``,
+what the upstream stage waits for) and the weight gradient (``bwd_w``, which nothing
+downstream waits for). A ``FusedTask`` is a group of tasks that runs as one executable
+on one rank: all its inputs must be ready when it starts, and its outputs are ready when
+it ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TypeAlias
+
+from jaxpp_mlir.errors import ScheduleError
+
+FWD = "fwd"
+BWD = "bwd"
+BWD_I = "bwd_i"
+BWD_W = "bwd_w"
+
+#: Every task kind, in the order forward, full backward, input gradient, weight gradient.
+KINDS: tuple[str, ...] = (FWD, BWD, BWD_I, BWD_W)
+
+_SHORT = {FWD: "F", BWD: "B", BWD_I: "I", BWD_W: "W"}
+
+
+def _check_index(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ScheduleError(f"Task {name} must be a non-negative int, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Task:
+    """One pass (``kind``) of one pipeline ``stage`` over one ``microbatch``.
+
+    ``str(Task(2, "fwd", 0))`` is ``"fwd_2__0"``.
+    """
+
+    stage: int
+    kind: str
+    microbatch: int
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ScheduleError(f"Task kind must be one of {KINDS}, got {self.kind!r}")
+        _check_index("stage", self.stage)
+        _check_index("microbatch", self.microbatch)
+
+    def __str__(self) -> str:
+        return f"{self.kind}_{self.stage}__{self.microbatch}"
+
+    @property
+    def parts(self) -> tuple[Task, ...]:
+        """The tasks this item runs: just itself."""
+        return (self,)
+
+    @property
+    def label(self) -> str:
+        """Short grid label: ``F2.0`` (forward of stage 2, microbatch 0), ``B``, ``I``, ``W``."""
+        return f"{_SHORT[self.kind]}{self.stage}.{self.microbatch}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FusedTask:
+    """Tasks that run, in this order, as one executable on one rank.
+
+    ``str(FusedTask((fwd, bwd)))`` is ``"FusedTask(fwd_3__0, bwd_3__0)"``.
+    """
+
+    tasks: tuple[Task, ...]
+
+    def __post_init__(self) -> None:
+        try:
+            tasks = tuple(self.tasks)
+        except TypeError:
+            raise ScheduleError(
+                f"FusedTask takes a tuple of Task, got {type(self.tasks).__name__}"
+            ) from None
+        object.__setattr__(self, "tasks", tasks)
+        if not tasks:
+            raise ScheduleError("FusedTask needs at least one Task")
+        for task in tasks:
+            if not isinstance(task, Task):
+                raise ScheduleError(f"FusedTask parts must be Task, got {task!r}")
+        if len(set(tasks)) != len(tasks):
+            raise ScheduleError(f"FusedTask holds the same task twice: {self}")
+
+    def __str__(self) -> str:
+        return f"FusedTask({', '.join(str(task) for task in self.tasks)})"
+
+    @property
+    def parts(self) -> tuple[Task, ...]:
+        """The tasks this item runs, in order."""
+        return self.tasks
+
+    @property
+    def label(self) -> str:
+        """Short grid label: the part labels joined by ``+`` (``F3.0+B3.0``)."""
+        return "+".join(task.label for task in self.tasks)
+
+
+#: One entry of a rank's ordered task list.
+ScheduleItem: TypeAlias = Task | FusedTask
+
+#: One ordered list of items per rank.
+RankTasks: TypeAlias = list[list[ScheduleItem]]
+
+
+def fuse(*tasks: Task) -> FusedTask:
+    """``FusedTask`` of the given tasks, in the given order."""
+    return FusedTask(tuple(tasks))

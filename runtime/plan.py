@@ -1,0 +1,101 @@
+"""The execution plan: everything the runtime needs, as plain data.
+
+The compiler side (``jaxpp_mlir.program``) builds an ``ExecutionPlan`` from a
+partitioned module; the runtime executes it and never sees MLIR passes.
+
+Values are named by integers. Input ``i`` of the program is value ``i`` and is
+placed on every rank listed in its ``InputBinding``. Every other value is
+defined exactly once, on one rank, by a ``RunStage`` output or a ``Recv``.
+``instructions`` is a global order in which a single dispatcher may issue all
+ranks' work: every ``Send`` precedes its ``Recv``, every value is defined
+before its uses on its rank. ``rank_program(r)`` is rank r's own ordered list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[int, ...]
+    dtype: str  # a numpy dtype name: "float32", "int32", "bool", "bfloat16"...
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class StageExecutable:
+    """One standalone StableHLO module (public ``@main``) compiled for one rank."""
+
+    name: str
+    rank: int
+    mlir_module: str
+    input_specs: tuple[TensorSpec, ...]
+    output_specs: tuple[TensorSpec, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStage:
+    """Runs ``executable`` on ``rank`` with ``inputs``, defining ``outputs``."""
+
+    rank: int
+    executable: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    label: str = ""  # e.g. "fwd_1__0", for traces and errors
+
+
+@dataclasses.dataclass(frozen=True)
+class Send:
+    """Sends ``value`` (held by ``rank``) to ``peer`` on ``channel``."""
+
+    rank: int
+    peer: int
+    channel: int
+    value: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Recv:
+    """Defines ``value`` on ``rank`` as what ``peer`` sent on ``channel``."""
+
+    rank: int
+    peer: int
+    channel: int
+    value: int
+    spec: TensorSpec
+
+
+Instruction = RunStage | Send | Recv
+
+
+@dataclasses.dataclass(frozen=True)
+class InputBinding:
+    """Program input ``index`` (value id ``index``), needed on ``ranks``."""
+
+    index: int
+    spec: TensorSpec
+    ranks: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputBinding:
+    """Program output: ``value`` as held by ``rank``."""
+
+    value: int
+    rank: int
+    spec: TensorSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionPlan:
+    num_ranks: int
+    executables: dict[str, StageExecutable]
+    inputs: tuple[InputBinding, ...]
+    outputs: tuple[OutputBinding, ...]
+    instructions: tuple[Instruction, ...]
+
+    def rank_program(self, rank: int) -> list[Instruction]:
+        return [inst for inst in self.instructions if inst.rank == rank]

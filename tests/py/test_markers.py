@@ -1,0 +1,281 @@
+"""Tests of the frontend stage marker ``pipeline_enter_stage``."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpp_mlir.dialect.ops import BACKWARD, DIRECTION_ATTR, ENTER_STAGE_TARGET, FORWARD
+from jaxpp_mlir.frontend import marker_ffi
+from jaxpp_mlir.frontend.markers import (
+    enter_stage_p,
+    mark_stage_end,
+    pipeline_enter_stage,
+)
+
+MARKER_RE = re.compile(
+    r"stablehlo\.custom_call @" + re.escape(ENTER_STAGE_TARGET) + r"\((?P<operands>[^)]*)\)"
+    r"[^\n]*" + re.escape(DIRECTION_ATTR) + r' = "(?P<direction>\w+)"'
+)
+
+
+def markers(text: str) -> list[tuple[int, str]]:
+    """(operand count, direction) of every stage marker in the IR text."""
+    return [(len(m["operands"].split(",")), m["direction"]) for m in MARKER_RE.finditer(text)]
+
+
+def directions(text: str) -> list[str]:
+    return [d for _, d in markers(text)]
+
+
+def init_mlp(sizes: tuple[int, ...] = (4, 5, 6, 3)) -> list[tuple[jax.Array, jax.Array]]:
+    keys = jax.random.split(jax.random.key(0), len(sizes) - 1)
+    return [
+        (jax.random.normal(k, (m, n)) / np.sqrt(m), jnp.full((n,), 0.1))
+        for k, m, n in zip(keys, sizes[:-1], sizes[1:], strict=True)
+    ]
+
+
+def mlp(params, x, *, marked: bool):
+    for w, b in params:
+        x = jnp.tanh(x @ w + b)
+        if marked:
+            x = pipeline_enter_stage(x)
+    return x
+
+
+def loss(params, x, *, marked: bool):
+    return jnp.mean(mlp(params, x, marked=marked) ** 2)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return init_mlp(), jax.random.normal(jax.random.key(1), (2, 4))
+
+
+def test_alias_and_eager_identity():
+    assert mark_stage_end is pipeline_enter_stage
+    tree = {"a": jnp.arange(3.0), "b": (jnp.ones((2, 2), jnp.int32), jnp.float32(2.0))}
+    out = pipeline_enter_stage(tree)
+    assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(tree)
+    for got, want in zip(
+        jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(tree), strict=True
+    ):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_python_scalars_and_empty_tree():
+    a, b = pipeline_enter_stage((1.5, 2))
+    assert isinstance(a, jax.Array) and isinstance(b, jax.Array)
+    assert float(a) == 1.5 and int(b) == 2
+    assert pipeline_enter_stage(()) == ()
+
+
+def test_one_bind_per_call():
+    jaxpr = jax.make_jaxpr(lambda x, y: pipeline_enter_stage({"x": x, "y": (y, x)}))(
+        jnp.ones(2), jnp.ones(3)
+    )
+    eqns = [e for e in jaxpr.jaxpr.eqns if e.primitive is enter_stage_p]
+    assert len(eqns) == 1
+    assert len(eqns[0].invars) == 3
+    assert eqns[0].params == {"direction": FORWARD}
+
+
+def test_multi_leaf_lowers_to_one_custom_call():
+    x, y = jnp.ones((2, 3)), jnp.ones((3,), jnp.int32)
+    text = jax.jit(lambda x, y: pipeline_enter_stage((x, y, x))).lower(x, y).as_text()
+    assert markers(text) == [(3, FORWARD)]
+    assert "api_version = 4 : i32" in text
+    assert "backend_config = {}" in text
+    for i in range(3):
+        assert (
+            f"output_operand_alias<output_tuple_indices = [{i}], operand_index = {i}, "
+            "operand_tuple_indices = []>" in text
+        )
+    assert "(tensor<2x3xf32>, tensor<3xi32>, tensor<2x3xf32>) -> " in text
+    assert "has_side_effect = true" not in text
+
+
+def test_single_leaf_alias_has_no_tuple_index():
+    text = jax.jit(pipeline_enter_stage).lower(jnp.ones(2)).as_text()
+    assert markers(text) == [(1, FORWARD)]
+    assert "output_tuple_indices = []" in text
+
+
+def test_jit_runs_and_matches_unmarked(data):
+    params, x = data
+    marked = jax.jit(lambda p, x: mlp(p, x, marked=True))
+    text = marked.lower(params, x).as_text()
+    assert directions(text) == [FORWARD] * 3
+    np.testing.assert_array_equal(
+        marked(params, x), jax.jit(lambda p, x: mlp(p, x, marked=False))(params, x)
+    )
+
+
+def test_value_and_grad_matches_unmarked(data):
+    params, x = data
+    vg_marked = jax.jit(jax.value_and_grad(lambda p, x: loss(p, x, marked=True)))
+    vg_plain = jax.jit(jax.value_and_grad(lambda p, x: loss(p, x, marked=False)))
+    (v1, g1), (v2, g2) = vg_marked(params, x), vg_plain(params, x)
+    np.testing.assert_array_equal(v1, v2)
+    for a, b in zip(jax.tree_util.tree_leaves(g1), jax.tree_util.tree_leaves(g2), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_value_and_grad_has_fwd_and_bwd_markers(data):
+    params, x = data
+    text = (
+        jax.jit(jax.value_and_grad(lambda p, x: loss(p, x, marked=True))).lower(params, x).as_text()
+    )
+    found = directions(text)
+    assert found.count(FORWARD) == 3
+    assert found.count(BACKWARD) == 3
+    assert found.index(BACKWARD) > max(i for i, d in enumerate(found) if d == FORWARD)
+
+
+def test_first_stage_input_cotangent_is_dropped():
+    def f(x):
+        x = pipeline_enter_stage(x)
+        return jnp.sum(jnp.sin(x))
+
+    x = jnp.ones(3)
+    text = jax.jit(jax.grad(f)).lower(x).as_text()
+    assert sorted(directions(text)) == [BACKWARD, FORWARD]
+    np.testing.assert_array_equal(jax.jit(jax.grad(f))(x), jnp.cos(x))
+
+
+def test_grad_with_integer_and_unused_leaves():
+    def f(x, n, unused):
+        x, n, unused = pipeline_enter_stage((x, n, unused))
+        return jnp.sum(x * n)
+
+    x, n, unused = jnp.arange(3.0), jnp.int32(2), jnp.ones(2)
+    gx, gu = jax.grad(f, argnums=(0, 2))(x, n, unused)
+    np.testing.assert_array_equal(gx, jnp.full(3, 2.0))
+    np.testing.assert_array_equal(gu, jnp.zeros(2))
+    gx, gn = jax.jit(jax.grad(f, argnums=(0, 1), allow_int=True))(x, n, unused)
+    np.testing.assert_array_equal(gx, jnp.full(3, 2.0))
+    assert gn.dtype == jax.dtypes.float0
+    text = jax.jit(jax.grad(f, argnums=(0, 2))).lower(x, n, unused).as_text()
+    assert [m for m in markers(text) if m[1] == BACKWARD] == [(1, BACKWARD)]
+
+
+def test_jvp_marks_only_nonzero_tangents():
+    def f(x, y):
+        return pipeline_enter_stage((x, y))
+
+    jaxpr = jax.make_jaxpr(lambda x, t: jax.jvp(lambda x: f(x, 2.0), (x,), (t,)))(
+        jnp.ones(2), jnp.ones(2)
+    )
+    eqns = [e for e in jaxpr.jaxpr.eqns if e.primitive is enter_stage_p]
+    assert [len(e.invars) for e in eqns] == [2, 1]
+    assert all(e.params["direction"] == FORWARD for e in eqns)
+
+
+def test_grad_of_grad_scalar():
+    def f(x):
+        y = pipeline_enter_stage(jnp.sin(x))
+        return pipeline_enter_stage(y * y)
+
+    x = jnp.float32(0.3)
+    ggf = jax.jit(jax.grad(jax.grad(f)))
+    expected = jax.grad(jax.grad(lambda x: jnp.sin(x) ** 2))(x)
+    np.testing.assert_allclose(ggf(x), expected, rtol=1e-6)
+    assert FORWARD in directions(ggf.lower(x).as_text())
+
+
+def test_vmap_matches_unmarked(data):
+    params, _ = data
+    xs = jax.random.normal(jax.random.key(2), (5, 2, 4))
+    marked = jax.vmap(lambda x: mlp(params, x, marked=True))
+    plain = jax.vmap(lambda x: mlp(params, x, marked=False))
+    np.testing.assert_array_equal(jax.jit(marked)(xs), jax.jit(plain)(xs))
+    np.testing.assert_array_equal(marked(xs), plain(xs))
+
+
+def test_vmap_keeps_batch_dims():
+    def f(x, y):
+        return pipeline_enter_stage((x, y))
+
+    x, y = jnp.arange(6.0).reshape(2, 3), jnp.arange(3.0)
+    a, b = jax.vmap(f, in_axes=(1, None), out_axes=(1, None))(x, y)
+    np.testing.assert_array_equal(a, x)
+    np.testing.assert_array_equal(b, y)
+    jaxpr = jax.make_jaxpr(jax.vmap(f, in_axes=(1, None)))(x, y)
+    (eqn,) = [e for e in jaxpr.jaxpr.eqns if e.primitive is enter_stage_p]
+    assert eqn.invars[0].aval.shape == (2, 3)
+
+
+def test_nested_jit(data):
+    params, x = data
+    inner = jax.jit(lambda h: pipeline_enter_stage(jnp.tanh(h)))
+
+    def outer(p, x):
+        return jnp.sum(inner(x @ p[0][0]) ** 2)
+
+    text = jax.jit(outer).lower(params, x).as_text()
+    assert directions(text) == [FORWARD]
+    assert re.search(r"func\.func private @\S+\([^\n]*\{\n[^}]*jaxpp\.enter_stage", text)
+    plain = jax.jit(lambda p, x: jnp.sum(jax.jit(jnp.tanh)(x @ p[0][0]) ** 2))
+    np.testing.assert_array_equal(jax.jit(outer)(params, x), plain(params, x))
+    grad_text = jax.jit(jax.grad(outer)).lower(params, x).as_text()
+    assert sorted(directions(grad_text)) == [BACKWARD, FORWARD]
+
+
+def test_checkpoint(data):
+    params, x = data
+
+    def f(p, x):
+        return loss(p, x, marked=True)
+
+    g_remat = jax.jit(jax.grad(jax.checkpoint(f)))
+    g_plain = jax.jit(jax.grad(lambda p, x: loss(p, x, marked=False)))
+    for a, b in zip(
+        jax.tree_util.tree_leaves(g_remat(params, x)),
+        jax.tree_util.tree_leaves(g_plain(params, x)),
+        strict=True,
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    found = directions(g_remat.lower(params, x).as_text())
+    assert found.count(FORWARD) >= 3 and found.count(BACKWARD) == 3
+
+
+def test_ffi_library_is_cached():
+    assert marker_ffi.ensure_registered()
+    path = marker_ffi.library_path()
+    assert path.exists()
+    assert marker_ffi.ensure_registered()
+
+
+def test_missing_compiler_warns(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAXPP_MLIR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(marker_ffi.shutil, "which", lambda name: None)
+    with pytest.warns(RuntimeWarning, match="jaxpp_mlir.partition still works"):
+        assert marker_ffi._register() is False
+    assert not list(tmp_path.iterdir())
+
+
+def test_prng_key_leaf():
+    keys = jax.random.split(jax.random.key(0), 3)
+    f = jax.jit(lambda k: jax.random.normal(pipeline_enter_stage(k)[1], (2,)))
+    np.testing.assert_array_equal(f(keys), jax.random.normal(keys[1], (2,)))
+
+
+def test_sharded_input_keeps_sharding():
+    mesh = jax.make_mesh((8,), ("d",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d"))
+    x = jax.device_put(jnp.arange(32.0).reshape(8, 4), sharding)
+    f = jax.jit(lambda x: jnp.sin(pipeline_enter_stage((x * 2, 3.0))[0]))
+    assert "sdy.op_sharding_rule<([i, j], [])->([i, j], []) {i=8, j=4}>" in f.lower(x).as_text()
+    out = f(x)
+    assert out.sharding.is_equivalent_to(sharding, 2)
+    np.testing.assert_array_equal(out, jax.jit(lambda x: jnp.sin(x * 2))(x))

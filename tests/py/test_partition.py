@@ -1,0 +1,253 @@
+"""End to end: marked JAX steps partitioned, compiled and run, against plain jax.jit."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import jaxpp_mlir as pp  # noqa: E402
+
+# Stage programs are compiled separately, so XLA may fuse (and so round) a few
+# elementwise chains differently from the single jitted module: results agree
+# to a few ulps of float32, not always bit for bit.
+RTOL = 1e-6
+ATOL = 1e-7
+
+
+def make_mesh(num_ranks: int) -> pp.MpmdMesh:
+    devices = np.array(jax.devices()[:num_ranks])
+    return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
+
+
+def run_pipelined(fn, *args, num_ranks):
+    program = pp.partition(jax.jit(fn).lower(*args), mesh=make_mesh(num_ranks))
+    return program, program.compile()(*args)
+
+
+def assert_trees_close(actual, expected):
+    actual_leaves, actual_tree = jax.tree_util.tree_flatten(actual)
+    expected_leaves, expected_tree = jax.tree_util.tree_flatten(expected)
+    assert actual_tree == expected_tree
+    for a, e in zip(actual_leaves, expected_leaves, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=RTOL, atol=ATOL)
+
+
+def mlp_params(num_stages, width=8, layers_per_stage=2, seed=0):
+    keys = jax.random.split(jax.random.PRNGKey(seed), num_stages * layers_per_stage)
+    return [jax.random.normal(k, (width, width)) / np.sqrt(width) for k in keys]
+
+
+def mlp(params, x, layers_per_stage=2):
+    for index, w in enumerate(params):
+        x = jnp.tanh(x @ w)
+        if index % layers_per_stage == layers_per_stage - 1:
+            x = pp.pipeline_enter_stage(x)
+    return x
+
+
+def mse(params, x, y):
+    return jnp.mean((mlp(params, x) - y) ** 2)
+
+
+@pytest.fixture(scope="module")
+def batch():
+    kx, ky = jax.random.split(jax.random.PRNGKey(1))
+    return jax.random.normal(kx, (4, 8)), jax.random.normal(ky, (4, 8))
+
+
+@pytest.mark.parametrize("num_stages", [2, 3, 4])
+def test_mlp_value_and_grad(num_stages, batch):
+    params = mlp_params(num_stages)
+    step = jax.value_and_grad(mse)
+    program, result = run_pipelined(step, params, *batch, num_ranks=num_stages)
+    assert program.num_stages == num_stages
+    assert_trees_close(result, jax.jit(step)(params, *batch))
+
+
+def test_mlp_outputs_live_on_their_stage_rank(batch):
+    params = mlp_params(4)
+    program, (loss, grads) = run_pipelined(jax.value_and_grad(mse), params, *batch, num_ranks=4)
+    devices = jax.devices()
+    assert loss.devices() == {devices[3]}
+    for index, grad in enumerate(grads):
+        assert grad.devices() == {devices[index // 2]}
+
+
+def test_several_arrays_cross_one_boundary(batch):
+    params = mlp_params(3, layers_per_stage=1)
+
+    def loss(params, x, y):
+        a = jnp.tanh(x @ params[0])
+        b = jnp.sin(x @ params[0].T)
+        a, b = pp.pipeline_enter_stage((a, b))
+        c = pp.pipeline_enter_stage(jnp.tanh(a @ params[1]) * b)
+        d = pp.pipeline_enter_stage(c @ params[2] + a)
+        return jnp.mean((d - y) ** 2)
+
+    step = jax.value_and_grad(loss)
+    _, result = run_pipelined(step, params, *batch, num_ranks=3)
+    assert_trees_close(result, jax.jit(step)(params, *batch))
+
+
+def test_skip_connection_over_a_stage(batch):
+    params = mlp_params(3, layers_per_stage=1)
+
+    def loss(params, x, y):
+        h0 = pp.pipeline_enter_stage(jnp.tanh(x @ params[0]))
+        h1 = pp.pipeline_enter_stage(jnp.tanh(h0 @ params[1]))
+        out = pp.pipeline_enter_stage(h1 @ params[2] + h0)  # stage 0's output used in stage 2
+        return jnp.mean((out - y) ** 2)
+
+    step = jax.value_and_grad(loss)
+    program, result = run_pipelined(step, params, *batch, num_ranks=3)
+    assert_trees_close(result, jax.jit(step)(params, *batch))
+    assert any(
+        inst.rank == 0 and getattr(inst, "peer", None) == 2 for inst in program.plan.instructions
+    ), "stage 0's output must be sent straight to rank 2"
+
+
+def test_stage_without_parameters(batch):
+    params = mlp_params(2, layers_per_stage=1)
+
+    def loss(params, x, y):
+        h = pp.pipeline_enter_stage(jnp.tanh(x @ params[0]))
+        h = pp.pipeline_enter_stage(jnp.sin(h) * 2.0)  # no parameters in stage 1
+        h = pp.pipeline_enter_stage(h @ params[1])
+        return jnp.mean((h - y) ** 2)
+
+    step = jax.value_and_grad(loss)
+    program, result = run_pipelined(step, params, *batch, num_ranks=3)
+    assert program.num_stages == 3
+    assert_trees_close(result, jax.jit(step)(params, *batch))
+
+
+@pytest.mark.parametrize("num_stages", [2, 4])
+def test_forward_only(num_stages, batch):
+    params = mlp_params(num_stages)
+    program, result = run_pipelined(mlp, params, batch[0], num_ranks=num_stages)
+    assert "bwd" not in " ".join(program.stage_modules)
+    assert_trees_close(result, jax.jit(mlp)(params, batch[0]))
+
+
+def test_training_step_with_sgd_update(batch):
+    params = mlp_params(4)
+
+    def step(params, x, y):
+        loss, grads = jax.value_and_grad(mse)(params, x, y)
+        return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], loss
+
+    program = pp.partition(jax.jit(step).lower(params, *batch), mesh=make_mesh(4))
+    compiled = program.compile()
+    ours, reference = params, params
+    for _ in range(3):
+        ours, loss = compiled(ours, *batch)
+        reference, reference_loss = jax.jit(step)(reference, *batch)
+        assert_trees_close(loss, reference_loss)
+    assert_trees_close(ours, reference)
+
+
+def test_partition_from_mlir_text_file(tmp_path, batch):
+    params = mlp_params(2)
+    step = jax.value_and_grad(mse)
+    path = tmp_path / "step.mlir"
+    path.write_text(jax.jit(step).lower(params, *batch).as_text())
+    program = pp.partition(path.read_text(), mesh=make_mesh(2))
+    flat = program.compile()(*params, *batch)
+    expected = jax.tree_util.tree_leaves(jax.jit(step)(params, *batch))
+    assert len(flat) == len(expected)
+    for a, e in zip(flat, expected, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=RTOL, atol=ATOL)
+
+
+def test_stage_ir_and_dump(tmp_path, batch):
+    params = mlp_params(2)
+    lowered = jax.jit(jax.value_and_grad(mse)).lower(params, *batch)
+    program = pp.partition(lowered, mesh=make_mesh(2), dump_dir=tmp_path)
+    text = program.stage_ir(1)
+    assert "jaxpp" not in text and "custom_call" not in text
+    assert text.count("func.func public @main") == 2  # forward and backward of stage 1
+    assert "jaxpp.send" in program.ir() and "jaxpp.recv" in program.ir()
+    names = sorted(os.listdir(tmp_path))
+    assert names[0] == "00_input.mlir"
+    assert "01_after_jaxpp-inline-calls.mlir" in names
+    dumped = sorted(os.listdir(tmp_path / "program"))
+    assert "task_graph.mlir" in dumped and "stage1_bwd.mlir" in dumped and "schedule.txt" in dumped
+
+
+def test_second_call_reuses_executables(batch):
+    params = mlp_params(2)
+    program = pp.partition(jax.jit(jax.value_and_grad(mse)).lower(params, *batch), mesh=make_mesh(2))
+    compiled = program.compile()
+    compiled(params, *batch)
+    executables = dict(compiled.executable.executables)
+    compiled(params, *batch)
+    assert {k: id(v) for k, v in compiled.executable.executables.items()} == {
+        k: id(v) for k, v in executables.items()
+    }
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_no_markers_is_a_clear_error(batch):
+    def loss(w, x):
+        return jnp.sum(jnp.tanh(x @ w))
+
+    lowered = jax.jit(loss).lower(jnp.ones((8, 8)), batch[0])
+    with pytest.raises(pp.PartitionError, match="no stage markers found"):
+        pp.partition(lowered, mesh=make_mesh(2))
+
+
+def test_more_stages_than_submeshes(batch):
+    params = mlp_params(4)
+    lowered = jax.jit(mlp).lower(params, batch[0])
+    with pytest.raises(pp.PartitionError, match="4 stages but the mesh has only 2 submeshes"):
+        pp.partition(lowered, mesh=make_mesh(2))
+
+
+def test_marker_inside_control_flow_names_the_source_line(batch):
+    def body(i, x):
+        return pp.pipeline_enter_stage(jnp.tanh(x))
+
+    def f(x):
+        return jax.lax.fori_loop(0, 3, body, x)
+
+    with pytest.raises(pp.PartitionError, match=r"test_partition.py:\d+:\d+: error: stage marker "
+                       r"inside 'stablehlo.while' is not supported"):
+        pp.partition(jax.jit(f).lower(batch[0]), mesh=make_mesh(2))
+
+
+def test_malformed_mlir_text():
+    with pytest.raises(pp.MlirParseError, match="malformed MLIR module: line 1:"):
+        pp.partition("module { func.func @main( }", mesh=make_mesh(2))
+
+
+@pytest.fixture(scope="module")
+def compiled_two_stage(batch):
+    params = mlp_params(2)
+    program = pp.partition(jax.jit(jax.value_and_grad(mse)).lower(params, *batch), mesh=make_mesh(2))
+    return params, program.compile()
+
+
+def test_call_with_wrong_shape(compiled_two_stage, batch):
+    params, compiled = compiled_two_stage
+    with pytest.raises(pp.CallError, match=r"shape"):
+        compiled(params, batch[0][:2], batch[1])
+
+
+def test_call_with_wrong_dtype(compiled_two_stage, batch):
+    params, compiled = compiled_two_stage
+    with pytest.raises(pp.CallError, match=r"dtype|float32"):
+        compiled(params, batch[0].astype(jnp.int32), batch[1])
+
+
+def test_call_with_wrong_structure(compiled_two_stage, batch):
+    params, compiled = compiled_two_stage
+    with pytest.raises(pp.CallError, match="structure"):
+        compiled(params[:1], *batch)
