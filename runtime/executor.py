@@ -261,8 +261,7 @@ class CompiledPlan:
                 )
             if slots[slot].spec != out.spec:
                 raise ScheduleError(
-                    f"output {k} is declared {out.spec} but value {out.value} is "
-                    f"{slots[slot].spec}"
+                    f"output {k} is declared {out.spec} but value {out.value} is {slots[slot].spec}"
                 )
             slots[slot].last_use = n_inst
             output_slots.append(slot)
@@ -308,8 +307,7 @@ class CompiledPlan:
     def _check_rank(self, rank: int, what: str) -> None:
         if not 0 <= rank < len(self.rank_devices):
             raise ScheduleError(
-                f"{what} refers to rank {rank}, but the plan runs on "
-                f"{len(self.rank_devices)} ranks"
+                f"{what} refers to rank {rank}, but the plan runs on {len(self.rank_devices)} ranks"
             )
 
     def _make_ops(
@@ -412,9 +410,7 @@ class CompiledPlan:
                     for s, value in zip(op[3], outs, strict=True):
                         env[s] = value
                 elif kind == _COPY:
-                    moved = _transfer.batched_copy(
-                        [env[s] for s in op[1]], op[3], op[4], op[5]
-                    )
+                    moved = _transfer.batched_copy([env[s] for s in op[1]], op[3], op[4], op[5])
                     for s, value in zip(op[2], moved, strict=True):
                         env[s] = value
                 elif kind == _SEND:
@@ -518,9 +514,7 @@ def _scalar(check: _InputCheck, x: bool | int | float | complex) -> np.ndarray:
         raise CallError(f"argument {check.index}: {x!r} does not fit in {dtype.name}") from e
 
 
-def compile_plan(
-    plan: ExecutionPlan, rank_devices: Sequence[Sequence[jax.Device]]
-) -> CompiledPlan:
+def compile_plan(plan: ExecutionPlan, rank_devices: Sequence[Sequence[jax.Device]]) -> CompiledPlan:
     """Compiles every executable of ``plan`` for the submesh of its rank.
 
     ``rank_devices[r]`` lists rank r's devices in partition order. A module text
