@@ -62,7 +62,8 @@ def remark(where: ir.Operation | ir.OpView | ir.Location, message: str) -> None:
 def from_mlir(info: ir.DiagnosticInfo) -> Diagnostic:
     """Converts a diagnostic carried by ``ir.MLIRError`` into a ``Diagnostic``, with its notes."""
     severity = _SEVERITIES.get(info.severity.name, ERROR)
-    return Diagnostic(severity, info.location, info.message, tuple(from_mlir(n) for n in info.notes))
+    notes = tuple(from_mlir(note) for note in info.notes)
+    return Diagnostic(severity, info.location, info.message, notes)
 
 
 _SEVERITIES = {"ERROR": ERROR, "WARNING": WARNING, "REMARK": REMARK, "NOTE": NOTE}

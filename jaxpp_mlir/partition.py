@@ -8,12 +8,15 @@ from typing import Any
 from jax.extend.mlir import ir
 
 from jaxpp_mlir import ir_context
-from jaxpp_mlir.errors import PartitionError
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.passes import registry  # noqa: F401  (registers the passes)
 from jaxpp_mlir.passes.assign_stages import AssignStages
 from jaxpp_mlir.passes.inline_calls import InlineCalls
 from jaxpp_mlir.passes.insert_transfers import InsertTransfers
+from jaxpp_mlir.passes.normalize_loop import NormalizeLoop
+from jaxpp_mlir.passes.outline_outer_code import OutlineOuterCode
 from jaxpp_mlir.passes.outline_stages import OutlineStages
 from jaxpp_mlir.passes.pipeline import (
     PipelineElement,
@@ -24,20 +27,34 @@ from jaxpp_mlir.passes.pipeline import (
 from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.passes.verify_program import VerifyProgram
 from jaxpp_mlir.program import PartitionedProgram
+from jaxpp_mlir.schedules import Schedule, Std1F1B
 
 DUMP_DIR_ENV = "JAXPP_MLIR_DUMP_DIR"
 
 
-def default_pipeline(*, mpmd_dim: int, placement: tuple[int, ...] = ()) -> list[PipelineElement]:
-    """The passes ``partition()`` runs, in order."""
+def stage_pipeline() -> list[PipelineElement]:
+    """The passes that find the stages and outline them (no placement yet)."""
     return [
         make_element(InlineCalls()),
+        make_element(NormalizeLoop()),
         make_element(AssignStages()),
         make_element(OutlineStages()),
+    ]
+
+
+def placement_pipeline(*, mpmd_dim: int, placement: tuple[int, ...] = ()) -> list[PipelineElement]:
+    """The passes that place stages on ranks and connect them."""
+    return [
         make_element(PlaceStages(mpmd_dim=mpmd_dim, placement=placement)),
+        make_element(OutlineOuterCode()),
         make_element(InsertTransfers()),
         make_element(VerifyProgram()),
     ]
+
+
+def default_pipeline(*, mpmd_dim: int, placement: tuple[int, ...] = ()) -> list[PipelineElement]:
+    """The passes ``partition()`` runs, in order."""
+    return stage_pipeline() + placement_pipeline(mpmd_dim=mpmd_dim, placement=placement)
 
 
 def default_pipeline_text(*, mpmd_dim: int, placement: tuple[int, ...] = ()) -> str:
@@ -49,47 +66,111 @@ def partition(
     x: Any,
     *,
     mesh: MpmdMesh,
-    schedule: Any = None,
+    schedule: Schedule | None = None,
     dump_dir: str | os.PathLike | None = None,
 ) -> PartitionedProgram:
     """Partitions a lowered step into stage programs over ``mesh``'s submeshes.
 
     ``x`` is a ``jax.stages.Lowered``, an ``ir.Module`` or MLIR text (or
-    bytecode). The input is copied; it is never modified. ``dump_dir`` (or the
-    environment variable ``JAXPP_MLIR_DUMP_DIR``) receives the input module,
-    the IR after every pass, every stage module and the schedule.
+    bytecode). The input is copied; it is never modified. ``schedule`` orders
+    the microbatches of a ``treduce`` loop (default: ``Std1F1B``) and places
+    stages on ranks (default: stage s on rank s % mpmd_dim). ``dump_dir`` (or
+    the environment variable ``JAXPP_MLIR_DUMP_DIR``) receives the input
+    module, the IR after every pass, every stage module and the schedule.
     """
     if not isinstance(mesh, MpmdMesh):
         raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
-    if schedule is not None:
-        raise NotImplementedError(
-            "schedules need the microbatch loop (treduce), which is not supported yet"
-        )
+    if schedule is not None and not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule must be a jaxpp_mlir schedule, got {type(schedule).__name__}")
     module, tree_info = _import(x)
     dump_dir = dump_dir or os.environ.get(DUMP_DIR_ENV) or None
-    pipeline = default_pipeline(mpmd_dim=mesh.mpmd_dim)
-    after_pass = None
-    if dump_dir is not None:
-        os.makedirs(dump_dir, exist_ok=True)
-        _write(dump_dir, "00_input.mlir", _print(module))
-
-        def after_pass(index: int, element: PipelineElement, current: ir.Module) -> None:
-            _write(dump_dir, f"{index + 1:02d}_after_{element.name}.mlir", _print(current))
-
-    try:
-        run_pipeline(module, pipeline, after_pass=after_pass)
-    except PipelineFailure as failure:
-        if failure.internal_error is not None:
-            raise failure.internal_error
-        text = "\n".join(d.render() for d in failure.diagnostics)
-        raise PartitionError(
-            text or f"pass {failure.pass_name} failed",
-            tuple(d.render() for d in failure.diagnostics),
-        ) from None
-    program = PartitionedProgram(module, mesh, **tree_info)
+    runner = _Runner(module, dump_dir)
+    runner.run(stage_pipeline())
+    num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
+    num_microbatches = _num_microbatches(module)
+    if num_microbatches is None:
+        if schedule is not None:
+            raise ScheduleError(
+                "a schedule orders the microbatches of a treduce loop, but the step has none"
+            )
+        placement: tuple[int, ...] = ()
+    else:
+        schedule = schedule or _default_schedule(num_stages, mesh)
+        _check_schedule(schedule, num_stages, num_microbatches, mesh)
+        placement = tuple(schedule.stage_rank(s) for s in range(num_stages))
+    runner.run(placement_pipeline(mpmd_dim=mesh.mpmd_dim, placement=placement))
+    program = PartitionedProgram(module, mesh, schedule=schedule, **tree_info)
     if dump_dir is not None:
         program.dump(os.path.join(dump_dir, "program"))
     return program
+
+
+class _Runner:
+    """Runs pipelines on one module, numbering dumps across them."""
+
+    def __init__(self, module: ir.Module, dump_dir: str | os.PathLike | None):
+        self.module = module
+        self.dump_dir = dump_dir
+        self.count = 0
+        if dump_dir is not None:
+            os.makedirs(dump_dir, exist_ok=True)
+            _write(dump_dir, "00_input.mlir", _print(module))
+
+    def run(self, pipeline: list[PipelineElement]) -> None:
+        def after_pass(index: int, element: PipelineElement, current: ir.Module) -> None:
+            self.count += 1
+            if self.dump_dir is not None:
+                name = f"{self.count:02d}_after_{element.name}.mlir"
+                _write(self.dump_dir, name, _print(current))
+
+        try:
+            run_pipeline(self.module, pipeline, after_pass=after_pass)
+        except PipelineFailure as failure:
+            if failure.internal_error is not None:
+                raise failure.internal_error from None
+            text = "\n".join(d.render() for d in failure.diagnostics)
+            raise PartitionError(
+                text or f"pass {failure.pass_name} failed",
+                tuple(d.render() for d in failure.diagnostics),
+            ) from None
+
+
+def _num_microbatches(module: ir.Module) -> int | None:
+    for op in module.body.operations:
+        if (
+            op.operation.name == "func.func"
+            and ir.StringAttr(op.attributes["sym_name"]).value == "main"
+        ):
+            for nested in op.regions[0].blocks[0].operations:
+                if jaxpp.is_loop(nested):
+                    return jaxpp.get_int_attr(nested, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
+    return None
+
+
+def _default_schedule(num_stages: int, mesh: MpmdMesh) -> Schedule:
+    if num_stages > mesh.mpmd_dim:
+        raise ScheduleError(
+            f"the program has {num_stages} stages but the mesh has only {mesh.mpmd_dim} "
+            "submeshes along the mpmd axis: pass a schedule that places several stages per "
+            "rank (Interleaved1F1B, DualPipeV) or use a larger mesh"
+        )
+    return Std1F1B(num_stages)
+
+
+def _check_schedule(
+    schedule: Schedule, num_stages: int, num_microbatches: int, mesh: MpmdMesh
+) -> None:
+    if schedule.num_stages != num_stages:
+        raise ScheduleError(
+            f"the schedule {schedule!r} has {schedule.num_stages} stages but the program has "
+            f"{num_stages} (one per pipeline_enter_stage marker)"
+        )
+    if schedule.mpmd_dim > mesh.mpmd_dim:
+        raise ScheduleError(
+            f"the schedule {schedule!r} needs {schedule.mpmd_dim} ranks but the mesh has "
+            f"{mesh.mpmd_dim} submeshes along '{mesh.mpmd_axis_name}'"
+        )
+    schedule.validate(num_microbatches)
 
 
 def _import(x: Any) -> tuple[ir.Module, dict[str, Any]]:

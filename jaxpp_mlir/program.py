@@ -17,7 +17,9 @@ from jax.extend.mlir import ir
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import CallError, PartitionError
 from jaxpp_mlir.mesh import MpmdMesh
+from jaxpp_mlir.plan_builder import build_plan
 from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.schedules import Schedule
 
 _MODULE_ATTRS = {"mhlo.num_partitions": 1, "mhlo.num_replicas": 1}
 
@@ -33,18 +35,22 @@ class PartitionedProgram:
         in_tree: Any = None,
         out_tree: Any = None,
         kept_inputs: Sequence[int] | None = None,
-        num_flat_inputs: int | None = None,
+        schedule: Schedule | None = None,
     ):
         self._module = module
         self.mesh = mesh
         self.in_tree = in_tree
         self.out_tree = out_tree
         self.kept_inputs = tuple(kept_inputs) if kept_inputs is not None else None
-        self.num_flat_inputs = num_flat_inputs
+        self.schedule = schedule
         self.num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
         self.num_ranks = jaxpp.get_int_attr(module.operation, jaxpp.NUM_RANKS_ATTR) or 0
         self.stage_modules = _extract_stage_modules(module)
-        self.plan = _build_plan(module, self.stage_modules)
+        built = build_plan(
+            _main(module), self.stage_modules, num_ranks=self.num_ranks, schedule=schedule
+        )
+        self.plan = built.plan
+        self.index_inputs = built.index_inputs
 
     def ir(self) -> str:
         """The whole partitioned module: stage functions and the ``@main`` task graph."""
@@ -57,7 +63,7 @@ class PartitionedProgram:
         texts = [
             text
             for name, text in self.stage_modules.items()
-            if _stage_of_name(name) == stage
+            if name.startswith("stage") and _stage_of_name(name) == stage
         ]
         return "\n".join(texts)
 
@@ -85,7 +91,10 @@ class PartitionedProgram:
         from jaxpp_mlir.runtime.executor import compile_plan
 
         devices = [self.mesh.rank_devices(rank) for rank in range(self.num_ranks)]
-        return CompiledProgram(self, compile_plan(self.plan, devices))
+        index_arrays = [
+            jax.device_put(index.array(), devices[index.rank][0]) for index in self.index_inputs
+        ]
+        return CompiledProgram(self, compile_plan(self.plan, devices), index_arrays)
 
     def __repr__(self) -> str:
         names = ", ".join(self.stage_modules)
@@ -98,13 +107,14 @@ class PartitionedProgram:
 class CompiledProgram:
     """A compiled ``PartitionedProgram``: call it like the original jitted step."""
 
-    def __init__(self, program: PartitionedProgram, executable: Any):
+    def __init__(self, program: PartitionedProgram, executable: Any, index_arrays: list[Any]):
         self.program = program
         self.executable = executable
+        self._index_arrays = index_arrays  # microbatch indices, placed once on their ranks
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         flat = self._flatten_inputs(args, kwargs)
-        outputs = self.executable(*flat)
+        outputs = self.executable(*flat, *self._index_arrays)
         if self.program.out_tree is None:
             return outputs
         return jax.tree_util.tree_unflatten(self.program.out_tree, outputs)
@@ -114,6 +124,9 @@ class CompiledProgram:
         if program.in_tree is None:
             if kwargs:
                 raise CallError("a program partitioned from MLIR text takes positional arrays only")
+            expected = len(program.plan.inputs) - len(program.index_inputs)
+            if len(args) != expected:
+                raise CallError(f"the program takes {expected} arrays, got {len(args)}")
             return list(args)
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
         if tree != program.in_tree:
@@ -140,8 +153,8 @@ def _extract_stage_modules(module: ir.Module) -> dict[str, str]:
     """One standalone module (public ``@main``) per stage function, in task order."""
     main = _main(module)
     names: list[str] = []
-    for op in main.regions[0].blocks[0].operations:
-        if jaxpp.is_task(op) and jaxpp.task_callee(op) not in names:
+    for op in _tasks_in_order(main.regions[0].blocks[0]):
+        if jaxpp.task_callee(op) not in names:
             names.append(jaxpp.task_callee(op))
     symbols = ir.SymbolTable(module.operation)
     modules = {}
@@ -159,116 +172,21 @@ def _extract_stage_modules(module: ir.Module) -> dict[str, str]:
     return modules
 
 
+def _tasks_in_order(block: ir.Block) -> list[ir.Operation]:
+    tasks = []
+    for op in block.operations:
+        if jaxpp.is_task(op):
+            tasks.append(op.operation)
+        elif jaxpp.is_loop(op):
+            tasks.extend(_tasks_in_order(jaxpp.loop_body(op)))
+    return tasks
+
+
 def _main(module: ir.Module) -> ir.Operation:
     for op in module.body.operations:
         if ir.StringAttr(op.attributes["sym_name"]).value == "main":
             return op.operation
     raise PartitionError("the partitioned module has no @main")
-
-
-def _spec(value_type: ir.Type) -> rt.TensorSpec:
-    tensor = ir.RankedTensorType(value_type)
-    return rt.TensorSpec(tuple(tensor.shape), _dtype_name(tensor.element_type))
-
-
-_FLOAT_TYPES = (
-    (ir.F32Type, "float32"),
-    (ir.F64Type, "float64"),
-    (ir.F16Type, "float16"),
-    (ir.BF16Type, "bfloat16"),
-)
-
-
-def _dtype_name(element_type: ir.Type) -> str:
-    for type_class, name in _FLOAT_TYPES:
-        if isinstance(element_type, type_class):
-            return name
-    if isinstance(element_type, ir.IntegerType):
-        integer = ir.IntegerType(element_type)
-        if integer.width == 1:
-            return "bool"
-        return f"{'uint' if integer.is_unsigned else 'int'}{integer.width}"
-    if isinstance(element_type, ir.ComplexType):
-        inner = _dtype_name(ir.ComplexType(element_type).element_type)
-        return {"float32": "complex64", "float64": "complex128"}[inner]
-    raise PartitionError(f"unsupported element type {element_type}")
-
-
-def _build_plan(module: ir.Module, stage_modules: dict[str, str]) -> rt.ExecutionPlan:
-    main = _main(module)
-    block = main.regions[0].blocks[0]
-    num_ranks = jaxpp.get_int_attr(module.operation, jaxpp.NUM_RANKS_ATTR) or 1
-    with module.context:
-        ids: dict[ir.Value, int] = {}
-        home: dict[ir.Value, int] = {}
-        input_ranks: dict[int, set[int]] = {i: set() for i in range(len(block.arguments))}
-        for index, argument in enumerate(block.arguments):
-            ids[argument] = index
-        instructions: list[rt.Instruction] = []
-        executables: dict[str, rt.StageExecutable] = {}
-
-        def define(value: ir.Value, rank: int) -> int:
-            ids[value] = len(ids)
-            home[value] = rank
-            return ids[value]
-
-        def use(value: ir.Value, rank: int) -> int:
-            if value not in home:
-                input_ranks[ids[value]].add(rank)
-            return ids[value]
-
-        terminator = None
-        for op in block.operations:
-            op = op.operation
-            if op.name == "func.return":
-                terminator = op
-                continue
-            rank = jaxpp.get_rank(op)
-            if jaxpp.is_task(op):
-                callee = jaxpp.task_callee(op)
-                inputs = tuple(use(v, rank) for v in op.operands)
-                outputs = tuple(define(v, rank) for v in op.results)
-                if callee not in executables:
-                    executables[callee] = rt.StageExecutable(
-                        name=callee,
-                        rank=rank,
-                        mlir_module=stage_modules[callee],
-                        input_specs=tuple(_spec(v.type) for v in op.operands),
-                        output_specs=tuple(_spec(v.type) for v in op.results),
-                    )
-                label = f"{jaxpp.get_kind(op)}_{jaxpp.get_stage(op)}__0"
-                instructions.append(rt.RunStage(rank, callee, inputs, outputs, label))
-            elif jaxpp.is_send(op):
-                value = use(op.operands[0], rank)
-                instructions.append(
-                    rt.Send(rank, jaxpp.get_peer(op), jaxpp.get_channel(op), value)
-                )
-            elif jaxpp.is_recv(op):
-                value = define(op.results[0], rank)
-                instructions.append(
-                    rt.Recv(
-                        rank,
-                        jaxpp.get_peer(op),
-                        jaxpp.get_channel(op),
-                        value,
-                        _spec(op.results[0].type),
-                    )
-                )
-        outputs = []
-        for value in terminator.operands:
-            rank = home.get(value, 0)
-            outputs.append(rt.OutputBinding(use(value, rank), rank, _spec(value.type)))
-        inputs = tuple(
-            rt.InputBinding(index, _spec(argument.type), tuple(sorted(input_ranks[index])))
-            for index, argument in enumerate(block.arguments)
-        )
-    return rt.ExecutionPlan(
-        num_ranks=num_ranks,
-        executables=executables,
-        inputs=inputs,
-        outputs=tuple(outputs),
-        instructions=tuple(instructions),
-    )
 
 
 def _describe(inst: rt.Instruction) -> str:

@@ -1,19 +1,21 @@
 """Executing an ``ExecutionPlan`` in one process: compile once, then dispatch.
 
 ``compile_plan`` compiles every distinct stage module once per submesh and
-turns the plan into a flat list of operations over numbered slots: a slot holds
-one value on one rank (or one value in flight on a channel). Everything a call
-needs is decided here, once: which executable, which slots feed it, the result
-handlers of its outputs, the target shardings of transfers and which slots die
-after each operation (the value's last use on its rank).
+resolves the plan into numbered slots: a slot holds one value on one rank, or
+one value in flight on a channel. Everything a call needs is decided there,
+once: the executable of each run, the slots that feed it, the result handlers
+of its outputs, the target shardings of transfers and the slots that die after
+each instruction (a value's last use on its rank). Each operation then becomes
+a small generated Python function with those slots as constants.
 
-``CompiledPlan.__call__`` checks and places the arguments, then walks the
-operations in the plan's global order. Nothing in the walk blocks: PJRT
-executions and copies are asynchronous, ordered by their buffers' readiness.
-Measured on the 2-core development machine (tiny stages): results wrapped by
+``CompiledPlan.__call__`` checks and places the arguments, then calls the
+operations in the plan's global order. Nothing blocks: PJRT executions and
+copies are asynchronous, ordered by their buffers' readiness. Measured on the
+2-core development machine (tiny stages): results wrapped by
 ``consume_with_handlers`` cost 5.0 us per execution against 7.4 us through
-``disassemble_into_single_device_arrays``; a batched copy 7 us against 22 us
-for ``jax.device_put``.
+``disassemble_into_single_device_arrays``; a device-to-device batched copy
+about 7-10 us against 22-40 us for ``jax.device_put``; the runtime's own Python
+work for 8 runs, 6 transfers and 5 device arguments is about 5 us per call.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -35,12 +37,10 @@ from . import compile as _compile
 from . import transfer as _transfer
 from .plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
 
-# Operation kinds (first field of an operation tuple).
-_RUN = 0  # (_RUN, exe, in_slots, out_slots, handlers, free, what)
-_SEND = 1  # (_SEND, src_slot, channel_slot, free, what)
-_COPY = 2  # (_COPY, src_slots, dst_slots, device_lists, shardings, semantics, free, what)
-_RESHARD = 3  # (_RESHARD, src_slot, dst_slot, sharding, free, what)
-_FREE = 4  # (_FREE, free, what): a received value nobody uses
+_ArrayImpl = xc.ArrayImpl  # the concrete jax.Array class: an exact type test is cheapest
+
+# Kinds of the resolved instructions that ``_make_ops`` turns into code.
+_RUN, _SEND, _COPY = range(3)
 
 
 @dataclasses.dataclass
@@ -55,6 +55,17 @@ class _Slot:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Target:
+    """One rank's copy of a program input: its slot and how it is laid out there."""
+
+    slot: int
+    sharding: Sharding
+    devices: tuple[jax.Device, ...]  # the sharding's devices, in shard order
+    shard_index: tuple | None  # per device, the index of its shard; None if replicated
+    device_list: xc.DeviceList
+
+
+@dataclasses.dataclass(frozen=True)
 class _InputCheck:
     """How argument ``index`` is checked and where its copies go."""
 
@@ -62,7 +73,18 @@ class _InputCheck:
     spec: TensorSpec
     shape: tuple[int, ...]
     dtype: np.dtype
-    targets: tuple[tuple[int, Sharding], ...]  # (slot, sharding) per rank that uses it
+    aval: Any  # jax.core.ShapedArray, for host-to-device puts
+    targets: tuple[_Target, ...]  # one per rank that reads the input
+
+
+def _target(slot: int, sharding: Sharding, shape: tuple[int, ...]) -> _Target:
+    device_list = _transfer.device_list(sharding)
+    devices = tuple(device_list)
+    index = None
+    if not sharding.is_fully_replicated:
+        index_map = sharding.addressable_devices_indices_map(shape)
+        index = tuple(index_map[d] for d in devices)
+    return _Target(slot, sharding, devices, index, device_list)
 
 
 def _describe(inst: Instruction) -> str:
@@ -72,6 +94,58 @@ def _describe(inst: Instruction) -> str:
     if isinstance(inst, Send):
         return f"send of value {inst.value} from rank {inst.rank} to rank {inst.peer}"
     return f"recv of value {inst.value} on rank {inst.rank} from rank {inst.peer}"
+
+
+class _SlotTable:
+    """Slots of a plan being resolved: which (rank, value) lives where, and checks."""
+
+    def __init__(self, plan: ExecutionPlan):
+        self.plan = plan
+        self.slots: list[_Slot] = []
+        self.where: dict[tuple[int, int], int] = {}  # (rank, value) -> slot
+
+    def _at(self, at: int) -> str:
+        return "its input binding" if at < 0 else f"instruction {at} ({self._inst(at)})"
+
+    def _inst(self, at: int) -> str:
+        return _describe(self.plan.instructions[at])
+
+    def define(self, rank: int, value: int, spec: TensorSpec, sharding, at: int) -> int:
+        """A new slot for ``value`` on ``rank``, defined by instruction ``at`` (-1: input)."""
+        if (rank, value) in self.where:
+            raise ScheduleError(
+                f"value {value} is defined twice on rank {rank} (again by {self._at(at)})"
+            )
+        self.where[(rank, value)] = len(self.slots)
+        self.slots.append(_Slot((rank, value), spec, sharding, at))
+        return len(self.slots) - 1
+
+    def use(self, rank: int, value: int, at: int, spec: TensorSpec, sharding) -> int:
+        """The slot instruction ``at`` reads ``value`` from, checked against ``spec``.
+
+        ``sharding`` is the layout the reader needs (None: any); the first
+        reader fixes the layout of a value that has none yet.
+        """
+        slot = self.where.get((rank, value))
+        if slot is None:
+            raise ScheduleError(
+                f"{self._at(at)} uses value {value}, which is not defined on rank {rank} before it"
+            )
+        info = self.slots[slot]
+        if info.spec != spec:
+            raise ScheduleError(
+                f"{self._at(at)} takes value {value} as {spec} but it is {info.spec}"
+            )
+        if sharding is not None:
+            if info.sharding is None:
+                info.sharding = sharding
+            elif not _transfer.same_layout(info.sharding, sharding, len(spec.shape)):
+                raise ScheduleError(
+                    f"{self._at(at)} needs value {value} sharded as {sharding}, but rank "
+                    f"{rank} holds it as {info.sharding}"
+                )
+        info.last_use = at
+        return slot
 
 
 class CompiledPlan:
@@ -103,43 +177,9 @@ class CompiledPlan:
     def _build(self) -> None:
         plan = self.plan
         n_inst = len(plan.instructions)
-        slots: list[_Slot] = []
-        where: dict[tuple[int, int], int] = {}  # (rank, value) -> slot
-
-        def define(rank: int, value: int, spec: TensorSpec, sharding, at: int) -> int:
-            if (rank, value) in where:
-                raise ScheduleError(
-                    f"value {value} is defined twice on rank {rank} "
-                    f"(again by instruction {at}: {_describe(plan.instructions[at])})"
-                )
-            where[(rank, value)] = len(slots)
-            slots.append(_Slot((rank, value), spec, sharding, at))
-            return len(slots) - 1
-
-        def use(rank: int, value: int, at: int, spec: TensorSpec, sharding) -> int:
-            slot = where.get((rank, value))
-            if slot is None:
-                raise ScheduleError(
-                    f"instruction {at} ({_describe(plan.instructions[at])}) uses value "
-                    f"{value}, which is not defined on rank {rank} before it"
-                )
-            info = slots[slot]
-            if info.spec != spec:
-                raise ScheduleError(
-                    f"instruction {at} ({_describe(plan.instructions[at])}) takes value "
-                    f"{value} as {spec} but it is {info.spec}"
-                )
-            if sharding is not None:
-                if info.sharding is None:
-                    info.sharding = sharding
-                elif not _transfer.same_layout(info.sharding, sharding, len(spec.shape)):
-                    raise ScheduleError(
-                        f"instruction {at} ({_describe(plan.instructions[at])}) needs value "
-                        f"{value} sharded as {sharding}, but rank {rank} holds it as "
-                        f"{info.sharding}"
-                    )
-            info.last_use = at
-            return slot
+        table = _SlotTable(plan)
+        slots, where = table.slots, table.where
+        define, use = table.define, table.use
 
         # Program inputs: value i on every rank of its binding.
         for i, binding in enumerate(plan.inputs):
@@ -291,8 +331,9 @@ class CompiledPlan:
                 spec=b.spec,
                 shape=tuple(b.spec.shape),
                 dtype=np.dtype(b.spec.dtype),
+                aval=jax.core.ShapedArray(tuple(b.spec.shape), np.dtype(b.spec.dtype)),
                 targets=tuple(
-                    (where[(r, i)], slots[where[(r, i)]].sharding)
+                    _target(where[(r, i)], slots[where[(r, i)]].sharding, tuple(b.spec.shape))
                     for r in b.ranks
                     if slots[where[(r, i)]].last_use >= 0  # an input no one reads stays home
                 ),
@@ -312,10 +353,14 @@ class CompiledPlan:
 
     def _make_ops(
         self, steps: list[tuple], slots: list[_Slot], free_after: list[list[int]]
-    ) -> tuple[list[tuple], list[int]]:
-        """Operation tuples for the dispatch loop; consecutive recvs share one batched copy."""
-        ops: list[tuple] = []
-        ends: list[int] = []  # instruction count covered after each op
+    ) -> tuple[list[Callable[[list], None]], list[int]]:
+        """One generated function per operation; consecutive recvs share one batched copy.
+
+        Returns the functions and, per function, how many instructions are done
+        after it.
+        """
+        ops: list[Callable[[list], None]] = []
+        ends: list[int] = []
         at = 0
         while at < len(steps):
             kind, inst = steps[at][0], steps[at][1]
@@ -331,21 +376,26 @@ class CompiledPlan:
                     )
                     for spec, s in zip(stage.output_specs, outs, strict=True)
                 ]
-                ops.append(
-                    (
-                        _RUN,
-                        self.executables[inst.executable],
-                        tuple(ins),
-                        tuple(outs),
-                        handlers,
-                        tuple(free_after[at]),
-                        _describe(inst),
-                    )
-                )
+                dead = {s for s in outs if slots[s].last_use == -1}  # results nobody reads
+                code = [
+                    f"r = execute(({_items(ins)})).consume_with_handlers(handlers)",
+                    *(
+                        f"env[{s}] = r[{k}]  # {_name(slots[s])}"
+                        for k, s in enumerate(outs)
+                        if s not in dead
+                    ),
+                ]
+                free = [s for s in free_after[at] if s not in dead]
+                namespace = {
+                    "execute": self.executables[inst.executable].execute_sharded,
+                    "handlers": handlers,
+                }
+                ops.append(_generate("run", _describe(inst), code, free, namespace))
                 at += 1
             elif kind == _SEND:
                 _, _, src, chan = steps[at]
-                ops.append((_SEND, src, chan, tuple(free_after[at]), _describe(inst)))
+                code = [f"env[{chan}] = env[{src}]  # {_name(slots[chan])}"]
+                ops.append(_generate("send", _describe(inst), code, free_after[at], {}))
                 at += 1
             else:  # a run of recvs
                 first = at
@@ -362,24 +412,30 @@ class CompiledPlan:
                     if _transfer.same_layout(src_sh, dst_sh, len(recv.spec.shape)):
                         batch.append((chan, dst, dst_sh))
                     else:
-                        ops.append((_RESHARD, chan, dst, dst_sh, (), _describe(recv)))
+                        code = [
+                            f"env[{dst}] = device_put(env[{chan}], sharding)  # {_name(slots[dst])}"
+                        ]
+                        namespace = {"device_put": jax.device_put, "sharding": dst_sh}
+                        ops.append(_generate("reshard", _describe(recv), code, (), namespace))
                         ends.append(at)
                 what = ", ".join(_describe(steps[k][1]) for k in range(first, at))
                 if batch:
-                    ops.append(
-                        (
-                            _COPY,
-                            tuple(c for c, _, _ in batch),
-                            tuple(d for _, d, _ in batch),
-                            [_transfer.device_list(sh) for _, _, sh in batch],
-                            [sh for _, _, sh in batch],
-                            [_transfer.REUSE] * len(batch),
-                            tuple(free),
-                            what,
-                        )
-                    )
+                    code = [
+                        f"r = copy([{_items(c for c, _, _ in batch)}], lists, shardings, modes)",
+                        *(
+                            f"env[{d}] = r[{k}]  # {_name(slots[d])}"
+                            for k, (_, d, _) in enumerate(batch)
+                        ),
+                    ]
+                    namespace = {
+                        "copy": _transfer.batched_copy,
+                        "lists": [_transfer.device_list(sh) for _, _, sh in batch],
+                        "shardings": [sh for _, _, sh in batch],
+                        "modes": [_transfer.REUSE] * len(batch),
+                    }
+                    ops.append(_generate("copy", what, code, free, namespace))
                 else:
-                    ops.append((_FREE, tuple(free), what))
+                    ops.append(_generate("free", what, [], free, {}))
             ends.append(at)
         return ops, ends
 
@@ -399,57 +455,60 @@ class CompiledPlan:
         ops = self._ops
         if stop is not None:
             ops = ops[: bisect.bisect_right(self._op_end, stop)]
-        op: tuple = ()
+        op: Any = None
         try:
             for op in ops:
-                kind = op[0]
-                if kind == _RUN:
-                    outs = (
-                        op[1].execute_sharded([env[s] for s in op[2]]).consume_with_handlers(op[4])
-                    )
-                    for s, value in zip(op[3], outs, strict=True):
-                        env[s] = value
-                elif kind == _COPY:
-                    moved = _transfer.batched_copy([env[s] for s in op[1]], op[3], op[4], op[5])
-                    for s, value in zip(op[2], moved, strict=True):
-                        env[s] = value
-                elif kind == _SEND:
-                    env[op[2]] = env[op[1]]
-                elif kind == _RESHARD:
-                    env[op[2]] = jax.device_put(env[op[1]], op[3])
-                for s in op[-2]:
-                    env[s] = None
+                op(env)
         except JaxppError:
             raise
         except Exception as e:
-            raise RuntimeFailure(f"{op[-1]} failed: {e}") from e
+            raise RuntimeFailure(f"{op.what} failed: {e}") from e
         return [env[s] for s in self._output_slots]
 
+    def dispatch_source(self) -> str:
+        """The generated code of every operation, in dispatch order (for debugging)."""
+        return "\n".join(op.source for op in self._ops)
+
     def _place(self, args: Sequence[Any], env: list) -> None:
-        """Checks each argument against its spec and puts a copy on every rank that reads it."""
-        values: list[Any] = []
-        shardings: list[Sharding] = []
-        dests: list[int] = []
+        """Checks each argument against its spec and puts it on every rank that reads it.
+
+        Host values go through one ``batched_device_put`` per rank (7x faster
+        than ``jax.device_put`` here; like ``jax.jit``, the device may alias an
+        aligned numpy buffer). An array already committed where it is needed is
+        used as is; other device arrays are copied shard to shard, or
+        resharded by ``jax.device_put``.
+        """
+        copy_from: list[jax.Array] = []
+        copy_to: list[tuple[_InputCheck, _Target]] = []
         for x, check in zip(args, self._inputs, strict=True):
-            if isinstance(x, jax.Array):
-                if isinstance(x, jax.core.Tracer):
+            if type(x) is _ArrayImpl or isinstance(x, jax.Array):
+                if type(x) is not _ArrayImpl and isinstance(x, jax.core.Tracer):
                     raise CallError(
                         f"argument {check.index} is a tracer: a compiled plan runs on "
                         f"concrete arrays and cannot be called inside jax transformations"
                     )
                 if x.shape != check.shape or x.dtype != check.dtype:
                     raise _mismatch(check, x.shape, x.dtype)
-                for slot, sharding in check.targets:
-                    if x.committed and x.sharding == sharding:
-                        env[slot] = x
+                if x.is_deleted():
+                    raise CallError(f"argument {check.index} is a deleted (or donated) array")
+                current = x.sharding
+                for t in check.targets:
+                    if current is t.sharding or current == t.sharding:
+                        # An uncommitted array (one device) is only re-labelled committed.
+                        env[t.slot] = x if x.committed else _commit(check, t, x)
+                    elif _transfer.same_layout(current, t.sharding, x.ndim):
+                        copy_from.append(x)
+                        copy_to.append((check, t))
                     else:
-                        values.append(x)
-                        shardings.append(sharding)
-                        dests.append(slot)
+                        env[t.slot] = jax.device_put(x, t.sharding)
                 continue
-            if isinstance(x, np.ndarray | np.generic):
+            if isinstance(x, np.ndarray):
                 if x.shape != check.shape or x.dtype != check.dtype:
                     raise _mismatch(check, x.shape, x.dtype)
+            elif isinstance(x, np.generic):
+                if x.shape != check.shape or x.dtype != check.dtype:
+                    raise _mismatch(check, x.shape, x.dtype)
+                x = np.asarray(x)
             elif isinstance(x, bool | int | float | complex):
                 x = _scalar(check, x)
             else:
@@ -457,13 +516,21 @@ class CompiledPlan:
                     f"argument {check.index} is a {type(x).__name__}; expected an array "
                     f"of shape {check.shape} and dtype {check.dtype} (a jax or numpy array)"
                 )
-            for slot, sharding in check.targets:
-                values.append(x)
-                shardings.append(sharding)
-                dests.append(slot)
-        if values:
-            for slot, value in zip(dests, jax.device_put(values, shardings), strict=True):
-                env[slot] = value
+            for t in check.targets:
+                shards = (
+                    [x] * len(t.devices) if t.shard_index is None else [x[i] for i in t.shard_index]
+                )
+                env[t.slot] = _transfer.device_put(check.aval, t.sharding, shards, t.devices)
+        if copy_from:
+            moved = _transfer.batched_copy(
+                copy_from,
+                [t.device_list for _, t in copy_to],
+                [t.sharding for _, t in copy_to],
+                [_transfer.REUSE] * len(copy_to),
+            )
+            for (check, t), value in zip(copy_to, moved, strict=True):
+                # A copy keeps its source's commitment.
+                env[t.slot] = value if value.committed else _commit(check, t, value)
 
     # ------------------------------------------------------------------- show
     def __repr__(self) -> str:
@@ -480,9 +547,43 @@ class CompiledPlan:
             )
             device_text = ", ".join(f"{d.platform}:{d.id}" for d in devices)
             lines.append(
-                f"  rank {rank} on [{device_text}]: {runs} runs of {', '.join(names) or '-'}"
+                f"  rank {rank} on [{device_text}]: {runs} run{'s' * (runs != 1)} of "
+                f"{', '.join(names) or '-'}"
             )
         return "\n".join(lines)
+
+
+def _name(slot: _Slot) -> str:
+    """What a slot holds, for the comments of generated code."""
+    where, n = slot.key
+    return f"channel {n}" if where == "channel" else f"value {n} on rank {where}"
+
+
+def _items(slots: Iterable[int]) -> str:
+    """``env[a], env[b], `` (a tuple's items, trailing comma included)."""
+    return "".join(f"env[{s}], " for s in slots)
+
+
+def _generate(
+    kind: str, what: str, code: list[str], free: Iterable[int], namespace: dict[str, Any]
+) -> Callable[[list], None]:
+    """Compiles ``code`` (statements over ``env``, then the frees) into ``op(env)``.
+
+    Straight-line code with the slots as constants: 3 times less Python time
+    per operation than a loop interpreting operation tuples (measured: 20
+    operations in 3.4 us against 11.5 us).
+    """
+    body = [*code, *(f"env[{s}] = None" for s in free)] or ["pass"]
+    source = f"def op(env):  # {kind}: {what}\n" + "".join(f"    {line}\n" for line in body)
+    exec(compile(source, f"<jaxpp {kind}>", "exec"), namespace)
+    op = namespace["op"]
+    op.kind, op.what, op.source = kind, what, source
+    return op
+
+
+def _commit(check: _InputCheck, target: _Target, x: jax.Array) -> jax.Array:
+    """``x`` (uncommitted, so on one device, the target's) as an array committed there."""
+    return _ArrayImpl(check.aval, target.sharding, [x], committed=True, _skip_checks=True)
 
 
 def _mismatch(check: _InputCheck, shape: tuple[int, ...], dtype: Any) -> CallError:

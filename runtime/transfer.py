@@ -12,6 +12,7 @@ array the same way. Anything else (a resharding) goes through
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -22,6 +23,13 @@ from jaxlib import xla_client as xc
 # Copies reuse the source buffer when source and destination are one device.
 REUSE = xc.ArrayCopySemantics.REUSE_INPUT
 batched_copy = xc.batched_copy_array_to_devices_with_sharding
+
+
+def device_put(
+    aval: Any, sharding: Sharding, shards: list[Any], devices: Sequence[jax.Device]
+) -> jax.Array:
+    """Host shards (one per device, in ``devices`` order) as one committed array."""
+    return xc.batched_device_put(aval, sharding, shards, devices, True)
 
 
 def replicated_sharding(devices: Sequence[jax.Device]) -> Sharding:

@@ -11,6 +11,15 @@ Ops
     result per pytree leaf, result i aliases operand i. Its
     ``mhlo.frontend_attributes`` carry ``jaxpp.direction`` = ``"fwd"`` (the
     marker the user wrote) or ``"bwd"`` (its transpose, placed by autodiff).
+``stablehlo.custom_call @jaxpp.loop_marker``
+    The microbatch loop marker produced by ``treduce``: an identity on the
+    loop's microbatch counter (one integer scalar operand, the result aliases
+    it) that sits in the body of the ``stablehlo.while`` loop over
+    microbatches. Its ``mhlo.frontend_attributes`` carry
+    ``jaxpp.num_microbatches`` (decimal string), ``jaxpp.schedule`` (the
+    schedule's ``repr``, empty when none was given) and ``jaxpp.reductions``
+    (the reduction of every result leaf, comma-separated: ``add``, ``max`` or
+    ``concat(AXIS)``).
 ``"jaxpp.task"(%args) {callee, jaxpp.stage, jaxpp.kind, jaxpp.rank?}``
     Runs the outlined stage function ``callee`` (a ``func.func``) once. ``kind``
     is ``"fwd"`` or ``"bwd"``.
@@ -36,12 +45,24 @@ ENTER_STAGE_TARGET = "jaxpp.enter_stage"
 DIRECTION_ATTR = "jaxpp.direction"
 FORWARD = "fwd"
 BACKWARD = "bwd"
-KINDS = (FORWARD, BACKWARD)
+BACKWARD_INPUT = "bwd_i"
+BACKWARD_WEIGHT = "bwd_w"
+KINDS = (FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT)
+PRE = "pre"
+POST = "post"
+
+LOOP_MARKER_TARGET = "jaxpp.loop_marker"
+LOOP_NUM_MICROBATCHES_ATTR = "jaxpp.num_microbatches"
+LOOP_SCHEDULE_ATTR = "jaxpp.schedule"
+LOOP_REDUCTIONS_ATTR = "jaxpp.reductions"
 
 TASK_OP = "jaxpp.task"
 SEND_OP = "jaxpp.send"
 RECV_OP = "jaxpp.recv"
-JAXPP_OPS = (TASK_OP, SEND_OP, RECV_OP)
+LOOP_OP = "jaxpp.loop"
+YIELD_OP = "jaxpp.yield"
+JAXPP_OPS = (TASK_OP, SEND_OP, RECV_OP, LOOP_OP, YIELD_OP)
+STATE_RANKS_ATTR = "jaxpp.state_ranks"
 
 CALLEE_ATTR = "callee"
 STAGE_ATTR = "jaxpp.stage"
@@ -76,6 +97,41 @@ def marker_direction(op: ir.Operation | ir.OpView) -> str:
     if DIRECTION_ATTR not in attrs:
         return FORWARD
     return ir.StringAttr(attrs[DIRECTION_ATTR]).value
+
+
+def is_loop_marker(op: ir.Operation | ir.OpView) -> bool:
+    """True for the ``stablehlo.custom_call @jaxpp.loop_marker`` microbatch loop marker."""
+    op = _operation(op)
+    if op.name != CUSTOM_CALL_OP or "call_target_name" not in op.attributes:
+        return False
+    return ir.StringAttr(op.attributes["call_target_name"]).value == LOOP_MARKER_TARGET
+
+
+def _loop_marker_attr(op: ir.Operation | ir.OpView, name: str) -> str | None:
+    op = _operation(op)
+    if FRONTEND_ATTRIBUTES not in op.attributes:
+        return None
+    attrs = ir.DictAttr(op.attributes[FRONTEND_ATTRIBUTES])
+    if name not in attrs:
+        return None
+    return ir.StringAttr(attrs[name]).value
+
+
+def loop_num_microbatches(op: ir.Operation | ir.OpView) -> int | None:
+    """The microbatch count recorded on a loop marker (None when absent)."""
+    value = _loop_marker_attr(op, LOOP_NUM_MICROBATCHES_ATTR)
+    return None if value is None else int(value)
+
+
+def loop_schedule(op: ir.Operation | ir.OpView) -> str:
+    """The schedule's ``repr`` recorded on a loop marker (``""`` when none)."""
+    return _loop_marker_attr(op, LOOP_SCHEDULE_ATTR) or ""
+
+
+def loop_reductions(op: ir.Operation | ir.OpView) -> tuple[str, ...]:
+    """The reduction of every result leaf of the loop (``add``, ``max``, ``concat(N)``)."""
+    value = _loop_marker_attr(op, LOOP_REDUCTIONS_ATTR)
+    return tuple(value.split(",")) if value else ()
 
 
 # ------------------------------------------------------------ stage/kind tags
@@ -201,6 +257,53 @@ def _set_transfer_attrs(op: ir.Operation, *, channel: int, rank: int, peer: int)
     op.attributes[CHANNEL_ATTR] = _i64(channel)
     op.attributes[RANK_ATTR] = _i64(rank)
     op.attributes[PEER_ATTR] = _i64(peer)
+
+
+# ------------------------------------------------------------ the loop op
+
+
+def is_loop(op: ir.Operation | ir.OpView) -> bool:
+    return _operation(op).name == LOOP_OP
+
+
+def is_yield(op: ir.Operation | ir.OpView) -> bool:
+    return _operation(op).name == YIELD_OP
+
+
+def create_loop(
+    inits: Sequence[ir.Value], *, num_microbatches: int, loc: ir.Location | None = None
+) -> ir.Operation:
+    """Builds ``"jaxpp.loop"`` with one region; its block takes (microbatch index, state...)."""
+    op = ir.Operation.create(
+        LOOP_OP,
+        results=[v.type for v in inits],
+        operands=list(inits),
+        regions=1,
+        loc=loc,
+    )
+    op.attributes[LOOP_NUM_MICROBATCHES_ATTR] = _i64(num_microbatches)
+    index_type = ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
+    op.regions[0].blocks.append(index_type, *[v.type for v in inits])
+    return op
+
+
+def create_yield(values: Sequence[ir.Value], loc: ir.Location | None = None) -> ir.Operation:
+    return ir.Operation.create(YIELD_OP, results=[], operands=list(values), loc=loc)
+
+
+def loop_body(op: ir.Operation | ir.OpView) -> ir.Block:
+    return _operation(op).regions[0].blocks[0]
+
+
+def get_state_ranks(op: ir.Operation | ir.OpView) -> list[int]:
+    op = _operation(op)
+    if STATE_RANKS_ATTR not in op.attributes:
+        return []
+    return [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes[STATE_RANKS_ATTR])]
+
+
+def set_state_ranks(op: ir.Operation | ir.OpView, ranks: Sequence[int]) -> None:
+    _operation(op).attributes[STATE_RANKS_ATTR] = ir.ArrayAttr.get([_i64(r) for r in ranks])
 
 
 # ------------------------------------------------------------------ helpers

@@ -5,6 +5,10 @@
 // argument and result and there is nothing to do. These handlers exist only
 // so that a marked program still compiles and runs under plain `jax.jit`;
 // `jaxpp_mlir.partition` removes the markers before anything is compiled.
+//
+// The same handlers also serve `jaxpp.loop_marker`, treduce's identity on the
+// integer microbatch counter: they take buffers of any dtype and rank,
+// scalars included. (Error messages name `jaxpp.enter_stage` for both.)
 
 #include <cstddef>
 #include <cstring>

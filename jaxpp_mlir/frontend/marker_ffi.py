@@ -1,9 +1,11 @@
-"""Makes the ``jaxpp.enter_stage`` custom call executable by XLA.
+"""Makes the ``jaxpp.enter_stage`` and ``jaxpp.loop_marker`` custom calls executable by XLA.
 
 XLA refuses to compile a module holding a custom call it has no handler for,
 so a marked model would not run under plain ``jax.jit``. This module builds
 ``marker_ffi.cc`` (a no-op typed-FFI handler) with ``g++`` on first need,
-caches the shared library, and registers it as the target's handler.
+caches the shared library, and registers it as the handler of both marker
+targets (the stage marker and ``treduce``'s loop marker on the integer
+microbatch counter: the handler takes buffers of any dtype and rank).
 ``jaxpp_mlir.partition`` never needs it: it strips the markers before compiling.
 
 The cache lives in ``$JAXPP_MLIR_CACHE_DIR`` (default ``~/.cache/jaxpp_mlir``);
@@ -29,7 +31,7 @@ from pathlib import Path
 import jax
 import jaxlib
 
-from jaxpp_mlir.dialect.ops import ENTER_STAGE_TARGET
+from jaxpp_mlir.dialect.ops import ENTER_STAGE_TARGET, LOOP_MARKER_TARGET
 
 __all__ = ["ensure_registered", "library_path"]
 
@@ -37,6 +39,8 @@ SOURCE = Path(__file__).with_name("marker_ffi.cc")
 HOST_SYMBOL = "JaxppEnterStageHost"
 DEVICE_SYMBOL = "JaxppEnterStageAliased"
 BUILD_TIMEOUT_S = 120
+#: The custom-call targets served by the no-op handler.
+TARGETS = (ENTER_STAGE_TARGET, LOOP_MARKER_TARGET)
 
 _lock = threading.Lock()
 _attempted = False
@@ -127,26 +131,28 @@ def _register() -> bool:
     global _library
     try:
         _library = _load()
-        jax.ffi.register_ffi_target(
-            ENTER_STAGE_TARGET,
-            jax.ffi.pycapsule(getattr(_library, HOST_SYMBOL)),
-            platform="cpu",
-        )
+        for target in TARGETS:
+            jax.ffi.register_ffi_target(
+                target,
+                jax.ffi.pycapsule(getattr(_library, HOST_SYMBOL)),
+                platform="cpu",
+            )
     except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as exc:
         warnings.warn(
             f"jaxpp_mlir: could not build or register the FFI handler of the "
-            f"{ENTER_STAGE_TARGET!r} stage marker ({exc}). Plain jax.jit of a model "
-            f"with stage markers will fail to compile; jaxpp_mlir.partition still "
-            f"works because it removes the markers.",
+            f"{ENTER_STAGE_TARGET!r} stage marker and {LOOP_MARKER_TARGET!r} loop marker "
+            f"({exc}). Plain jax.jit of a model with stage markers or treduce will fail to "
+            f"compile; jaxpp_mlir.partition still works because it removes the markers.",
             RuntimeWarning,
             stacklevel=3,
         )
         return False
     if _has_gpu_backend():
-        with contextlib.suppress(Exception):
-            jax.ffi.register_ffi_target(
-                ENTER_STAGE_TARGET,
-                jax.ffi.pycapsule(getattr(_library, DEVICE_SYMBOL)),
-                platform="CUDA",
-            )
+        for target in TARGETS:
+            with contextlib.suppress(Exception):
+                jax.ffi.register_ffi_target(
+                    target,
+                    jax.ffi.pycapsule(getattr(_library, DEVICE_SYMBOL)),
+                    platform="CUDA",
+                )
     return True

@@ -26,9 +26,14 @@ class AssignStages(ModulePass):
     (casts of parameters, for instance) are placed with their earliest user, so
     they are not computed on one rank and sent to another.
 
+    With a microbatch loop (``jaxpp.loop``, from jaxpp-normalize-loop) this
+    applies to the ops of the loop body, which is one microbatch's work; the
+    code before and after the loop is placed later (jaxpp-outline-outer-code).
+
     Precondition: ``@main`` holds no ``func.call`` (run jaxpp-inline-calls) and
-    at least one stage marker, every marker at its top level.
-    Postcondition: every top-level op of ``@main`` but the terminator carries
+    at least one stage marker, every marker at the top level of the stage
+    block (the loop body if there is a loop, else ``@main``).
+    Postcondition: every op of the stage block but its terminator carries
     ``jaxpp.stage`` and ``jaxpp.kind``; the module carries ``jaxpp.num_stages``.
     Ordering tasks by (forward stages ascending, then backward stages
     descending) is a topological order of the assignment.
@@ -38,8 +43,8 @@ class AssignStages(ModulePass):
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
-        block = ir_utils.body(main)
-        _check_marker_placement(main, block)
+        block = ir_utils.stage_block(main)
+        _check_marker_placement(main, block, in_loop=ir_utils.find_loop(main) is not None)
         top_ops = [op.operation for op in block.operations][:-1]
         forward_markers = [
             op
@@ -75,10 +80,16 @@ class AssignStages(ModulePass):
         jaxpp.set_int_attr(module, jaxpp.NUM_STAGES_ATTR, num_stages)
 
 
-def _check_marker_placement(main: ir.Operation, block: ir.Block) -> None:
+def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: bool) -> None:
     for op in ir_utils.walk(main):
         if jaxpp.is_stage_marker(op) and op.block != block:
-            parent = op.parent.operation if isinstance(op.parent, ir.OpView) else op.parent
+            parent = ir_utils.parent_op(op)
+            if in_loop and parent == main:
+                raise diagnostics.error(
+                    op,
+                    "stage marker outside the microbatch loop: with treduce, every stage "
+                    "marker must be inside the function treduce applies to each microbatch",
+                )
             raise diagnostics.error(
                 op,
                 f"stage marker inside '{parent.name}' is not supported: stage boundaries "

@@ -56,12 +56,18 @@ class InlineCalls(ModulePass):
                     f"calls nested deeper than {self.max_depth} levels "
                     "(recursive functions cannot be partitioned)",
                 )
-        still_called = {
-            ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-            for op in ir_utils.collect_ops(module, "func.call")
-        }
-        for name in sorted(inlined - still_called):
-            symbols[name].operation.erase()
+        remaining = set(inlined)
+        while remaining:
+            still_called = {
+                ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                for op in ir_utils.collect_ops(module, "func.call")
+            }
+            dead = remaining - still_called
+            if not dead:
+                break
+            for name in sorted(dead):
+                symbols[name].operation.erase()
+            remaining -= dead
 
 
 def _inline_call(call: ir.Operation, callee: ir.Operation) -> None:

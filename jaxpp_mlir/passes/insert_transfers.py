@@ -15,7 +15,7 @@ from jaxpp_mlir.passes.base import ModulePass, register_pass
 @register_pass
 @dataclasses.dataclass
 class InsertTransfers(ModulePass):
-    """Insert a jaxpp.send/jaxpp.recv pair (one channel id) for every value a rank needs from another.
+    """Insert a jaxpp.send/jaxpp.recv pair (one channel id) for every value crossing ranks.
 
     A value goes to each rank that reads it once, however many tasks there
     read it: the send follows its producer, the receive precedes the first
@@ -23,41 +23,73 @@ class InsertTransfers(ModulePass):
     reads them by the runtime, and results of ``@main`` stay on the rank that
     computes them, so neither needs a transfer.
 
-    Precondition: every ``jaxpp.task`` in ``@main`` carries ``jaxpp.rank``
-    (jaxpp-place-stages) and ``@main`` holds no transfer yet.
-    Postcondition: every operand of a task is an argument of ``@main`` or a
-    value defined on the task's rank (a task result or a ``jaxpp.recv``).
+    Inside a ``jaxpp.loop`` the pair sits in the loop body (one transfer per
+    microbatch); a value from outside the loop is received once, before it.
+    The loop's state lives on the ranks ``jaxpp.state_ranks`` names; the
+    microbatch index is available on every rank.
+
+    Precondition: every ``jaxpp.task`` carries ``jaxpp.rank`` (jaxpp-place-stages
+    and, with a loop, jaxpp-outline-outer-code) and there is no transfer yet.
+    Postcondition: every operand of a task (and every initial state of the
+    loop) is an argument of ``@main``, the microbatch index, or a value held
+    by the consuming rank (a task result, loop state or a ``jaxpp.recv``).
     """
 
     name = "jaxpp-insert-transfers"
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
-        received: dict[tuple[ir.Value, int], ir.Value] = {}
-        channel = 0
-        for op in [op.operation for op in ir_utils.body(main).operations]:
-            if jaxpp.is_send(op) or jaxpp.is_recv(op):
-                raise diagnostics.error(op, "the module already has transfers")
-            if not jaxpp.is_task(op):
-                continue
-            if not jaxpp.has_rank(op):
-                raise diagnostics.error(op, "task has no rank: run jaxpp-place-stages first")
-            rank = jaxpp.get_rank(op)
-            for index, value in enumerate(op.operands):
-                producer = ir_utils.defining_op(value)
-                if producer is None or jaxpp.get_rank(producer) == rank:
-                    continue
-                key = (value, rank)
-                if key not in received:
-                    source = jaxpp.get_rank(producer)
-                    with ir.InsertionPoint(op), producer.location:
-                        send = jaxpp.create_send(value, channel=channel, rank=source, peer=rank)
-                    send.move_after(producer)
-                    with ir.InsertionPoint(op), op.location:
-                        recv = jaxpp.create_recv(
-                            value.type, channel=channel, rank=rank, peer=source
-                        )
-                    received[key] = recv.results[0]
-                    channel += 1
-                op.operands[index] = received[key]
+        loop = ir_utils.find_loop(main)
+        self._loop = loop
+        self._state_ranks = jaxpp.get_state_ranks(loop) if loop is not None else []
+        self._received: dict[tuple[ir.Value, int], ir.Value] = {}
+        self._channel = 0
+        for op in [o.operation for o in ir_utils.body(main).operations]:
+            if loop is not None and op == loop:
+                for index, rank in enumerate(self._state_ranks):
+                    op.operands[index] = self._on_rank(op.operands[index], rank, op)
+                for nested in [o.operation for o in jaxpp.loop_body(op).operations]:
+                    self._visit(nested)
+            else:
+                self._visit(op)
 
+    def _visit(self, op: ir.Operation) -> None:
+        if jaxpp.is_send(op) or jaxpp.is_recv(op):
+            raise diagnostics.error(op, "the module already has transfers")
+        if not jaxpp.is_task(op):
+            return
+        if not jaxpp.has_rank(op):
+            raise diagnostics.error(op, "task has no rank: run jaxpp-place-stages first")
+        rank = jaxpp.get_rank(op)
+        for index, value in enumerate(op.operands):
+            op.operands[index] = self._on_rank(value, rank, op)
+
+    def _rank_of(self, value: ir.Value) -> int | None:
+        """The rank holding ``value``; None for what every rank has (arguments, the index)."""
+        producer = ir_utils.defining_op(value)
+        if producer is None:
+            if self._loop is not None:
+                arguments = list(jaxpp.loop_body(self._loop).arguments)
+                if value in arguments and arguments.index(value) > 0:
+                    return self._state_ranks[arguments.index(value) - 1]
+            return None
+        if self._loop is not None and producer == self._loop:
+            return self._state_ranks[list(producer.results).index(value)]
+        return jaxpp.get_rank(producer) if jaxpp.has_rank(producer) else None
+
+    def _on_rank(self, value: ir.Value, rank: int, consumer: ir.Operation) -> ir.Value:
+        source = self._rank_of(value)
+        if source is None or source == rank:
+            return value
+        key = (value, rank)
+        if key not in self._received:
+            producer = ir_utils.defining_op(value)
+            with ir.InsertionPoint(consumer), producer.location:
+                send = jaxpp.create_send(value, channel=self._channel, rank=source, peer=rank)
+            send.move_after(producer)
+            receive_before = ir_utils.top_level_user(consumer, producer.block)
+            with ir.InsertionPoint(receive_before), consumer.location:
+                recv = jaxpp.create_recv(value.type, channel=self._channel, rank=rank, peer=source)
+            self._received[key] = recv.results[0]
+            self._channel += 1
+        return self._received[key]

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
+from jaxpp_mlir.dialect import ops as jaxpp
 
 MAIN = "main"
 
@@ -17,6 +18,42 @@ def get_main(module: ir.Operation) -> ir.Operation:
         if op.operation.name == "func.func" and symbol_name(op.operation) == MAIN:
             return op.operation
     raise diagnostics.error(module, "the module has no 'func.func @main' to partition")
+
+
+def find_loop(main: ir.Operation) -> ir.Operation | None:
+    """The ``jaxpp.loop`` at the top level of ``main``, if any."""
+    for op in body(main).operations:
+        if op.operation.name == jaxpp.LOOP_OP:
+            return op.operation
+    return None
+
+
+def stage_block(main: ir.Operation) -> ir.Block:
+    """The block whose ops are split into stages: the loop body if there is a loop, else @main's."""
+    loop = find_loop(main)
+    return jaxpp.loop_body(loop) if loop is not None else body(main)
+
+
+def parent_op(op: ir.Operation) -> ir.Operation | None:
+    parent = op.parent
+    if parent is None:
+        return None
+    return parent.operation if isinstance(parent, ir.OpView) else parent
+
+
+def is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
+    """True if ``op`` is ``ancestor`` or nested in it."""
+    current: ir.Operation | None = op
+    while current is not None:
+        if current == ancestor:
+            return True
+        current = parent_op(current)
+    return False
+
+
+def use_owner(use: ir.OpOperand) -> ir.Operation:
+    owner = use.owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner
 
 
 def symbol_name(op: ir.Operation) -> str:
@@ -74,7 +111,7 @@ def top_level_user(value_use_owner: ir.Operation, block: ir.Block) -> ir.Operati
     """The ancestor of ``value_use_owner`` that sits directly in ``block``."""
     op = value_use_owner
     while op.block != block:
-        op = op.parent.operation if isinstance(op.parent, ir.OpView) else op.parent
+        op = parent_op(op)
     return op
 
 

@@ -19,8 +19,11 @@ class PlaceStages(ModulePass):
 
     Precondition: ``@main`` holds ``jaxpp.task`` ops (jaxpp-outline-stages) and
     the module carries ``jaxpp.num_stages``.
-    Postcondition: every ``jaxpp.task`` carries ``jaxpp.rank`` in
-    ``[0, mpmd-dim)``; the module carries ``jaxpp.num_ranks``. Without an
+    Postcondition: every ``jaxpp.task`` of the stage block carries
+    ``jaxpp.rank`` in ``[0, mpmd-dim)``; the module carries
+    ``jaxpp.num_ranks``; a ``jaxpp.loop`` carries ``jaxpp.state_ranks``, the
+    rank holding each piece of its state (an error if a piece of state is
+    read or updated on two ranks). Without an
     explicit placement, more stages than ranks is an error (placing several
     stages on one rank is what interleaved schedules do, and they say so).
     """
@@ -65,11 +68,43 @@ class PlaceStages(ModulePass):
                     "submeshes as stages, or a schedule that places several stages per rank",
                 )
             placement = [stage % num_ranks for stage in range(num_stages)]
-        for op in ir_utils.body(main).operations:
+        for op in ir_utils.stage_block(main).operations:
+            op = op.operation
             if jaxpp.is_task(op):
                 jaxpp.set_rank(op, placement[jaxpp.get_stage(op)])
-            elif op.operation.name != "func.return":
+            elif op.name not in ("func.return", jaxpp.YIELD_OP):
                 raise diagnostics.error(
-                    op, f"unexpected '{op.operation.name}' in @main: run jaxpp-outline-stages first"
+                    op, f"unexpected '{op.name}' among the stages: run jaxpp-outline-stages first"
                 )
+        loop = ir_utils.find_loop(main)
+        if loop is not None:
+            jaxpp.set_state_ranks(loop, _state_ranks(loop))
         jaxpp.set_int_attr(module, jaxpp.NUM_RANKS_ATTR, num_ranks)
+
+
+def _state_ranks(loop: ir.Operation) -> list[int]:
+    """The rank holding each piece of loop state: the one task that reads and updates it."""
+    body = jaxpp.loop_body(loop)
+    terminator = list(body.operations)[-1].operation
+    ranks = []
+    for index, (argument, update) in enumerate(
+        zip(list(body.arguments)[1:], terminator.operands, strict=True)
+    ):
+        readers = {
+            jaxpp.get_rank(ir_utils.top_level_user(ir_utils.use_owner(u), body))
+            for u in argument.uses
+            if ir_utils.use_owner(u) != terminator
+        }
+        producer = ir_utils.defining_op(update)
+        writers = (
+            {jaxpp.get_rank(producer)} if producer is not None and producer.block == body else set()
+        )
+        holders = readers | writers
+        if len(holders) > 1:
+            raise diagnostics.error(
+                loop,
+                f"loop state {index} is read or updated on ranks {sorted(holders)}: the state of "
+                "the microbatch loop (an accumulator) must stay on one rank",
+            )
+        ranks.append(holders.pop() if holders else 0)
+    return ranks

@@ -4,6 +4,8 @@ from jaxpp_mlir.passes import (  # noqa: F401
     assign_stages,
     inline_calls,
     insert_transfers,
+    normalize_loop,
+    outline_outer_code,
     outline_stages,
     place_stages,
     verify_program,

@@ -17,7 +17,9 @@ from jaxpp_mlir.passes.base import ModulePass, register_pass
 class VerifyProgram(ModulePass):
     """Verify a partitioned module: tasks, transfers and stage functions agree.
 
-    Checks that ``@main`` holds only jaxpp ops and its return; every task
+    Checks that ``@main`` holds only jaxpp ops (at most one ``jaxpp.loop``,
+    whose body holds only tasks and transfers and ends with ``jaxpp.yield``)
+    and its return; every task
     names an existing function whose type matches its operands and results,
     and carries a rank; every task operand is an argument of ``@main`` or is
     defined on the task's rank; every ``jaxpp.recv`` has exactly one earlier
@@ -36,31 +38,83 @@ class VerifyProgram(ModulePass):
         sends: dict[int, ir.Operation] = {}
         matched: set[int] = set()
         rank_of: dict[ir.Value, int] = {}
-        for op in [o.operation for o in ir_utils.body(main).operations]:
+        ops = [o.operation for o in ir_utils.body(main).operations]
+        for op in ops:
             if op.name == "func.return":
                 continue
-            if not jaxpp.is_jaxpp_op(op):
-                raise diagnostics.error(op, f"'{op.name}' in @main of a partitioned module")
-            if not jaxpp.has_rank(op):
-                raise diagnostics.error(op, f"'{op.name}' has no jaxpp.rank")
-            rank = jaxpp.get_rank(op)
-            if jaxpp.is_send(op):
-                channel = jaxpp.get_channel(op)
-                if channel in sends:
-                    raise diagnostics.error(op, f"channel {channel} is sent on twice")
-                _check_operands_on_rank(op, rank, rank_of)
-                sends[channel] = op
-            elif jaxpp.is_recv(op):
-                _check_recv(op, sends, matched)
-            else:
-                _check_task(op, symbols)
-                _check_operands_on_rank(op, rank, rank_of)
-            for result in op.results:
-                rank_of[result] = rank
+            if jaxpp.is_loop(op):
+                _check_loop(op, rank_of)
+                ops_in_loop = [o.operation for o in jaxpp.loop_body(op).operations]
+                for nested in ops_in_loop[:-1]:
+                    _check_op(nested, symbols, sends, matched, rank_of)
+                for value, rank in zip(
+                    ops_in_loop[-1].operands, jaxpp.get_state_ranks(op), strict=True
+                ):
+                    if value in rank_of and rank_of[value] != rank:
+                        raise diagnostics.error(
+                            ops_in_loop[-1],
+                            f"loop state updated on rank {rank_of[value]} but held on rank {rank}",
+                        )
+                continue
+            _check_op(op, symbols, sends, matched, rank_of)
         unmatched = sorted(set(sends) - matched)
         if unmatched:
             raise diagnostics.error(
                 sends[unmatched[0]], f"send on channel {unmatched[0]} has no matching recv"
+            )
+
+
+def _check_loop(loop: ir.Operation, rank_of: dict[ir.Value, int]) -> None:
+    state_ranks = jaxpp.get_state_ranks(loop)
+    body = jaxpp.loop_body(loop)
+    if len(state_ranks) != len(list(loop.results)):
+        raise diagnostics.error(loop, "jaxpp.loop needs jaxpp.state_ranks for each state")
+    terminator = list(body.operations)[-1].operation
+    if not jaxpp.is_yield(terminator):
+        raise diagnostics.error(loop, "the body of jaxpp.loop must end with jaxpp.yield")
+    _check_operands_on_rank_list(loop, list(loop.operands), state_ranks, rank_of)
+    for argument, rank in zip(list(body.arguments)[1:], state_ranks, strict=True):
+        rank_of[argument] = rank
+    for result, rank in zip(loop.results, state_ranks, strict=True):
+        rank_of[result] = rank
+
+
+def _check_op(
+    op: ir.Operation,
+    symbols: ir.SymbolTable,
+    sends: dict[int, ir.Operation],
+    matched: set[int],
+    rank_of: dict[ir.Value, int],
+) -> None:
+    if not jaxpp.is_jaxpp_op(op) or jaxpp.is_loop(op) or jaxpp.is_yield(op):
+        raise diagnostics.error(op, f"'{op.name}' in the task graph of a partitioned module")
+    if not jaxpp.has_rank(op):
+        raise diagnostics.error(op, f"'{op.name}' has no jaxpp.rank")
+    rank = jaxpp.get_rank(op)
+    if jaxpp.is_send(op):
+        channel = jaxpp.get_channel(op)
+        if channel in sends:
+            raise diagnostics.error(op, f"channel {channel} is sent on twice")
+        _check_operands_on_rank(op, rank, rank_of)
+        sends[channel] = op
+    elif jaxpp.is_recv(op):
+        _check_recv(op, sends, matched)
+    else:
+        _check_task(op, symbols)
+        _check_operands_on_rank(op, rank, rank_of)
+    for result in op.results:
+        rank_of[result] = rank
+
+
+def _check_operands_on_rank_list(
+    op: ir.Operation, values: list[ir.Value], ranks: list[int], rank_of: dict[ir.Value, int]
+) -> None:
+    for value, rank in zip(values, ranks, strict=True):
+        if value in rank_of and rank_of[value] != rank:
+            raise diagnostics.error(
+                op,
+                f"operand defined on rank {rank_of[value]} is used on rank {rank} "
+                "without a transfer",
             )
 
 

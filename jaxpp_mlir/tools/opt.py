@@ -19,7 +19,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import IO
+from typing import IO, NamedTuple
 
 from jax.extend.mlir import ir, passmanager
 
@@ -96,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(argv)
     except SystemExit as exc:  # argparse: --help, or a command-line error already printed
+        if exc.code is None:
+            return EXIT_OK
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except _UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -256,7 +258,7 @@ def _build_parser(passes: dict[str, type[ModulePass]]) -> argparse.ArgumentParse
 def _option_names(parser: argparse.ArgumentParser) -> set[str]:
     return {
         string.lstrip("-")
-        for action in parser._actions  # noqa: SLF001 - argparse has no public accessor
+        for action in parser._actions  # argparse has no public accessor
         for string in action.option_strings
     }
 
@@ -306,6 +308,8 @@ def _extract_pass_flags(
             remaining.append(arg)
             continue
         value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1].strip()  # quotes that no shell removed
         if value.startswith("{") and value.endswith("}"):
             value = value[1:-1]
         element = f"{name}{{{value}}}" if has_value and value else name
@@ -498,6 +502,14 @@ def _split_chunks(lines: list[str], split: bool) -> list[_Chunk]:
 # Running.
 
 
+class _Result(NamedTuple):
+    """What processing one module gave."""
+
+    output: str | bytes | None  # None: it failed (does not parse, or a pass failed)
+    diagnostics: list[Diagnostic]  # located errors, warnings and remarks, not printed yet
+    internal_error: bool = False  # a bug in a pass, already reported
+
+
 class _Tool:
     """One run of ``jaxpp-opt`` over one input."""
 
@@ -563,22 +575,22 @@ class _Tool:
 
     # -- running -------------------------------------------------------------
 
-    def run_chunk(self, chunk: _Chunk) -> tuple[str | bytes | None, list[Diagnostic], bool]:
-        """Parses and transforms one chunk: (output or None, diagnostics, internal error?)."""
+    def run_chunk(self, chunk: _Chunk) -> _Result:
+        """Parses and transforms one chunk (a module)."""
         try:
             module = ir.Module.parse(chunk.text, context=self.context)
         except ir.MLIRError as exc:
-            return None, [diagnostics.from_mlir(d) for d in exc.error_diagnostics], False
+            return _Result(None, [diagnostics.from_mlir(d) for d in exc.error_diagnostics])
         return self.transform(module)
 
-    def run_bytecode(self, data: bytes) -> tuple[str | bytes | None, list[Diagnostic], bool]:
+    def run_bytecode(self, data: bytes) -> _Result:
         try:
             module = ir.Module.parse(data, context=self.context)
         except ir.MLIRError as exc:
-            return None, [diagnostics.from_mlir(d) for d in exc.error_diagnostics], False
+            return _Result(None, [diagnostics.from_mlir(d) for d in exc.error_diagnostics])
         return self.transform(module)
 
-    def transform(self, module: ir.Module) -> tuple[str | bytes | None, list[Diagnostic], bool]:
+    def transform(self, module: ir.Module) -> _Result:
         try:
             emitted = run_pipeline(
                 module,
@@ -594,13 +606,22 @@ class _Tool:
                 sys.stderr.write(f"{header}\n{self.module_text(module)}\n")
             if failure.internal_error is not None:
                 self.report_internal_error(failure)
-                return None, [], True
-            return None, list(failure.diagnostics), False
+                return _Result(None, [], internal_error=True)
+            if not any(d.severity == diagnostics.ERROR for d in failure.diagnostics):
+                for diagnostic in failure.diagnostics:
+                    self.print_diagnostic(diagnostic)
+                print(
+                    f"{PROG}: error: pass '{failure.pass_name}' failed without reporting "
+                    "an error (a bug in the pass: it must emit one, see diagnostics.error)",
+                    file=sys.stderr,
+                )
+                return _Result(None, [], internal_error=True)
+            return _Result(None, list(failure.diagnostics))
         except PipelineSyntaxError as exc:
             raise _UsageError(str(exc)) from None
         if self.args.emit_bytecode:
-            return module.operation.get_asm(binary=True), emitted, False
-        return self.module_text(module), emitted, False
+            return _Result(module.operation.get_asm(binary=True), emitted)
+        return _Result(self.module_text(module), emitted)
 
     def report_internal_error(self, failure: PipelineFailure) -> None:
         for diagnostic in failure.diagnostics:
@@ -664,7 +685,7 @@ class _Tool:
 
 def _flatten(diagnostic: Diagnostic) -> list[tuple[str, ir.Location, str]]:
     items = [(diagnostic.severity, diagnostic.location, diagnostic.message)]
-    for note in getattr(diagnostic, "notes", ()):
+    for note in diagnostic.notes:
         items.extend(_flatten(note))
     return items
 
@@ -763,14 +784,14 @@ def _run(argv: list[str]) -> int:
             )
         tool = _Tool(args, context, make_elements, display_name, [])
         with context:
-            output, found, internal = tool.run_bytecode(data)
-            for diagnostic in found:
+            result = tool.run_bytecode(data)
+            for diagnostic in result.diagnostics:
                 tool.print_diagnostic(diagnostic)
-        if internal:
+        if result.internal_error:
             return EXIT_INTERNAL
-        if output is None:
+        if result.output is None:
             return EXIT_FAILURE
-        _write_output(args.output, output)
+        _write_output(args.output, result.output)
         return EXIT_OK
 
     try:
@@ -787,23 +808,23 @@ def _run(argv: list[str]) -> int:
     ok, internal_error = True, False
     with context:
         for chunk in _split_chunks(lines, args.split_input_file):
-            output, found, internal = tool.run_chunk(chunk)
-            internal_error |= internal
+            result = tool.run_chunk(chunk)
+            internal_error |= result.internal_error
             if args.verify_diagnostics:
-                ok &= tool.verify(chunk, found)
+                ok &= tool.verify(chunk, result.diagnostics)
             else:
-                for diagnostic in found:
+                for diagnostic in result.diagnostics:
                     tool.print_diagnostic(diagnostic)
-                ok &= output is not None
-            outputs.append(output if output is not None else "")
+                ok &= result.output is not None
+            outputs.append(result.output if result.output is not None else "")
     if internal_error:
         return EXIT_INTERNAL
     if len(outputs) == 1 and isinstance(outputs[0], bytes):
-        result: str | bytes = outputs[0]
+        joined: str | bytes = outputs[0]
     else:
-        result = f"{SPLIT_MARKER}\n".join(str(o) for o in outputs)
+        joined = f"{SPLIT_MARKER}\n".join(str(o) for o in outputs)
     if args.output == "-" or ok:  # a file is written only on success, like mlir-opt
-        _write_output(args.output, result)
+        _write_output(args.output, joined)
     return EXIT_OK if ok else EXIT_FAILURE
 
 

@@ -33,7 +33,8 @@ _python = shlex.quote(sys.executable)
 
 # Substitutions are regular expressions applied in order, before lit's own (%s, %t...).
 # `jaxpp-opt` is replaced only as a word of its own, never inside a path or a longer name.
-config.substitutions.append((r"(?<![\w/.-])jaxpp-opt(?![\w.-])", f"{_python} -m jaxpp_mlir.tools.opt"))
+_tool = f"{_python} -m jaxpp_mlir.tools.opt"
+config.substitutions.append((r"(?<![\w/.-])jaxpp-opt(?![\w.-])", _tool))
 config.substitutions.append((r"(?<![\w/.-])FileCheck(?![\w.-])", "filecheck"))
 config.substitutions.append(("%python", _python))
 

@@ -1,0 +1,162 @@
+"""jaxpp-normalize-loop: turn the treduce ``stablehlo.while`` into a ``jaxpp.loop``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir import diagnostics
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.passes.base import ModulePass, register_pass
+
+
+@register_pass
+@dataclasses.dataclass
+class NormalizeLoop(ModulePass):
+    """Rewrite the microbatch loop (the while holding @jaxpp.loop_marker) as a jaxpp.loop.
+
+    ``treduce`` lowers to one ``stablehlo.while`` whose body holds the loop
+    marker. Its iteration arguments are of three sorts, told apart from the
+    body alone: loop invariants (returned unchanged), microbatch counters
+    (start at 0 and are incremented by 1) and state (accumulators). The
+    rewrite keeps only the state as operands and results of ``jaxpp.loop``:
+    the body reads invariants straight from the enclosing function, receives
+    the microbatch index as its first block argument and the state after it,
+    and ends with ``jaxpp.yield`` of the new state. The loop marker is erased.
+
+    Precondition: ``@main`` holds no ``func.call`` (jaxpp-inline-calls); at
+    most one loop marker, directly in the body of a top-level
+    ``stablehlo.while`` of ``@main``.
+    Postcondition: without a loop marker the module is unchanged; otherwise
+    ``@main`` holds one ``jaxpp.loop`` (attribute ``jaxpp.num_microbatches``)
+    in place of the while, and no loop marker remains.
+    """
+
+    name = "jaxpp-normalize-loop"
+
+    def run(self, module: ir.Operation) -> None:
+        main = ir_utils.get_main(module)
+        markers = [op for op in ir_utils.walk(main) if jaxpp.is_loop_marker(op)]
+        if not markers:
+            return
+        if len(markers) > 1:
+            raise diagnostics.error(
+                markers[1], "a step may hold only one microbatch loop (treduce)"
+            )
+        marker = markers[0]
+        loop = _parent(marker)
+        if loop is None or loop.name != "stablehlo.while" or loop.block != ir_utils.body(main):
+            raise diagnostics.error(
+                marker,
+                "the microbatch loop marker must sit directly in the body of a top-level "
+                "stablehlo.while (treduce inside other control flow is not supported)",
+            )
+        if jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR) is not None:
+            return
+        num_microbatches = jaxpp.loop_num_microbatches(marker)
+        if num_microbatches is None or num_microbatches < 1:
+            raise diagnostics.error(marker, "the loop marker has no valid jaxpp.num_microbatches")
+        _rewrite(loop, marker, num_microbatches)
+
+
+def _parent(op: ir.Operation) -> ir.Operation | None:
+    parent = op.parent
+    if parent is None:
+        return None
+    return parent.operation if isinstance(parent, ir.OpView) else parent
+
+
+def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) -> None:
+    body = loop.regions[1].blocks[0]
+    terminator = list(body.operations)[-1].operation
+    yielded = list(terminator.operands)
+    arguments = list(body.arguments)
+    counter_arg = marker.operands[0]
+    kinds = []
+    for index, (argument, value) in enumerate(zip(arguments, yielded, strict=True)):
+        if value == argument:
+            kinds.append("invariant")
+        elif _is_counter(argument, value, loop.operands[index]):
+            kinds.append("counter")
+        else:
+            kinds.append("state")
+    if counter_arg not in arguments or kinds[arguments.index(counter_arg)] != "counter":
+        raise diagnostics.error(
+            marker, "the loop marker must mark the loop's microbatch counter (0, 1, 2, ...)"
+        )
+    state = [i for i, kind in enumerate(kinds) if kind == "state"]
+    with ir.InsertionPoint(loop), loop.location:
+        new_loop = jaxpp.create_loop(
+            [loop.operands[i] for i in state], num_microbatches=num_microbatches
+        )
+    new_body = jaxpp.loop_body(new_loop)
+    with ir.InsertionPoint(new_body), terminator.location:
+        new_yield = jaxpp.create_yield([yielded[i] for i in state])
+    for op in [o.operation for o in body.operations][:-1]:
+        op.move_before(new_yield)
+    terminator.erase()
+    index_arg = new_body.arguments[0]
+    marker.results[0].replace_all_uses_with(index_arg)
+    marker.erase()
+    for position, index in enumerate(state):
+        arguments[index].replace_all_uses_with(new_body.arguments[1 + position])
+    for index, kind in enumerate(kinds):
+        if kind == "invariant":
+            arguments[index].replace_all_uses_with(loop.operands[index])
+        elif kind == "counter":
+            arguments[index].replace_all_uses_with(index_arg)
+    _erase_dead_counter_updates(new_body)
+    for index, kind in enumerate(kinds):
+        result = loop.results[index]
+        if kind == "invariant":
+            result.replace_all_uses_with(loop.operands[index])
+        elif kind == "state":
+            result.replace_all_uses_with(new_loop.results[state.index(index)])
+        elif list(result.uses):
+            raise diagnostics.error(
+                loop, "the microbatch counter is used after the loop, which is not supported"
+            )
+    loop.erase()
+
+
+def _is_counter(argument: ir.Value, value: ir.Value, init: ir.Value) -> bool:
+    """``value`` is ``argument + 1`` and the loop starts it at constant 0."""
+    update = ir_utils.defining_op(value)
+    if update is None or update.name != "stablehlo.add":
+        return False
+    operands = list(update.operands)
+    if argument not in operands:
+        return False
+    other = operands[1] if operands[0] == argument else operands[0]
+    return _constant_value(other) == 1 and _constant_value(init) == 0
+
+
+def _constant_value(value: ir.Value) -> int | None:
+    producer = ir_utils.defining_op(value)
+    if producer is None or producer.name != "stablehlo.constant":
+        return None
+    attr = producer.attributes["value"]
+    try:
+        dense = ir.DenseIntElementsAttr(attr)
+    except (ValueError, TypeError):
+        return None
+    if not dense.is_splat and len(dense) != 1:
+        return None
+    return int(dense.get_splat_value().value) if dense.is_splat else int(dense[0])
+
+
+def _erase_dead_counter_updates(block: ir.Block) -> None:
+    """Erases ops left without users (the old counter increments) and their constants."""
+    changed = True
+    while changed:
+        changed = False
+        for op in reversed([o.operation for o in block.operations][:-1]):
+            if op.regions or not op.results:
+                continue
+            if op.name in ("stablehlo.add", "stablehlo.constant") and all(
+                not list(r.uses) for r in op.results
+            ):
+                op.erase()
+                changed = True

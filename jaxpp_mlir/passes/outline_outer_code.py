@@ -1,0 +1,136 @@
+"""jaxpp-outline-outer-code: place and outline the code before and after the loop."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir import diagnostics
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.passes import ir_utils, outlining
+from jaxpp_mlir.passes.base import ModulePass, register_pass
+
+
+@register_pass
+@dataclasses.dataclass
+class OutlineOuterCode(ModulePass):
+    """Place the code before and after the microbatch loop on ranks and outline it into tasks.
+
+    Code after the loop (the optimizer update, loss reductions) runs where its
+    inputs live: an op goes to the rank of its first operand that has one (a
+    loop result lives on the rank of its state). Code before the loop, and
+    code after it that reads only arguments of ``@main``, runs once on the
+    first rank that consumes it (lowest rank number) and is sent to the
+    others. Constants are copied where needed. Ops are grouped into one task
+    per (before/after, phase, rank), where the phase grows by one each time a
+    value crosses ranks, so tasks stay in a topological order.
+
+    Precondition: the stage block is outlined and placed (jaxpp.loop carries
+    ``jaxpp.state_ranks``); without a ``jaxpp.loop`` there is nothing to do.
+    Postcondition: ``@main`` holds only ``jaxpp.task`` ops (kind ``pre`` before
+    the loop, ``post`` after it), the loop and the return.
+    """
+
+    name = "jaxpp-outline-outer-code"
+
+    def run(self, module: ir.Operation) -> None:
+        main = ir_utils.get_main(module)
+        loop = ir_utils.find_loop(main)
+        if loop is None:
+            return
+        block = ir_utils.body(main)
+        all_ops = [op.operation for op in block.operations]
+        terminator = all_ops[-1]
+        loop_index = all_ops.index(loop)
+        outer_ops = [op for op in all_ops[:-1] if op != loop]
+        for op in outer_ops:
+            if jaxpp.is_jaxpp_op(op):
+                raise diagnostics.error(op, f"'{op.name}' outside the loop is already outlined")
+        state_ranks = jaxpp.get_state_ranks(loop)
+        if len(state_ranks) != len(list(loop.results)):
+            raise diagnostics.error(
+                loop, "the loop has no jaxpp.state_ranks: run jaxpp-place-stages"
+            )
+        keep = set(loop.operands) | set(terminator.operands)
+        copyable = outlining.copyable_ops(outer_ops, keep)
+        placed = [op for op in outer_ops if op not in copyable]
+        ranks = _assign_ranks(placed, loop, state_ranks, block)
+        phases = _phases(placed, ranks)
+        groups: dict[tuple[int, int, int], list[ir.Operation]] = {}
+        for op in placed:
+            before = all_ops.index(op) < loop_index
+            key = (0 if before else 1, phases[op], ranks[op])
+            groups.setdefault(key, []).append(op)
+        for (after, phase, rank), group in sorted(groups.items()):
+            kind = jaxpp.POST if after else jaxpp.PRE
+            task = outlining.outline_group(
+                module,
+                group,
+                copyable,
+                insert_before=terminator if after else loop,
+                name=f"{kind}{phase}_r{rank}",
+                stage=phase,
+                kind=kind,
+            )
+            jaxpp.set_rank(task, rank)
+        for op in reversed(outer_ops):
+            if op in copyable and all(not list(r.uses) for r in op.results):
+                op.erase()
+
+
+def _assign_ranks(
+    ops: list[ir.Operation], loop: ir.Operation, state_ranks: list[int], block: ir.Block
+) -> dict[ir.Operation, int]:
+    ranks: dict[ir.Operation, int] = {}
+    loop_body = jaxpp.loop_body(loop)
+
+    def value_rank(value: ir.Value) -> int | None:
+        producer = ir_utils.defining_op(value)
+        if producer is None:
+            return None
+        if producer == loop:
+            return state_ranks[list(loop.results).index(value)]
+        return ranks.get(producer)
+
+    for op in ops:
+        for value in ir_utils.external_operands(op):
+            rank = value_rank(value)
+            if rank is not None:
+                ranks[op] = rank
+                break
+
+    def consumer_ranks(op: ir.Operation) -> list[int]:
+        found = []
+        for result in op.results:
+            for use in result.uses:
+                owner = ir_utils.use_owner(use)
+                if owner == loop:
+                    found.append(state_ranks[use.operand_number])
+                elif ir_utils.is_inside(owner, loop):
+                    task = ir_utils.top_level_user(owner, loop_body)
+                    if jaxpp.has_rank(task):
+                        found.append(jaxpp.get_rank(task))
+                else:
+                    top = ir_utils.top_level_user(owner, block)
+                    if top in ranks:
+                        found.append(ranks[top])
+        return found
+
+    for op in reversed(ops):
+        if op not in ranks:
+            ranks[op] = min(consumer_ranks(op), default=0)
+    return ranks
+
+
+def _phases(ops: list[ir.Operation], ranks: dict[ir.Operation, int]) -> dict[ir.Operation, int]:
+    phases: dict[ir.Operation, int] = {}
+    for op in ops:
+        phase = 0
+        for value in ir_utils.external_operands(op):
+            producer = ir_utils.defining_op(value)
+            if producer in phases:
+                step = 0 if ranks[producer] == ranks[op] else 1
+                phase = max(phase, phases[producer] + step)
+        phases[op] = phase
+    return phases

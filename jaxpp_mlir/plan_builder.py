@@ -1,0 +1,310 @@
+"""Building the runtime's ``ExecutionPlan`` from a partitioned module and a schedule.
+
+The module's ``@main`` is a task graph; a ``jaxpp.loop`` in it is one
+microbatch's task graph. Here the loop is expanded per microbatch in the
+order the schedule gives (the IR never is): each scheduled task becomes one
+``RunStage`` with its receives before it and its sends after it, and the
+global dispatch order follows the schedule's simulated start times. Loop
+state is threaded through the microbatches: microbatch m reads what
+microbatch m-1 yielded, the first reads the loop's initial value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from jax.extend.mlir import ir
+
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.errors import PartitionError, ScheduleError
+from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.schedules import FusedTask, Schedule, Task
+
+_FLOAT_TYPES = (
+    (ir.F32Type, "float32"),
+    (ir.F64Type, "float64"),
+    (ir.F16Type, "float16"),
+    (ir.BF16Type, "bfloat16"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexInput:
+    """An extra program input: microbatch ``microbatch``'s index, as int32, on ``rank``."""
+
+    microbatch: int
+    rank: int
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self.microbatch, dtype=np.int32)
+
+
+@dataclasses.dataclass
+class BuiltPlan:
+    plan: rt.ExecutionPlan
+    index_inputs: list[IndexInput]  # appended, in order, after the program's own inputs
+
+
+def tensor_spec(value_type: ir.Type) -> rt.TensorSpec:
+    tensor = ir.RankedTensorType(value_type)
+    return rt.TensorSpec(tuple(tensor.shape), dtype_name(tensor.element_type))
+
+
+def dtype_name(element_type: ir.Type) -> str:
+    for type_class, name in _FLOAT_TYPES:
+        if isinstance(element_type, type_class):
+            return name
+    if isinstance(element_type, ir.IntegerType):
+        if element_type.width == 1:
+            return "bool"
+        return f"{'uint' if element_type.is_unsigned else 'int'}{element_type.width}"
+    if isinstance(element_type, ir.ComplexType):
+        inner = dtype_name(element_type.element_type)
+        return {"float32": "complex64", "float64": "complex128"}[inner]
+    raise PartitionError(f"unsupported element type {element_type}")
+
+
+def build_plan(
+    main: ir.Operation,
+    stage_modules: dict[str, str],
+    *,
+    num_ranks: int,
+    schedule: Schedule | None,
+) -> BuiltPlan:
+    with main.context:
+        return _Builder(main, stage_modules, num_ranks, schedule).build()
+
+
+class _Builder:
+    def __init__(
+        self,
+        main: ir.Operation,
+        stage_modules: dict[str, str],
+        num_ranks: int,
+        schedule: Schedule | None,
+    ):
+        self.main = main
+        self.block = main.regions[0].blocks[0]
+        self.stage_modules = stage_modules
+        self.num_ranks = num_ranks
+        self.schedule = schedule
+        self.ids: dict[tuple[ir.Value, int | None], int] = {}
+        self.home: dict[int, int] = {}  # value id -> rank; absent for program inputs
+        self.num_inputs = len(list(self.block.arguments))
+        self.input_ranks: dict[int, set[int]] = {i: set() for i in range(self.num_inputs)}
+        self.index_ids = _number_index_inputs(self.block, first_id=self.num_inputs)
+        self.next_id = self.num_inputs + len(self.index_ids)
+        self.instructions: list[rt.Instruction] = []
+        self.executables: dict[str, rt.StageExecutable] = {}
+        self.channels: dict[tuple[int, int | None], int] = {}
+        self.loop: ir.Operation | None = None
+        self.loop_body: ir.Block | None = None
+        for index, argument in enumerate(self.block.arguments):
+            self.ids[(argument, None)] = index
+
+    # --------------------------------------------------------------- values
+
+    def _key(self, value: ir.Value, microbatch: int | None) -> tuple[ir.Value, int | None]:
+        if self.loop_body is not None and _defined_in(value, self.loop_body):
+            return value, microbatch
+        return value, None
+
+    def define(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
+        value_id = self.next_id
+        self.next_id += 1
+        self.ids[self._key(value, microbatch)] = value_id
+        self.home[value_id] = rank
+        return value_id
+
+    def use(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
+        if self.loop_body is not None and isinstance(value, ir.BlockArgument):
+            arguments = list(self.loop_body.arguments)
+            if value in arguments:
+                return self._loop_argument(arguments.index(value), rank, microbatch)
+        key = self._key(value, microbatch)
+        if key not in self.ids:
+            raise ScheduleError(
+                f"the schedule runs a task of microbatch {microbatch} on rank {rank} before "
+                "the task that computes one of its inputs"
+            )
+        value_id = self.ids[key]
+        if value_id < self.num_inputs:
+            self.input_ranks[value_id].add(rank)
+        return value_id
+
+    def _loop_argument(self, index: int, rank: int, microbatch: int | None) -> int:
+        assert self.loop is not None and microbatch is not None
+        if index == 0:
+            return self.index_ids[(microbatch, rank)]
+        if microbatch == 0:
+            return self.use(self.loop.operands[index - 1], rank)
+        yielded = self._yield().operands[index - 1]
+        if (yielded, microbatch - 1) not in self.ids:
+            raise ScheduleError(
+                f"the schedule runs microbatch {microbatch} before microbatch {microbatch - 1} "
+                f"on rank {rank}, but both update the same accumulator (loop state "
+                f"{index - 1}): tasks of one stage must run in microbatch order"
+            )
+        return self.ids[(yielded, microbatch - 1)]
+
+    def _yield(self) -> ir.Operation:
+        return list(self.loop_body.operations)[-1].operation
+
+    def channel(self, channel: int, microbatch: int | None) -> int:
+        key = (channel, microbatch)
+        if key not in self.channels:
+            self.channels[key] = len(self.channels)
+        return self.channels[key]
+
+    # -------------------------------------------------------------- emitting
+
+    def emit(self, op: ir.Operation, microbatch: int | None = None) -> None:
+        rank = jaxpp.get_rank(op)
+        if jaxpp.is_task(op):
+            callee = jaxpp.task_callee(op)
+            inputs = tuple(self.use(v, rank, microbatch) for v in op.operands)
+            outputs = tuple(self.define(v, rank, microbatch) for v in op.results)
+            if callee not in self.executables:
+                self.executables[callee] = rt.StageExecutable(
+                    name=callee,
+                    rank=rank,
+                    mlir_module=self.stage_modules[callee],
+                    input_specs=tuple(tensor_spec(v.type) for v in op.operands),
+                    output_specs=tuple(tensor_spec(v.type) for v in op.results),
+                )
+            label = f"{jaxpp.get_kind(op)}_{jaxpp.get_stage(op)}__{microbatch or 0}"
+            self.instructions.append(rt.RunStage(rank, callee, inputs, outputs, label))
+        elif jaxpp.is_send(op):
+            value = self.use(op.operands[0], rank, microbatch)
+            channel = self.channel(jaxpp.get_channel(op), microbatch)
+            self.instructions.append(rt.Send(rank, jaxpp.get_peer(op), channel, value))
+        elif jaxpp.is_recv(op):
+            value = self.define(op.results[0], rank, microbatch)
+            channel = self.channel(jaxpp.get_channel(op), microbatch)
+            spec = tensor_spec(op.results[0].type)
+            self.instructions.append(rt.Recv(rank, jaxpp.get_peer(op), channel, value, spec))
+
+    def emit_loop(self, loop: ir.Operation) -> None:
+        self.loop, self.loop_body = loop, jaxpp.loop_body(loop)
+        num_microbatches = jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
+        units = _task_units(self.loop_body)
+        if self.schedule is None:
+            raise ScheduleError("a program with a microbatch loop needs a schedule")
+        order = _dispatch_order(self.schedule, num_microbatches)
+        for task in order:
+            # A task the program lacks (no backward in an inference loop) is skipped; a
+            # program task the schedule lacks is an error, below.
+            for op in units.get((task.stage, task.kind), ()):
+                self.emit(op, task.microbatch)
+        scheduled = {(t.stage, t.kind) for t in order}
+        missing = sorted(set(units) - scheduled)
+        if missing:
+            stage, kind = missing[0]
+            raise ScheduleError(
+                f"the program has a {kind} task for stage {stage} that the schedule "
+                f"{self.schedule!r} never runs (does the schedule split the backward?)"
+            )
+        terminator = self._yield()
+        last = num_microbatches - 1
+        for index, result in enumerate(loop.results):
+            self.ids[(result, None)] = self.ids[(terminator.operands[index], last)]
+
+    def build(self) -> BuiltPlan:
+        terminator = None
+        for op in self.block.operations:
+            op = op.operation
+            if op.name == "func.return":
+                terminator = op
+            elif jaxpp.is_loop(op):
+                self.emit_loop(op)
+            else:
+                self.emit(op)
+        outputs = []
+        for value in terminator.operands:
+            value_id = self.ids[(value, None)]
+            rank = self.home.get(value_id, 0)
+            outputs.append(rt.OutputBinding(self.use(value, rank), rank, tensor_spec(value.type)))
+        inputs = [
+            rt.InputBinding(
+                index, tensor_spec(argument.type), tuple(sorted(self.input_ranks[index]))
+            )
+            for index, argument in enumerate(self.block.arguments)
+        ]
+        scalar = rt.TensorSpec((), "int32")
+        for (_, rank), value_id in self.index_ids.items():
+            inputs.append(rt.InputBinding(value_id, scalar, (rank,)))
+        plan = rt.ExecutionPlan(
+            num_ranks=self.num_ranks,
+            executables=self.executables,
+            inputs=tuple(inputs),
+            outputs=tuple(outputs),
+            instructions=tuple(self.instructions),
+        )
+        return BuiltPlan(plan, [IndexInput(m, r) for m, r in self.index_ids])
+
+
+def _number_index_inputs(block: ir.Block, *, first_id: int) -> dict[tuple[int, int], int]:
+    """Value ids for the microbatch index on each rank whose loop tasks read it."""
+    for op in block.operations:
+        if not jaxpp.is_loop(op):
+            continue
+        body = jaxpp.loop_body(op)
+        ranks = set()
+        for use in body.arguments[0].uses:
+            owner = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+            ranks.add(jaxpp.get_rank(owner))
+        count = jaxpp.get_int_attr(op, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
+        pairs = [(m, r) for m in range(count) for r in sorted(ranks)]
+        return {pair: first_id + i for i, pair in enumerate(pairs)}
+    return {}
+
+
+def _defined_in(value: ir.Value, block: ir.Block) -> bool:
+    if isinstance(value, ir.BlockArgument):
+        return value.owner == block
+    owner = value.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    return owner.block == block
+
+
+def _task_units(body: ir.Block) -> dict[tuple[int, str], list[ir.Operation]]:
+    """Per (stage, kind): its receives, the task, then the sends of its results."""
+    ops = [o.operation for o in body.operations][:-1]
+    tasks = [op for op in ops if jaxpp.is_task(op)]
+    position = {op: i for i, op in enumerate(ops)}
+    units: dict[ir.Operation, list[ir.Operation]] = {task: [] for task in tasks}
+    sends: dict[ir.Operation, list[ir.Operation]] = {task: [] for task in tasks}
+    for op in ops:
+        if jaxpp.is_recv(op):
+            users = [
+                u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner
+                for u in op.results[0].uses
+            ]
+            first = min((u for u in users if u in units), key=lambda u: position[u])
+            units[first].append(op)
+        elif jaxpp.is_send(op):
+            producer = op.operands[0].owner
+            producer = producer.operation if isinstance(producer, ir.OpView) else producer
+            sends[producer].append(op)
+    result = {}
+    for task in tasks:
+        key = (jaxpp.get_stage(task), jaxpp.get_kind(task))
+        if key in result:
+            raise PartitionError(f"two tasks for stage {key[0]} ({key[1]}) in the loop")
+        result[key] = units[task] + [task] + sends[task]
+    return result
+
+
+def _dispatch_order(schedule: Schedule, num_microbatches: int) -> list[Task]:
+    """Every task once, ordered by simulated start time (ties: rank), fused parts in order."""
+    per_rank = schedule.tasks(num_microbatches)
+    simulation = schedule.simulate(num_microbatches)
+    entries = []
+    for rank, items in enumerate(per_rank):
+        for position, item in enumerate(items):
+            parts = item.tasks if isinstance(item, FusedTask) else (item,)
+            for offset, task in enumerate(parts):
+                entries.append((simulation.start_times[task], rank, position, offset, task))
+    entries.sort(key=lambda e: e[:4])
+    return [entry[-1] for entry in entries]

@@ -1,0 +1,91 @@
+// RUN: jaxpp-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-assign-stages)'
+
+// expected-error @+1 {{the module has no 'func.func @main' to partition}}
+module @no_main {
+  func.func @step(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+module @no_marker {
+  // expected-error @+1 {{no stage markers found: mark the end of every stage with jaxpp_mlir.pipeline_enter_stage (the last one after the last layer)}}
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = stablehlo.tanh %arg0 : tensor<2x4xf32>
+    return %0 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// Backward markers alone do not make stages.
+module @only_backward_markers {
+  // expected-error @+1 {{no stage markers found}}
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = stablehlo.custom_call @jaxpp.enter_stage(%arg0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %0 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+module @call_not_inlined {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    // expected-error @+1 {{func.call in @main: run jaxpp-inline-calls first}}
+    %0 = call @layer(%arg0) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %1 = stablehlo.custom_call @jaxpp.enter_stage(%0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %1 : tensor<2x4xf32>
+  }
+  func.func private @layer(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = stablehlo.tanh %arg0 : tensor<2x4xf32>
+    return %0 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+module @marker_in_loop {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %c = stablehlo.constant dense<0> : tensor<i32>
+    %0:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %arg0) : tensor<i32>, tensor<2x4xf32>
+     cond {
+      %c_1 = stablehlo.constant dense<3> : tensor<i32>
+      %1 = stablehlo.compare  LT, %iterArg, %c_1 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %1 : tensor<i1>
+    } do {
+      %c_1 = stablehlo.constant dense<1> : tensor<i32>
+      %1 = stablehlo.add %iterArg, %c_1 : tensor<i32>
+      // expected-error @+1 {{stage marker inside 'stablehlo.while' is not supported: stage boundaries must sit at the top level of the step (use jaxpp_mlir.treduce for the microbatch loop)}}
+      %2 = stablehlo.custom_call @jaxpp.enter_stage(%iterArg_0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      stablehlo.return %1, %2 : tensor<i32>, tensor<2x4xf32>
+    }
+    return %0#1 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+module @forward_marker_after_backward_marker {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = stablehlo.custom_call @jaxpp.enter_stage(%arg0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %1 = stablehlo.custom_call @jaxpp.enter_stage(%0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %2 = stablehlo.tanh %1 : tensor<2x4xf32>
+    // expected-error @+1 {{a forward stage marker depends on a backward (gradient) value: higher-order gradients through stage markers are not supported}}
+    %3 = stablehlo.custom_call @jaxpp.enter_stage(%2) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %3 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+module @more_backward_than_forward_markers {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = stablehlo.custom_call @jaxpp.enter_stage(%arg0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %1 = stablehlo.custom_call @jaxpp.enter_stage(%0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %2 = stablehlo.custom_call @jaxpp.enter_stage(%1) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    // expected-error @+1 {{2 backward markers on a path but only 1 stages}}
+    %3 = stablehlo.tanh %2 : tensor<2x4xf32>
+    return %3 : tensor<2x4xf32>
+  }
+}

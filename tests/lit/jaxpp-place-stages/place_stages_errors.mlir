@@ -1,0 +1,54 @@
+// RUN: jaxpp-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-place-stages{mpmd-dim=2})'
+
+// Three stages do not fit on two ranks without an explicit placement.
+
+// expected-error @+1 {{the program has 3 stages but the mesh has only 2 submeshes along the mpmd axis: use a mesh with at least as many submeshes as stages, or a schedule that places several stages per rank}}
+module @more_stages_than_ranks attributes {jaxpp.num_stages = 3 : i64} {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = "jaxpp.task"(%arg0) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %1 = "jaxpp.task"(%0) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %2 = "jaxpp.task"(%1) {callee = @stage2_fwd, jaxpp.kind = "fwd", jaxpp.stage = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %2 : tensor<2x4xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+  func.func private @stage1_fwd(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+  func.func private @stage2_fwd(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{the module has no 'func.func @main' to partition}}
+module @no_main attributes {jaxpp.num_stages = 1 : i64} {
+  func.func @step(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{module has no jaxpp.num_stages: run jaxpp-assign-stages first}}
+module @no_num_stages {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = "jaxpp.task"(%arg0) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %0 : tensor<2x4xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+module @not_outlined attributes {jaxpp.num_stages = 1 : i64} {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    // expected-error @+1 {{unexpected 'stablehlo.tanh' in @main: run jaxpp-outline-stages first}}
+    %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
+    return %0 : tensor<2x4xf32>
+  }
+}

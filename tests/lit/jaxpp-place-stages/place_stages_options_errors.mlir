@@ -1,0 +1,26 @@
+// RUN: not jaxpp-opt %s --pass-pipeline='builtin.module(jaxpp-place-stages{placement=0,1})' 2>&1 | filecheck %s --check-prefix=LENGTH
+// RUN: not jaxpp-opt %s --pass-pipeline='builtin.module(jaxpp-place-stages{mpmd-dim=2 placement=0,1,2})' 2>&1 | filecheck %s --check-prefix=RANGE
+// RUN: not jaxpp-opt %s --pass-pipeline='builtin.module(jaxpp-place-stages{mpmd-dim=-1})' 2>&1 | filecheck %s --check-prefix=NEGATIVE
+
+// Option values the program cannot use; each run blames the module (line 10).
+
+// LENGTH:   place_stages_options_errors.mlir:10:1: error: placement names 2 ranks but the program has 3 stages
+// RANGE:    place_stages_options_errors.mlir:10:1: error: placement rank 2 is outside [0, 2)
+// NEGATIVE: place_stages_options_errors.mlir:10:1: error: mpmd-dim must be positive, got -1
+module @three_stages attributes {jaxpp.num_stages = 3 : i64} {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = "jaxpp.task"(%arg0) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %1 = "jaxpp.task"(%0) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %2 = "jaxpp.task"(%1) {callee = @stage2_fwd, jaxpp.kind = "fwd", jaxpp.stage = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %2 : tensor<2x4xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+  func.func private @stage1_fwd(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+  func.func private @stage2_fwd(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+}

@@ -1,0 +1,5 @@
+// Input of errors.mlir: does not parse.
+func.func @f(%a: i32) -> i32 {
+  %0 = arith.addi %a, : i32
+  return %0 : i32
+}

@@ -1,0 +1,100 @@
+"""Regenerates the captured modules in tests/lit/inputs/ from real ``jax.jit(...).lower()`` calls.
+
+Run from anywhere: ``python tests/lit/regenerate_inputs.py``. Each file is
+``lowered.as_text()`` (no debug info, so the files only change when jax's
+lowering does). The lit tests in ``tests/lit/e2e/`` and
+``tests/py/test_roundtrip.py`` read them; rerun this script after a jax upgrade
+and review the diff of the FileCheck tests.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import pathlib  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import jaxpp_mlir as pp  # noqa: E402
+
+INPUTS_DIR = pathlib.Path(__file__).resolve().parent / "inputs"
+NUM_STAGES = 3
+BATCH = 2
+WIDTH = 4
+
+
+def _params() -> list[dict[str, jax.Array]]:
+    keys = jax.random.split(jax.random.PRNGKey(0), NUM_STAGES)
+    return [
+        {"w": jax.random.normal(key, (WIDTH, WIDTH)), "b": jnp.zeros((WIDTH,))} for key in keys
+    ]
+
+
+def _batch() -> tuple[jax.Array, jax.Array]:
+    return jnp.ones((BATCH, WIDTH)), jnp.zeros((BATCH, WIDTH))
+
+
+def _mlp(params: list[dict[str, jax.Array]], x: jax.Array) -> jax.Array:
+    """One layer per stage; a marker ends every stage, the last one included."""
+    for layer in params:
+        x = jnp.tanh(x @ layer["w"] + layer["b"])
+        x = pp.pipeline_enter_stage(x)
+    return x
+
+
+def _loss(params, batch):
+    x, y = batch
+    return jnp.mean((_mlp(params, x) - y) ** 2)
+
+
+def mlp_value_and_grad() -> jax.stages.Lowered:
+    """A 3-stage MLP training step: value_and_grad and an SGD update."""
+
+    def step(params, batch):
+        loss, grads = jax.value_and_grad(_loss)(params, batch)
+        new_params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+        return new_params, loss
+
+    return jax.jit(step).lower(_params(), _batch())
+
+
+def mlp_forward() -> jax.stages.Lowered:
+    """The same 3-stage MLP, forward only (the loss, no gradient)."""
+    return jax.jit(_loss).lower(_params(), _batch())
+
+
+def nested_jit() -> jax.stages.Lowered:
+    """A 2-stage model whose first stage, marker included, is a nested jax.jit."""
+
+    @jax.jit
+    def first_stage(w, x):
+        return pp.pipeline_enter_stage(jnp.tanh(x @ w))
+
+    def model(w0, w1, x):
+        h = first_stage(w0, x)
+        return pp.pipeline_enter_stage(jnp.sin(h @ w1))
+
+    w = jnp.ones((WIDTH, WIDTH))
+    return jax.jit(model).lower(w, w, jnp.ones((BATCH, WIDTH)))
+
+
+CAPTURES = {
+    "mlp_value_and_grad.mlir": mlp_value_and_grad,
+    "mlp_forward.mlir": mlp_forward,
+    "nested_jit.mlir": nested_jit,
+}
+
+
+def main() -> None:
+    INPUTS_DIR.mkdir(exist_ok=True)
+    for name, capture in CAPTURES.items():
+        text = capture().as_text()
+        (INPUTS_DIR / name).write_text(text)
+        print(f"wrote {INPUTS_DIR / name} ({len(text.splitlines())} lines)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,502 @@
+"""Tests of the microbatch loop frontend ``treduce`` and its loop marker."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import re
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from jaxpp_mlir.dialect import ops as dops
+from jaxpp_mlir.dialect.ops import (
+    ENTER_STAGE_TARGET,
+    LOOP_MARKER_TARGET,
+    LOOP_NUM_MICROBATCHES_ATTR,
+    LOOP_REDUCTIONS_ATTR,
+    LOOP_SCHEDULE_ATTR,
+)
+from jaxpp_mlir.errors import MarkerError
+from jaxpp_mlir.frontend import marker_ffi
+from jaxpp_mlir.frontend.markers import pipeline_enter_stage
+from jaxpp_mlir.frontend.treduce import (
+    Add,
+    AddOp,
+    Concat,
+    Max,
+    MaxOp,
+    TreduceError,
+    loop_marker_p,
+    treduce,
+    treduce_i,
+)
+from jaxpp_mlir.schedules import GPipe
+
+NUM_MB = 8
+LOOP_MARKER_RE = re.compile(r"stablehlo\.custom_call @" + re.escape(LOOP_MARKER_TARGET) + r"\(")
+STAGE_MARKER_RE = re.compile(r"stablehlo\.custom_call @" + re.escape(ENTER_STAGE_TARGET) + r"\(")
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def assert_trees_equal(got: Any, want: Any) -> None:
+    """Same structure, dtypes, shapes and bits."""
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want), strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def assert_trees_close(got: Any, want: Any, rtol: float = 1e-6, atol: float = 1e-6) -> None:
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want), strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+
+
+def python_reference(fun, xs, ops, axis=0):
+    """The sequential loop ``treduce`` means: a list of per-leaf ops, eager, unrolled."""
+    n = jax.tree_util.tree_leaves(xs)[0].shape[axis]
+    results = [
+        fun(jax.tree_util.tree_map(lambda x, i=i: jnp.take(x, i, axis), xs)) for i in range(n)
+    ]
+    flat = [jax.tree_util.tree_leaves(r) for r in results]
+    treedef = jax.tree_util.tree_structure(results[0])
+    out = []
+    for j, op in enumerate(ops):
+        column = [f[j] for f in flat]
+        if isinstance(op, Concat):
+            out.append(jnp.stack(column, axis=op.axis))
+        else:
+            acc = MaxOp().init(n, column[0]) if isinstance(op, MaxOp) else jnp.zeros_like(column[0])
+            for c in column:
+                acc = lax.max(acc, c) if isinstance(op, MaxOp) else lax.add(acc, c)
+            out.append(acc)
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def fori_reference(fun, xs, ops, axis=0):
+    """The same loop as ``lax.fori_loop`` without any marker (same order of operations)."""
+    n = jax.tree_util.tree_leaves(xs)[0].shape[axis]
+
+    def at(i):
+        return fun(
+            jax.tree_util.tree_map(lambda x: lax.dynamic_index_in_dim(x, i, axis, False), xs)
+        )
+
+    shape = jax.eval_shape(at, jax.ShapeDtypeStruct((), jnp.int32))
+    leaves, treedef = jax.tree_util.tree_flatten(shape)
+    init = [op.init(n, leaf) for op, leaf in zip(ops, leaves, strict=True)]
+
+    def body(i, state):
+        values = jax.tree_util.tree_leaves(at(i))
+        return [op.update(s, v, i) for op, s, v in zip(ops, state, values, strict=True)]
+
+    return jax.tree_util.tree_unflatten(treedef, lax.fori_loop(0, n, body, init))
+
+
+def init_mlp(sizes: tuple[int, ...] = (4, 5, 6, 3)) -> list[tuple[jax.Array, jax.Array]]:
+    keys = jax.random.split(jax.random.key(0), len(sizes) - 1)
+    return [
+        (jax.random.normal(k, (m, n)) / np.sqrt(m), jnp.full((n,), 0.1))
+        for k, m, n in zip(keys, sizes[:-1], sizes[1:], strict=True)
+    ]
+
+
+def loss_fn(params, batch, *, marked: bool):
+    x, y = batch
+    for w, b in params:
+        x = jnp.tanh(x @ w + b)
+        if marked:
+            x = pipeline_enter_stage(x)
+    return jnp.mean((x - y) ** 2)
+
+
+@pytest.fixture(scope="module")
+def model():
+    params = init_mlp()
+    kx, ky = jax.random.split(jax.random.key(1))
+    batch = (
+        jax.random.normal(kx, (NUM_MB, 2, 4)),
+        jax.random.normal(ky, (NUM_MB, 2, 3)),
+    )
+    return params, batch
+
+
+@pytest.fixture(scope="module")
+def xs():
+    # Not smaller: XLA CPU compiles a while loop whose state is tiny (a few hundred
+    # bytes) as one LLVM function ("small call"), which a custom call in the body
+    # prevents; the marker-free reference would then be codegen'd differently and
+    # may differ from treduce by an ulp in its reductions.
+    k1, k2 = jax.random.split(jax.random.key(2))
+    return {"a": jax.random.normal(k1, (NUM_MB, 8, 16)), "b": jax.random.normal(k2, (NUM_MB, 5))}
+
+
+def per_mb(mb):
+    """A per-microbatch function with a dict result of two leaves, of ranks 1 and 1."""
+    return {
+        "s": jnp.sum(mb["a"] * mb["a"], axis=1) + jnp.sum(mb["b"]),
+        "v": jnp.tanh(mb["a"]) @ mb["a"][0],
+    }
+
+
+# ---------------------------------------------------------- the reductions
+
+
+def test_ops_are_singletons_and_reprs():
+    assert Add == AddOp() and Max == MaxOp()
+    assert repr(Add) == "Add" and repr(Max) == "Max" and repr(Concat()) == "Concat(axis=0)"
+    assert Concat(1) == Concat(axis=1) and Concat() != Concat(1)
+    assert (Add.tag, Max.tag, Concat(-1).tag) == ("add", "max", "concat(-1)")
+
+
+@pytest.mark.parametrize("op", [Add, Max, Concat(), Concat(1), Concat(-1)], ids=repr)
+def test_single_operation_matches_references(xs, op):
+    step = jax.jit(lambda xs: treduce(per_mb, xs, operation=op))
+    got = step(xs)
+    ops = [op, op]
+    assert_trees_equal(got, jax.jit(lambda xs: fori_reference(per_mb, xs, ops))(xs))
+    assert_trees_close(got, python_reference(per_mb, xs, ops))
+    # Eagerly (the loop still runs compiled, through the no-op FFI handler).
+    assert_trees_equal(treduce(per_mb, xs, operation=op), got)
+
+
+def test_concat_stacks_along_a_new_axis():
+    xs = jnp.arange(24.0).reshape(NUM_MB, 3)
+    np.testing.assert_array_equal(treduce(lambda x: x, xs, operation=Concat()), xs)
+    np.testing.assert_array_equal(treduce(lambda x: x, xs, operation=Concat(1)), xs.T)
+    np.testing.assert_array_equal(treduce(lambda x: x, xs, operation=Concat(-1)), xs.T)
+    scalars = treduce(lambda x: x.sum(), xs, operation=Concat())
+    np.testing.assert_array_equal(scalars, xs.sum(axis=1))
+
+
+def test_max_and_add_on_integers():
+    xs = jnp.array([[3, -7], [-2, 5], [1, 1]], jnp.int32)
+    assert_trees_equal(treduce(lambda x: x, xs, operation=Max), jnp.array([3, 5], jnp.int32))
+    assert_trees_equal(treduce(lambda x: x, xs, operation=Add), jnp.array([2, -1], jnp.int32))
+    neg = -jnp.ones((4, 2), jnp.float32) * jnp.inf
+    assert_trees_equal(treduce(lambda x: x, neg, operation=Max), neg[0])
+
+
+def test_pytree_of_operations(xs):
+    operation = {"s": Concat(), "v": Max}
+    got = jax.jit(lambda xs: treduce(per_mb, xs, operation=operation))(xs)
+    ops = [Concat(), Max]  # leaves of the result dict, in key order
+    assert_trees_equal(got, jax.jit(lambda xs: fori_reference(per_mb, xs, ops))(xs))
+    assert got["s"].shape == (NUM_MB, 8) and got["v"].shape == (8,)
+
+
+def test_operation_is_a_prefix_of_the_result(xs):
+    def fun(mb):
+        return jnp.sum(mb["b"]), {"x": mb["a"], "y": mb["b"] * 2}
+
+    got = jax.jit(lambda xs: treduce(fun, xs, operation=(Concat(), Max)))(xs)
+    want = jax.jit(lambda xs: fori_reference(fun, xs, [Concat(), Max, Max]))(xs)
+    assert_trees_equal(got, want)
+
+
+def test_operation_classes_are_accepted(xs):
+    got = treduce(per_mb, xs, operation={"s": Concat, "v": MaxOp})
+    assert_trees_equal(got, treduce(per_mb, xs, operation={"s": Concat(), "v": Max}))
+
+
+def test_default_operation_on_loss_and_grads(model):
+    params, batch = model
+
+    def step(params, batch):
+        return treduce(lambda mb: jax.value_and_grad(loss_fn)(params, mb, marked=False), batch)
+
+    got = jax.jit(step)(params, batch)
+    explicit = jax.jit(
+        lambda p, b: treduce(
+            lambda mb: jax.value_and_grad(loss_fn)(p, mb, marked=False),
+            b,
+            operation=(Concat(), Add),
+        )
+    )(params, batch)
+    assert_trees_equal(got, explicit)
+    losses, grads = got
+    assert losses.shape == (NUM_MB,)
+    assert jax.tree_util.tree_structure(grads) == jax.tree_util.tree_structure(params)
+
+
+def test_default_operation_otherwise_adds(xs):
+    got = jax.jit(lambda xs: treduce(per_mb, xs))(xs)
+    assert_trees_equal(got, jax.jit(lambda xs: treduce(per_mb, xs, operation=Add))(xs))
+    three = treduce(lambda mb: (mb["b"], mb["b"], mb["b"]), xs)
+    assert all(t.shape == (5,) for t in three)
+    lst = treduce(lambda mb: [mb["b"], mb["b"].sum()], xs)
+    assert lst[0].shape == (5,) and lst[1].shape == ()
+
+
+def test_axis_one():
+    key = jax.random.key(3)
+    xs = {"x": jax.random.normal(key, (3, NUM_MB, 4)), "y": jnp.arange(2.0 * NUM_MB).reshape(2, -1)}
+
+    def fun(mb):
+        assert mb["x"].shape == (3, 4) and mb["y"].shape == (2,)
+        return jnp.sum(mb["x"], axis=0) * mb["y"][1], mb["y"]
+
+    ops = [Concat(), Add]
+    got = jax.jit(lambda xs: treduce(fun, xs, axis=1, operation=(Concat(), Add)))(xs)
+    assert_trees_equal(got, jax.jit(lambda xs: fori_reference(fun, xs, ops, axis=1))(xs))
+    assert_trees_close(got, python_reference(fun, xs, ops, axis=1))
+    # A negative axis counts from each leaf's end: axis -1 of y is axis 1.
+    same = treduce(lambda mb: mb, jnp.arange(6.0).reshape(2, 3), axis=-1, operation=Concat(1))
+    np.testing.assert_array_equal(same, jnp.arange(6.0).reshape(2, 3))
+
+
+# ------------------------------------------------------------------- errors
+
+
+def test_mismatched_microbatch_sizes_raise():
+    xs = {"a": jnp.zeros((8, 2)), "b": jnp.zeros((4, 2))}
+    with pytest.raises(TreduceError, match=r"same size along axis 0.*\['a'\]: 8.*\['b'\]: 4"):
+        treduce(lambda mb: mb["a"], xs)
+    # Also a MarkerError and a ValueError.
+    with pytest.raises(MarkerError):
+        treduce(lambda mb: mb["a"], xs)
+    with pytest.raises(ValueError):
+        jax.jit(lambda xs: treduce(lambda mb: mb["a"], xs))(xs)
+
+
+@pytest.mark.parametrize(
+    ("xs", "kwargs", "pattern"),
+    [
+        ((), {}, "no array leaves"),
+        (jnp.float32(1.0), {}, "out of range"),
+        (jnp.zeros((2, 3)), {"axis": 2}, "out of range"),
+        (jnp.zeros((0, 3)), {}, "at least one microbatch"),
+        (jnp.zeros((2, 3)), {"axis": 1.0}, "axis must be an int"),
+        (jnp.zeros((2, 3)), {"operation": (Add, Add)}, "does not match the structure"),
+        (jnp.zeros((2, 3)), {"operation": "add"}, "must be Add, Max or Concat"),
+        (jnp.zeros((2, 3)), {"operation": Concat(3)}, r"Concat\(axis=3\) is out of range"),
+    ],
+)
+def test_bad_inputs_raise(xs, kwargs, pattern):
+    with pytest.raises(TreduceError, match=pattern):
+        treduce(lambda mb: mb, xs, **kwargs)
+
+
+def test_max_rejects_complex():
+    with pytest.raises(TreduceError, match="Max cannot reduce"):
+        treduce(lambda mb: mb, jnp.zeros((2, 3), jnp.complex64), operation=Max)
+
+
+# ---------------------------------------------------------------- lowering
+
+
+def _loop_markers(module) -> list:
+    """Every loop marker op of a lowered module, in every function."""
+    found = []
+
+    def visit(op):
+        if dops.is_loop_marker(op):
+            found.append(op)
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    visit(inner.operation)
+
+    visit(module.operation)
+    return found
+
+
+def test_lowers_to_one_while_with_one_loop_marker(xs):
+    schedule = GPipe(2)
+    step = jax.jit(lambda xs: treduce(per_mb, xs, schedule=schedule, operation=Add))
+    lowered = step.lower(xs)
+    text = lowered.as_text()
+    assert text.count("stablehlo.while") == 1
+    markers = LOOP_MARKER_RE.findall(text)
+    assert len(markers) == 1
+    line = next(ln for ln in text.splitlines() if LOOP_MARKER_RE.search(ln))
+    assert f'{LOOP_NUM_MICROBATCHES_ATTR} = "{NUM_MB}"' in line
+    assert f'{LOOP_SCHEDULE_ATTR} = "GPipe(num_stages=2)"' in line
+    assert f'{LOOP_REDUCTIONS_ATTR} = "add,add"' in line
+    assert "api_version = 4" in line and "operand_index = 0" in line
+    assert "(tensor<i32>) -> tensor<i32>" in line
+    # The accessors of dialect/ops.py read the same attributes.
+    (op,) = _loop_markers(lowered.compiler_ir("stablehlo"))
+    assert dops.loop_num_microbatches(op) == NUM_MB
+    assert dops.loop_schedule(op) == "GPipe(num_stages=2)"
+    assert dops.loop_reductions(op) == ("add", "add")
+    assert not dops.is_stage_marker(op)
+
+
+def test_marker_attributes_without_schedule(xs):
+    text = (
+        jax.jit(lambda xs: treduce(per_mb, xs, operation={"s": Concat(), "v": Max}))
+        .lower(xs)
+        .as_text()
+    )
+    line = next(ln for ln in text.splitlines() if LOOP_MARKER_RE.search(ln))
+    assert f'{LOOP_SCHEDULE_ATTR} = ""' in line
+    assert f'{LOOP_REDUCTIONS_ATTR} = "concat(0),max"' in line
+
+
+def test_marker_survives_canonicalize(xs):
+    """The marker's result feeds the slicing, so dead-code elimination keeps it."""
+    from jax.extend.mlir import passmanager
+
+    module = jax.jit(lambda xs: treduce(per_mb, xs)).lower(xs).compiler_ir("stablehlo")
+    with module.context:
+        passmanager.PassManager.parse("builtin.module(canonicalize,cse,symbol-dce)").run(
+            module.operation
+        )
+    assert len(_loop_markers(module)) == 1
+
+
+def test_loop_marker_in_jaxpr_and_identity():
+    jaxpr = jax.make_jaxpr(lambda xs: treduce(lambda x: x * 2, xs))(jnp.ones((4, 2)))
+    assert loop_marker_p.name in str(jaxpr)
+    i = jnp.int32(3)
+    out = loop_marker_p.bind(i, num_microbatches=4, schedule="", reductions=("add",))
+    assert out.dtype == jnp.int32 and int(out) == 3
+
+
+def test_ffi_handler_registered_for_the_loop_marker():
+    assert marker_ffi.ensure_registered()
+    assert LOOP_MARKER_TARGET in marker_ffi.TARGETS
+
+
+# ------------------------------------------------------ models and autodiff
+
+
+def test_marked_model_under_treduce_matches_unmarked(model):
+    params, batch = model
+
+    def step(params, batch, marked):
+        return treduce(
+            lambda mb: jax.value_and_grad(loss_fn)(params, mb, marked=marked),
+            batch,
+            operation=(Concat(), Add),
+        )
+
+    marked = jax.jit(step, static_argnums=2)
+    unmarked = jax.jit(step, static_argnums=2)
+    assert_trees_equal(marked(params, batch, True), unmarked(params, batch, False))
+    text = marked.lower(params, batch, True).as_text()
+    assert text.count("stablehlo.while") == 1
+    assert len(LOOP_MARKER_RE.findall(text)) == 1
+    # 3 forward + 3 backward stage markers, all inside the single loop's body.
+    assert len(STAGE_MARKER_RE.findall(text)) == 6
+
+
+def test_training_step_matches_reference(model):
+    params, batch = model
+
+    def step(params, batch):
+        losses, grads = treduce(
+            lambda mb: jax.value_and_grad(loss_fn)(params, mb, marked=True),
+            batch,
+            operation=(Concat(), Add),
+        )
+        new_params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g / NUM_MB, params, grads)
+        return jnp.mean(losses), new_params
+
+    def reference(params, batch):
+        def body(i, state):
+            losses, grads = state
+            mb = jax.tree_util.tree_map(lambda x: lax.dynamic_index_in_dim(x, i, 0, False), batch)
+            loss, g = jax.value_and_grad(loss_fn)(params, mb, marked=False)
+            losses = lax.dynamic_update_index_in_dim(losses, loss, i, 0)
+            return losses, jax.tree_util.tree_map(lax.add, grads, g)
+
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+        losses, grads = lax.fori_loop(0, NUM_MB, body, (jnp.zeros((NUM_MB,)), zeros))
+        new_params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g / NUM_MB, params, grads)
+        return jnp.mean(losses), new_params
+
+    got = jax.jit(step)(params, batch)
+    assert_trees_equal(got, jax.jit(reference)(params, batch))
+
+    # Against a plain Python loop over microbatches (different fusion: close, not bitwise).
+    losses, grads = [], jax.tree_util.tree_map(jnp.zeros_like, params)
+    for i in range(NUM_MB):
+        mb = jax.tree_util.tree_map(lambda x, i=i: x[i], batch)
+        loss, g = jax.value_and_grad(loss_fn)(params, mb, marked=False)
+        losses.append(loss)
+        grads = jax.tree_util.tree_map(jnp.add, grads, g)
+    want = (
+        jnp.mean(jnp.stack(losses)),
+        jax.tree_util.tree_map(lambda p, g: p - 0.1 * g / NUM_MB, params, grads),
+    )
+    assert_trees_close(got, want)
+
+
+def test_grad_of_a_function_containing_treduce(model):
+    params, batch = model
+
+    def total(params, batch, marked):
+        return treduce(lambda mb: loss_fn(params, mb, marked=marked), batch, operation=Add)
+
+    def reference(params, batch):
+        def body(i, acc):
+            mb = jax.tree_util.tree_map(lambda x: lax.dynamic_index_in_dim(x, i, 0, False), batch)
+            return acc + loss_fn(params, mb, marked=False)
+
+        return lax.fori_loop(0, NUM_MB, body, jnp.zeros(()))
+
+    grad = jax.jit(jax.value_and_grad(total), static_argnums=2)
+    got = grad(params, batch, True)
+    assert_trees_equal(got, grad(params, batch, False))
+    assert_trees_equal(got, jax.jit(jax.value_and_grad(reference))(params, batch))
+    # Differentiating the loop itself gives JAX's forward and backward loops.
+    text = grad.lower(params, batch, True).as_text()
+    assert text.count("stablehlo.while") == 2
+    assert len(LOOP_MARKER_RE.findall(text)) == 1
+
+
+def test_grad_through_max_and_concat():
+    xs = jax.random.normal(jax.random.key(4), (NUM_MB, 3))
+
+    def f(w):
+        out = treduce(lambda x: (x * w, jnp.sin(x * w)), xs, operation=(Max, Concat(1)))
+        return jnp.sum(out[0]) + jnp.sum(out[1] ** 2)
+
+    def g(w):
+        rs = [xs[i] * w for i in range(NUM_MB)]
+        mx = rs[0]
+        for r in rs[1:]:
+            mx = jnp.maximum(mx, r)
+        return jnp.sum(mx) + jnp.sum(jnp.stack([jnp.sin(r) for r in rs], 1) ** 2)
+
+    w = jnp.array([0.5, -1.0, 2.0])
+    assert_trees_close(jax.jit(jax.grad(f))(w), jax.grad(g)(w), rtol=1e-5, atol=1e-6)
+
+
+def test_vmap_of_treduce():
+    xs = jnp.arange(24.0).reshape(2, 4, 3)
+    got = jax.vmap(lambda xs: treduce(lambda x: x.sum(), xs, operation=Max))(xs)
+    np.testing.assert_array_equal(got, xs.sum(-1).max(-1))
+
+
+def test_treduce_i_passes_the_index():
+    got = jax.jit(lambda: treduce_i(lambda i: i * 2, 5, operation=Concat()))()
+    np.testing.assert_array_equal(got, jnp.arange(5, dtype=jnp.int32) * 2)
+    assert got.dtype == jnp.int32
+
+
+def test_warns_when_fun_ignores_its_microbatch():
+    w = jnp.arange(3.0)
+    with pytest.warns(RuntimeWarning, match="does not depend on its microbatch"):
+        got = jax.jit(lambda xs: treduce(lambda mb: w * 2, xs))(jnp.zeros((4, 3)))
+    np.testing.assert_array_equal(got, w * 8)
+    # Concat reads the counter itself: the marker stays, no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        text = jax.jit(lambda xs: treduce(lambda mb: w, xs, operation=Concat())).lower(
+            jnp.zeros((4, 3))
+        )
+        assert len(LOOP_MARKER_RE.findall(text.as_text())) == 1
