@@ -25,26 +25,31 @@ from jaxpp_mlir.passes.pipeline import (
     run_pipeline,
 )
 from jaxpp_mlir.passes.place_stages import PlaceStages
+from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.verify_program import VerifyProgram
 from jaxpp_mlir.program import PartitionedProgram
 from jaxpp_mlir.schedules import Schedule, Std1F1B
+from jaxpp_mlir.schedules.base import uses_split_backward
 
 DUMP_DIR_ENV = "JAXPP_MLIR_DUMP_DIR"
 
 
 def stage_pipeline() -> list[PipelineElement]:
-    """The passes that find the stages and outline them (no placement yet)."""
+    """The passes that find the stages (no outlining yet)."""
     return [
         make_element(InlineCalls()),
         make_element(NormalizeLoop()),
         make_element(AssignStages()),
-        make_element(OutlineStages()),
     ]
 
 
-def placement_pipeline(*, mpmd_dim: int, placement: tuple[int, ...] = ()) -> list[PipelineElement]:
-    """The passes that place stages on ranks and connect them."""
+def placement_pipeline(
+    *, mpmd_dim: int, placement: tuple[int, ...] = (), split_backward: bool = False
+) -> list[PipelineElement]:
+    """The passes that outline the stages, place them on ranks and connect them."""
     return [
+        *([make_element(SplitBackward())] if split_backward else []),
+        make_element(OutlineStages()),
         make_element(PlaceStages(mpmd_dim=mpmd_dim, placement=placement)),
         make_element(OutlineOuterCode()),
         make_element(InsertTransfers()),
@@ -94,11 +99,17 @@ def partition(
                 "a schedule orders the microbatches of a treduce loop, but the step has none"
             )
         placement: tuple[int, ...] = ()
+        split_backward = False
     else:
         schedule = schedule or _default_schedule(num_stages, mesh)
         _check_schedule(schedule, num_stages, num_microbatches, mesh)
         placement = tuple(schedule.stage_rank(s) for s in range(num_stages))
-    runner.run(placement_pipeline(mpmd_dim=mesh.mpmd_dim, placement=placement))
+        split_backward = uses_split_backward(schedule.tasks(num_microbatches))
+    runner.run(
+        placement_pipeline(
+            mpmd_dim=mesh.mpmd_dim, placement=placement, split_backward=split_backward
+        )
+    )
     program = PartitionedProgram(module, mesh, schedule=schedule, **tree_info)
     if dump_dir is not None:
         program.dump(os.path.join(dump_dir, "program"))

@@ -19,7 +19,8 @@ from jax.extend.mlir import ir
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.runtime import plan as rt
-from jaxpp_mlir.schedules import FusedTask, Schedule, Task
+from jaxpp_mlir.schedules import FusedTask, Schedule, ScheduleItem
+from jaxpp_mlir.stage_modules import fused_module
 
 _FLOAT_TYPES = (
     (ir.F32Type, "float32"),
@@ -66,26 +67,26 @@ def dtype_name(element_type: ir.Type) -> str:
 
 
 def build_plan(
-    main: ir.Operation,
+    module: ir.Module,
     stage_modules: dict[str, str],
     *,
     num_ranks: int,
     schedule: Schedule | None,
 ) -> BuiltPlan:
-    with main.context:
-        return _Builder(main, stage_modules, num_ranks, schedule).build()
+    with module.context:
+        return _Builder(module, stage_modules, num_ranks, schedule).build()
 
 
 class _Builder:
     def __init__(
         self,
-        main: ir.Operation,
+        module: ir.Module,
         stage_modules: dict[str, str],
         num_ranks: int,
         schedule: Schedule | None,
     ):
-        self.main = main
-        self.block = main.regions[0].blocks[0]
+        self.module = module
+        self.block = _main(module).regions[0].blocks[0]
         self.stage_modules = stage_modules
         self.num_ranks = num_ranks
         self.schedule = schedule
@@ -173,8 +174,9 @@ class _Builder:
                     input_specs=tuple(tensor_spec(v.type) for v in op.operands),
                     output_specs=tuple(tensor_spec(v.type) for v in op.results),
                 )
-            label = f"{jaxpp.get_kind(op)}_{jaxpp.get_stage(op)}__{microbatch or 0}"
-            self.instructions.append(rt.RunStage(rank, callee, inputs, outputs, label))
+            self.instructions.append(
+                rt.RunStage(rank, callee, inputs, outputs, _label(op, microbatch))
+            )
         elif jaxpp.is_send(op):
             value = self.use(op.operands[0], rank, microbatch)
             channel = self.channel(jaxpp.get_channel(op), microbatch)
@@ -191,13 +193,27 @@ class _Builder:
         units = _task_units(self.loop_body)
         if self.schedule is None:
             raise ScheduleError("a program with a microbatch loop needs a schedule")
-        order = _dispatch_order(self.schedule, num_microbatches)
-        for task in order:
+        scheduled: set[tuple[int, str]] = set()
+        for item in _dispatch_order(self.schedule, num_microbatches):
+            parts = item.tasks if isinstance(item, FusedTask) else (item,)
             # A task the program lacks (no backward in an inference loop) is skipped; a
-            # program task the schedule lacks is an error, below.
-            for op in units.get((task.stage, task.kind), ()):
-                self.emit(op, task.microbatch)
-        scheduled = {(t.stage, t.kind) for t in order}
+            # program task the schedule lacks is an error, below. A whole backward runs
+            # as its two halves when the program's backward is split.
+            selected = []
+            for task in parts:
+                kinds = [task.kind]
+                if task.kind == jaxpp.BACKWARD and (task.stage, task.kind) not in units:
+                    kinds = [jaxpp.BACKWARD_INPUT, jaxpp.BACKWARD_WEIGHT]
+                for kind in kinds:
+                    scheduled.add((task.stage, kind))
+                    if (task.stage, kind) in units:
+                        selected.append((units[(task.stage, kind)], task.microbatch))
+            if len(selected) > 1 and isinstance(item, FusedTask):
+                self.emit_fused(selected)
+            else:
+                for unit, microbatch in selected:
+                    for op in unit:
+                        self.emit(op, microbatch)
         missing = sorted(set(units) - scheduled)
         if missing:
             stage, kind = missing[0]
@@ -209,6 +225,55 @@ class _Builder:
         last = num_microbatches - 1
         for index, result in enumerate(loop.results):
             self.ids[(result, None)] = self.ids[(terminator.operands[index], last)]
+
+    def emit_fused(self, parts: list[tuple[list[ir.Operation], int]]) -> None:
+        """Runs the tasks of ``parts`` as one executable: receives, one run, then sends."""
+        tasks = [next(op for op in unit if jaxpp.is_task(op)) for unit, _ in parts]
+        rank = jaxpp.get_rank(tasks[0])
+        for unit, microbatch in parts:
+            for op in unit:
+                if jaxpp.is_recv(op):
+                    self.emit(op, microbatch)
+        defined_by: dict[int, tuple[int, int]] = {}
+        inputs: list[int] = []
+        input_types: list[ir.Type] = []
+        wiring: list[list[tuple]] = []
+        outputs: list[int] = []
+        for part, (task, (_, microbatch)) in enumerate(zip(tasks, parts, strict=True)):
+            sources: list[tuple] = []
+            for value in task.operands:
+                value_id = self.use(value, rank, microbatch)
+                if value_id in defined_by:
+                    sources.append(("part", *defined_by[value_id]))
+                else:
+                    if value_id not in inputs:
+                        inputs.append(value_id)
+                        input_types.append(value.type)
+                    sources.append(("input", inputs.index(value_id)))
+            wiring.append(sources)
+            for index, value in enumerate(task.results):
+                value_id = self.define(value, rank, microbatch)
+                defined_by[value_id] = (part, index)
+                outputs.append(value_id)
+        callees = [jaxpp.task_callee(t) for t in tasks]
+        name = "fused__" + "__".join(callees)
+        if name not in self.executables:
+            self.executables[name] = rt.StageExecutable(
+                name=name,
+                rank=rank,
+                mlir_module=fused_module(self.module, callees, wiring, input_types),
+                input_specs=tuple(tensor_spec(t) for t in input_types),
+                output_specs=tuple(tensor_spec(v.type) for t in tasks for v in t.results),
+            )
+        labels = [
+            _label(task, microbatch) for task, (_, microbatch) in zip(tasks, parts, strict=True)
+        ]
+        label = f"FusedTask({', '.join(labels)})"
+        self.instructions.append(rt.RunStage(rank, name, tuple(inputs), tuple(outputs), label))
+        for unit, microbatch in parts:
+            for op in unit:
+                if jaxpp.is_send(op):
+                    self.emit(op, microbatch)
 
     def build(self) -> BuiltPlan:
         terminator = None
@@ -260,6 +325,17 @@ def _number_index_inputs(block: ir.Block, *, first_id: int) -> dict[tuple[int, i
     return {}
 
 
+def _label(task: ir.Operation, microbatch: int | None) -> str:
+    return f"{jaxpp.get_kind(task)}_{jaxpp.get_stage(task)}__{microbatch or 0}"
+
+
+def _main(module: ir.Module) -> ir.Operation:
+    for op in module.body.operations:
+        if ir.StringAttr(op.attributes["sym_name"]).value == "main":
+            return op.operation
+    raise PartitionError("the partitioned module has no @main")
+
+
 def _defined_in(value: ir.Value, block: ir.Block) -> bool:
     if isinstance(value, ir.BlockArgument):
         return value.owner == block
@@ -296,15 +372,14 @@ def _task_units(body: ir.Block) -> dict[tuple[int, str], list[ir.Operation]]:
     return result
 
 
-def _dispatch_order(schedule: Schedule, num_microbatches: int) -> list[Task]:
-    """Every task once, ordered by simulated start time (ties: rank), fused parts in order."""
+def _dispatch_order(schedule: Schedule, num_microbatches: int) -> list[ScheduleItem]:
+    """Every scheduled item once, ordered by simulated start time (ties: rank, position)."""
     per_rank = schedule.tasks(num_microbatches)
     simulation = schedule.simulate(num_microbatches)
     entries = []
     for rank, items in enumerate(per_rank):
         for position, item in enumerate(items):
-            parts = item.tasks if isinstance(item, FusedTask) else (item,)
-            for offset, task in enumerate(parts):
-                entries.append((simulation.start_times[task], rank, position, offset, task))
-    entries.sort(key=lambda e: e[:4])
+            first = item.tasks[0] if isinstance(item, FusedTask) else item
+            entries.append((simulation.start_times[first], rank, position, item))
+    entries.sort(key=lambda entry: entry[:3])
     return [entry[-1] for entry in entries]

@@ -20,8 +20,7 @@ from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan_builder import build_plan
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import Schedule
-
-_MODULE_ATTRS = {"mhlo.num_partitions": 1, "mhlo.num_replicas": 1}
+from jaxpp_mlir.stage_modules import standalone_module
 
 
 class PartitionedProgram:
@@ -46,9 +45,7 @@ class PartitionedProgram:
         self.num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
         self.num_ranks = jaxpp.get_int_attr(module.operation, jaxpp.NUM_RANKS_ATTR) or 0
         self.stage_modules = _extract_stage_modules(module)
-        built = build_plan(
-            _main(module), self.stage_modules, num_ranks=self.num_ranks, schedule=schedule
-        )
+        built = build_plan(module, self.stage_modules, num_ranks=self.num_ranks, schedule=schedule)
         self.plan = built.plan
         self.index_inputs = built.index_inputs
 
@@ -156,20 +153,7 @@ def _extract_stage_modules(module: ir.Module) -> dict[str, str]:
     for op in _tasks_in_order(main.regions[0].blocks[0]):
         if jaxpp.task_callee(op) not in names:
             names.append(jaxpp.task_callee(op))
-    symbols = ir.SymbolTable(module.operation)
-    modules = {}
-    with module.context, ir.Location.unknown():
-        for name in names:
-            standalone = ir.Module.create()
-            for key, value in _MODULE_ATTRS.items():
-                standalone.operation.attributes[key] = ir.IntegerAttr.get(
-                    ir.IntegerType.get_signless(32), value
-                )
-            clone = symbols[name].operation.clone(ip=ir.InsertionPoint(standalone.body))
-            clone.attributes["sym_name"] = ir.StringAttr.get("main")
-            clone.attributes["sym_visibility"] = ir.StringAttr.get("public")
-            modules[name] = str(standalone)
-    return modules
+    return {name: standalone_module(module, name) for name in names}
 
 
 def _tasks_in_order(block: ir.Block) -> list[ir.Operation]:

@@ -8,5 +8,6 @@ from jaxpp_mlir.passes import (  # noqa: F401
     outline_outer_code,
     outline_stages,
     place_stages,
+    split_backward,
     verify_program,
 )

@@ -47,7 +47,7 @@ module @no_num_stages {
 
 module @not_outlined attributes {jaxpp.num_stages = 1 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    // expected-error @+1 {{unexpected 'stablehlo.tanh' in @main: run jaxpp-outline-stages first}}
+    // expected-error @+1 {{unexpected 'stablehlo.tanh' among the stages: run jaxpp-outline-stages first}}
     %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
     return %0 : tensor<2x4xf32>
   }

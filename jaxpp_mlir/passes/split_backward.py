@@ -1,0 +1,80 @@
+"""jaxpp-split-backward: split each stage's backward into input- and weight-gradient parts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir import diagnostics
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.passes.base import ModulePass, register_pass
+
+
+@register_pass
+@dataclasses.dataclass
+class SplitBackward(ModulePass):
+    """Split each stage's backward into bwd_i (input gradient) and bwd_w (weight gradient).
+
+    Zero-bubble schedules run the part of a backward that the previous stage
+    waits for (the gradient with respect to the stage's input) as soon as
+    possible, and the rest (weight gradients and their accumulation) later,
+    in the bubbles. The input-gradient part is every op of the stage's
+    backward that a value read by another group of ops (another stage or
+    direction) depends on; the weight-gradient part is the rest, which only
+    the loop state or the results of ``@main`` read. Values both parts need
+    are computed once, in bwd_i, and passed to bwd_w.
+
+    Precondition: ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages)
+    and none is split yet.
+    Postcondition: no op has kind ``bwd``; each former backward op has kind
+    ``bwd_i`` or ``bwd_w`` (a stage may have only one of the two).
+    """
+
+    name = "jaxpp-split-backward"
+
+    def run(self, module: ir.Operation) -> None:
+        main = ir_utils.get_main(module)
+        block = ir_utils.stage_block(main)
+        ops = [op.operation for op in block.operations][:-1]
+        groups: dict[int, list[ir.Operation]] = {}
+        for op in ops:
+            if not jaxpp.has_stage(op):
+                raise diagnostics.error(op, "op has no stage: run jaxpp-assign-stages first")
+            kind = jaxpp.get_kind(op)
+            if kind in (jaxpp.BACKWARD_INPUT, jaxpp.BACKWARD_WEIGHT):
+                raise diagnostics.error(op, "the backward is already split")
+            if kind == jaxpp.BACKWARD:
+                groups.setdefault(jaxpp.get_stage(op), []).append(op)
+        for stage, group in groups.items():
+            for op in _input_gradient_ops(group, block):
+                jaxpp.set_stage(op, stage, jaxpp.BACKWARD_INPUT)
+            for op in group:
+                if jaxpp.get_kind(op) == jaxpp.BACKWARD:
+                    jaxpp.set_stage(op, stage, jaxpp.BACKWARD_WEIGHT)
+
+
+def _input_gradient_ops(group: list[ir.Operation], block: ir.Block) -> list[ir.Operation]:
+    members = set(group)
+    needed: set[ir.Operation] = set()
+    pending = []
+    for op in group:
+        for result in op.results:
+            for use in result.uses:
+                owner = ir_utils.use_owner(use)
+                if owner.block != block:
+                    owner = ir_utils.top_level_user(owner, block)
+                is_terminator = owner.name in ("func.return", jaxpp.YIELD_OP)
+                if owner not in members and not is_terminator:
+                    pending.append(op)
+    while pending:
+        op = pending.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        for value in ir_utils.external_operands(op):
+            producer = ir_utils.defining_op(value)
+            if producer is not None and producer in members:
+                pending.append(producer)
+    return [op for op in group if op in needed]

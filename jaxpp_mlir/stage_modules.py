@@ -1,0 +1,74 @@
+"""Standalone StableHLO modules for the runtime: one per stage function, or a fused group."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import func
+
+_MODULE_ATTRS = {"mhlo.num_partitions": 1, "mhlo.num_replicas": 1}
+
+# Where a fused part's operand comes from: ("input", i) is input i of the fused
+# module, ("part", j, r) is result r of the earlier part j.
+Source = tuple[str, int] | tuple[str, int, int]
+
+
+def standalone_module(module: ir.Module, callee: str) -> str:
+    """``@callee`` of the partitioned module as the public ``@main`` of a new module."""
+    with module.context, ir.Location.unknown():
+        standalone = _new_module()
+        clone = _function(module, callee).clone(ip=ir.InsertionPoint(standalone.body))
+        clone.attributes["sym_name"] = ir.StringAttr.get("main")
+        clone.attributes["sym_visibility"] = ir.StringAttr.get("public")
+        return str(standalone)
+
+
+def fused_module(
+    module: ir.Module,
+    callees: Sequence[str],
+    wiring: Sequence[Sequence[Source]],
+    input_types: Sequence[ir.Type],
+) -> str:
+    """A module whose ``@main`` calls ``callees`` in order and returns all their results.
+
+    XLA compiles it as one executable, so it can fuse across the parts.
+    """
+    with module.context, ir.Location.unknown():
+        fused = _new_module()
+        for callee in dict.fromkeys(callees):
+            _function(module, callee).clone(ip=ir.InsertionPoint(fused.body))
+        functions = [_function(module, callee) for callee in callees]
+        result_types = [
+            t
+            for f in functions
+            for t in ir.FunctionType(f.attributes["function_type"].value).results
+        ]
+        with ir.InsertionPoint(fused.body):
+            main = func.FuncOp("main", (list(input_types), result_types))
+        entry = main.add_entry_block()
+        with ir.InsertionPoint(entry):
+            part_results: list[list[ir.Value]] = []
+            for callee, function, sources in zip(callees, functions, wiring, strict=True):
+                operands = [
+                    entry.arguments[s[1]] if s[0] == "input" else part_results[s[1]][s[2]]
+                    for s in sources
+                ]
+                types = ir.FunctionType(function.attributes["function_type"].value).results
+                call = func.CallOp(list(types), ir.FlatSymbolRefAttr.get(callee), operands)
+                part_results.append(list(call.results))
+            func.ReturnOp([v for results in part_results for v in results])
+        return str(fused)
+
+
+def _new_module() -> ir.Module:
+    module = ir.Module.create()
+    for key, value in _MODULE_ATTRS.items():
+        module.operation.attributes[key] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(32), value
+        )
+    return module
+
+
+def _function(module: ir.Module, name: str) -> ir.Operation:
+    return ir.SymbolTable(module.operation)[name].operation
