@@ -1,0 +1,202 @@
+"""treduce training steps partitioned with every schedule, against plain jax.jit."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import jaxpp_mlir as pp  # noqa: E402
+
+WIDTH = 8
+
+
+def make_mesh(num_ranks: int) -> pp.MpmdMesh:
+    devices = np.array(jax.devices()[:num_ranks])
+    return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
+
+
+def make_params(num_stages: int):
+    keys = jax.random.split(jax.random.PRNGKey(0), num_stages)
+    return [jax.random.normal(k, (WIDTH, WIDTH)) / np.sqrt(WIDTH) for k in keys]
+
+
+def make_batch(num_microbatches: int, microbatch_size: int = 2):
+    kx, ky = jax.random.split(jax.random.PRNGKey(1))
+    shape = (num_microbatches, microbatch_size, WIDTH)
+    return jax.random.normal(kx, shape), jax.random.normal(ky, shape)
+
+
+def loss_fn(params, microbatch):
+    x, y = microbatch
+    for w in params:
+        x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
+    return jnp.mean((x - y) ** 2)
+
+
+def train_step(params, batch):
+    losses, grads = pp.treduce(
+        lambda mb: jax.value_and_grad(loss_fn)(params, mb), batch, operation=(pp.Concat(), pp.Add)
+    )
+    return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
+
+
+def assert_same(actual, expected):
+    # Each stage runs the same StableHLO ops as the jitted step, and gradients are
+    # accumulated in microbatch order on every schedule: bit for bit.
+    for a, e in zip(
+        jax.tree_util.tree_leaves(actual), jax.tree_util.tree_leaves(expected), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(e))
+
+
+CASES = [
+    # (schedule, num_ranks, num_microbatches)
+    (pp.GPipe(2), 2, 4),
+    (pp.Std1F1B(2), 2, 4),
+    (pp.Std1F1B(2), 2, 5),  # not a multiple of the stage count
+    (pp.Std1F1B(4), 4, 8),
+    (pp.Eager1F1B(4), 4, 6),
+    (pp.GPipe(4), 4, 6),
+    (pp.Interleaved1F1B(8, 4), 4, 8),
+    (pp.Interleaved1F1B(8, 4, fuse_steady_state=True), 4, 8),
+    (pp.Interleaved1F1B(4, 2), 2, 6),
+    (pp.ZeroBubble(4), 4, 4),
+    (pp.ZeroBubble(2), 2, 3),
+    (pp.DualPipeV(6, 3), 3, 6),
+]
+
+
+@pytest.mark.parametrize(("schedule", "num_ranks", "num_microbatches"), CASES, ids=str)
+def test_schedule_matches_jax_jit(schedule, num_ranks, num_microbatches):
+    params = make_params(schedule.num_stages)
+    batch = make_batch(num_microbatches)
+    lowered = jax.jit(train_step).lower(params, batch)
+    program = pp.partition(lowered, mesh=make_mesh(num_ranks), schedule=schedule)
+    compiled = program.compile()
+    assert_same(compiled(params, batch), jax.jit(train_step)(params, batch))
+
+
+def test_default_schedule_and_state_fed_back():
+    params, batch = make_params(2), make_batch(4)
+    program = pp.partition(jax.jit(train_step).lower(params, batch), mesh=make_mesh(2))
+    assert isinstance(program.schedule, pp.Std1F1B)
+    compiled = program.compile()
+    ours, reference = params, params
+    for _ in range(3):
+        ours, losses = compiled(ours, batch)
+        reference, reference_losses = jax.jit(train_step)(reference, batch)
+        assert_same(losses, reference_losses)
+    assert_same(ours, reference)
+    for rank, w in enumerate(ours):
+        assert w.devices() == {jax.devices()[rank]}
+
+
+def test_fused_task_is_one_executable():
+    schedule = pp.Interleaved1F1B(4, 2)
+    params, batch = make_params(4), make_batch(4)
+    program = pp.partition(
+        jax.jit(train_step).lower(params, batch), mesh=make_mesh(2), schedule=schedule
+    )
+    fused = [name for name in program.plan.executables if name.startswith("fused__")]
+    assert fused == ["fused__stage3_fwd__stage3_bwd"]
+    runs = [i for i in program.plan.instructions if getattr(i, "executable", "") == fused[0]]
+    assert len(runs) == 4 and runs[0].label.startswith("FusedTask(fwd_3__0, bwd_3__0")
+
+
+def test_zero_bubble_splits_the_backward():
+    params, batch = make_params(2), make_batch(2)
+    program = pp.partition(
+        jax.jit(train_step).lower(params, batch), mesh=make_mesh(2), schedule=pp.ZeroBubble(2)
+    )
+    names = set(program.stage_modules)
+    assert {"stage1_bwd_i", "stage1_bwd_w", "stage0_bwd_w"} <= names
+    assert not any(name.endswith("_bwd") for name in names)
+
+
+@pytest.mark.parametrize("num_microbatches", [4, 64])
+def test_ir_does_not_grow_with_microbatches(num_microbatches):
+    params, batch = make_params(2), make_batch(num_microbatches)
+    program = pp.partition(jax.jit(train_step).lower(params, batch), mesh=make_mesh(2))
+    assert program.ir().count('"jaxpp.task"') == 2 + 2 + 4  # pre, post, fwd+bwd per stage
+    runs = [i for i in program.plan.instructions if hasattr(i, "executable")]
+    assert len(runs) == 2 + 2 + 4 * num_microbatches
+
+
+def test_forward_only_loop():
+    params, batch = make_params(2), make_batch(4)
+
+    def evaluate(params, batch):
+        def per_microbatch(mb):
+            x, _ = mb
+            for w in params:
+                x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
+            return jnp.sum(x)
+
+        return pp.treduce(per_microbatch, batch, operation=pp.Add)
+
+    program = pp.partition(
+        jax.jit(evaluate).lower(params, batch), mesh=make_mesh(2), schedule=pp.GPipe(2)
+    )
+    assert_same(program.compile()(params, batch), jax.jit(evaluate)(params, batch))
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_schedule_with_fewer_stages_than_markers():
+    params, batch = make_params(4), make_batch(4)
+    with pytest.raises(pp.ScheduleError, match="has 2 stages but the program has 4"):
+        pp.partition(
+            jax.jit(train_step).lower(params, batch), mesh=make_mesh(4), schedule=pp.Std1F1B(2)
+        )
+
+
+def test_schedule_needs_more_ranks_than_the_mesh():
+    params, batch = make_params(4), make_batch(4)
+    with pytest.raises(pp.ScheduleError, match="needs 4 ranks but the mesh has 2"):
+        pp.partition(
+            jax.jit(train_step).lower(params, batch), mesh=make_mesh(2), schedule=pp.Std1F1B(4)
+        )
+
+
+def test_more_stages_than_ranks_without_a_schedule():
+    params, batch = make_params(4), make_batch(4)
+    with pytest.raises(pp.ScheduleError, match="4 stages but the mesh has only 2"):
+        pp.partition(jax.jit(train_step).lower(params, batch), mesh=make_mesh(2))
+
+
+def test_schedule_without_a_loop():
+    params = make_params(2)
+    x = make_batch(1)[0][0]
+
+    def forward(params, x):
+        for w in params:
+            x = pp.pipeline_enter_stage(x @ w)
+        return x
+
+    with pytest.raises(pp.ScheduleError, match="the step has none"):
+        pp.partition(jax.jit(forward).lower(params, x), mesh=make_mesh(2), schedule=pp.GPipe(2))
+
+
+def test_dual_pipe_v_with_too_few_microbatches():
+    params, batch = make_params(4), make_batch(2)
+    with pytest.raises(pp.ScheduleError, match="microbatch"):
+        pp.partition(
+            jax.jit(train_step).lower(params, batch), mesh=make_mesh(2), schedule=pp.DualPipeV(4, 2)
+        )
+
+
+def test_schedule_out_of_microbatch_order_for_an_accumulator_is_rejected():
+    params, batch = make_params(1), make_batch(2)
+    t = pp.Task
+    schedule = pp.CustomSchedule(
+        [[t(0, "fwd", 1), t(0, "fwd", 0), t(0, "bwd", 1), t(0, "bwd", 0)]], num_stages=1
+    )
+    with pytest.raises(pp.ScheduleError, match="must run in microbatch order"):
+        pp.partition(jax.jit(train_step).lower(params, batch), mesh=make_mesh(1), schedule=schedule)
