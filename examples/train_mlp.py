@@ -1,8 +1,12 @@
 """Train a small MLP as a 4-stage pipeline on CPU devices and check it against jax.jit.
 
-Run: python examples/train_mlp.py [--steps N]
-Each step's loss is printed next to plain jax.jit's; the script exits non-zero
-if parameters or losses differ beyond the stated tolerance.
+Run: python examples/train_mlp.py [--steps N] [--schedule NAME] [--dump-dir DIR]
+
+The step is an ordinary JAX training step: a microbatch loop (treduce) of
+value_and_grad over a marked model, then optax's Adam update. It is lowered
+with jax.jit, partitioned into stage programs over 4 of the 8 CPU devices and
+run; each step's loss is printed next to plain jax.jit's, and the script exits
+non-zero if the losses, parameters or optimizer state differ beyond RTOL.
 """
 
 from __future__ import annotations
@@ -16,17 +20,27 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import optax  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402
 
 NUM_STAGES = 4
 LAYERS_PER_STAGE = 2
-WIDTH = 32
-BATCH = 16
-LEARNING_RATE = 0.05
-# Stage programs are fused by XLA differently from the single jitted module,
-# which may reorder floating-point operations: allow a few ulps.
-RTOL = 1e-6
+WIDTH = 64
+MICROBATCHES = 8
+MICROBATCH_SIZE = 8
+# The Adam update runs as small per-rank programs rather than inside one
+# jitted program, so XLA may contract its elementwise arithmetic differently:
+# a few float32 ulps. The forward, backward and gradient sums are bit-exact.
+RTOL = 1e-5
+SCHEDULES = {
+    "gpipe": lambda: pp.GPipe(NUM_STAGES),
+    "1f1b": lambda: pp.Std1F1B(NUM_STAGES),
+    "eager1f1b": lambda: pp.Eager1F1B(NUM_STAGES),
+    "zerobubble": lambda: pp.ZeroBubble(NUM_STAGES),
+}
+
+optimizer = optax.adam(1e-3)
 
 
 def init_params(key: jax.Array) -> list[dict[str, jax.Array]]:
@@ -43,62 +57,65 @@ def model(params: list[dict[str, jax.Array]], x: jax.Array) -> jax.Array:
         if index < len(params) - 1:
             x = jnp.tanh(x)
         if index % LAYERS_PER_STAGE == LAYERS_PER_STAGE - 1:
-            x = pp.pipeline_enter_stage(x)
+            x = pp.pipeline_enter_stage(x)  # the end of a stage
     return x
 
 
-def loss_fn(params, batch):
-    x, y = batch
-    return jnp.mean((model(params, x) - y) ** 2)
+def loss_fn(params, microbatch):
+    x, y = microbatch
+    return jnp.mean((model(params, x) - y) ** 2) / MICROBATCHES
 
 
-def train_step(params, batch):
-    loss, grads = jax.value_and_grad(loss_fn)(params, batch)
-    new_params = jax.tree_util.tree_map(lambda p, g: p - LEARNING_RATE * g, params, grads)
-    return new_params, loss
+def train_step(params, opt_state, batch):
+    losses, grads = pp.treduce(
+        lambda mb: jax.value_and_grad(loss_fn)(params, mb), batch, operation=(pp.Add, pp.Add)
+    )
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, losses
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--schedule", choices=sorted(SCHEDULES), default="1f1b")
     parser.add_argument("--dump-dir", default=None, help="write the IR of every pass here")
     args = parser.parse_args()
 
     key_params, key_x, key_y = jax.random.split(jax.random.PRNGKey(0), 3)
     params = init_params(key_params)
-    batch = (
-        jax.random.normal(key_x, (BATCH, WIDTH)),
-        jax.random.normal(key_y, (BATCH, WIDTH)),
-    )
+    opt_state = optimizer.init(params)
+    shape = (MICROBATCHES, MICROBATCH_SIZE, WIDTH)
+    batch = (jax.random.normal(key_x, shape), jax.random.normal(key_y, shape))
 
     devices = np.array(jax.devices()[:NUM_STAGES])
     mesh = pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
-    lowered = jax.jit(train_step).lower(params, batch)
-    program = pp.partition(lowered, mesh=mesh, dump_dir=args.dump_dir)
+    lowered = jax.jit(train_step).lower(params, opt_state, batch)
+    program = pp.partition(
+        lowered, mesh=mesh, schedule=SCHEDULES[args.schedule](), dump_dir=args.dump_dir
+    )
     print(program)
+    print(f"peak bytes per rank: {program.peak_bytes_per_rank()}")
     step = program.compile()
 
     reference_step = jax.jit(train_step)
-    pipelined_params, reference_params = params, params
+    ours = theirs = (params, opt_state)
     ok = True
     for index in range(args.steps):
-        pipelined_params, loss = step(pipelined_params, batch)
-        reference_params, reference_loss = reference_step(reference_params, batch)
+        *ours, loss = step(*ours, batch)
+        *theirs, reference_loss = reference_step(*theirs, batch)
         loss, reference_loss = float(loss), float(reference_loss)
-        agrees = np.isclose(loss, reference_loss, rtol=RTOL, atol=0)
-        ok &= bool(agrees)
+        agrees = bool(np.isclose(loss, reference_loss, rtol=RTOL, atol=0))
+        ok &= agrees
         print(
             f"step {index}: pipelined loss {loss:.8f}   jax.jit loss {reference_loss:.8f}"
             f"   {'ok' if agrees else 'MISMATCH'}"
         )
-    for ours, theirs in zip(
-        jax.tree_util.tree_leaves(pipelined_params),
-        jax.tree_util.tree_leaves(reference_params),
-        strict=True,
+    for a, b in zip(
+        jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs), strict=True
     ):
-        if not np.allclose(np.asarray(ours), np.asarray(theirs), rtol=RTOL, atol=1e-7):
+        if not np.allclose(np.asarray(a), np.asarray(b), rtol=RTOL, atol=1e-7):
             ok = False
-            print("parameters differ from jax.jit's", file=sys.stderr)
+            print("parameters or optimizer state differ from jax.jit's", file=sys.stderr)
             break
     print("pipelined training matches jax.jit" if ok else "MISMATCH against jax.jit")
     return 0 if ok else 1

@@ -20,7 +20,7 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import FusedTask, Schedule, ScheduleItem
-from jaxpp_mlir.stage_modules import fused_module
+from jaxpp_mlir.stage_modules import donated_arguments, fused_module, standalone_module
 
 _FLOAT_TYPES = (
     (ir.F32Type, "float32"),
@@ -45,6 +45,7 @@ class IndexInput:
 class BuiltPlan:
     plan: rt.ExecutionPlan
     index_inputs: list[IndexInput]  # appended, in order, after the program's own inputs
+    donated_inputs: frozenset[int]  # program inputs consumed by a call
 
 
 def tensor_spec(value_type: ir.Type) -> rt.TensorSpec:
@@ -299,6 +300,8 @@ class _Builder:
         scalar = rt.TensorSpec((), "int32")
         for (_, rank), value_id in self.index_ids.items():
             inputs.append(rt.InputBinding(value_id, scalar, (rank,)))
+        donated = frozenset(donated_arguments(self.module))
+        self._alias_donated_inputs(donated)
         plan = rt.ExecutionPlan(
             num_ranks=self.num_ranks,
             executables=self.executables,
@@ -306,7 +309,43 @@ class _Builder:
             outputs=tuple(outputs),
             instructions=tuple(self.instructions),
         )
-        return BuiltPlan(plan, [IndexInput(m, r) for m, r in self.index_ids])
+        return BuiltPlan(plan, [IndexInput(m, r) for m, r in self.index_ids], donated)
+
+    def _alias_donated_inputs(self, donated: frozenset[int]) -> None:
+        """Lets the last task reading a donated input on a rank write a result in its place.
+
+        Only a task that runs once per step (code before or after the loop,
+        the optimizer update) may consume the buffer, and only where the input
+        is its argument once and a result has the same shape and dtype.
+        """
+        runs_per_executable: dict[str, int] = {}
+        for inst in self.instructions:
+            if isinstance(inst, rt.RunStage):
+                runs_per_executable[inst.executable] = (
+                    runs_per_executable.get(inst.executable, 0) + 1
+                )
+        aliases: dict[str, dict[int, int]] = {}
+        for index in sorted(donated):
+            last_reader: dict[int, rt.RunStage] = {}
+            for inst in self.instructions:
+                if isinstance(inst, rt.RunStage) and index in inst.inputs:
+                    last_reader[inst.rank] = inst
+                elif isinstance(inst, rt.Send) and inst.value == index:
+                    last_reader.pop(inst.rank, None)
+            for inst in last_reader.values():
+                if runs_per_executable[inst.executable] != 1 or inst.inputs.count(index) != 1:
+                    continue
+                stage = self.executables[inst.executable]
+                position = inst.inputs.index(index)
+                taken = set(aliases.get(inst.executable, {}).values())
+                for output, spec in enumerate(stage.output_specs):
+                    if spec == stage.input_specs[position] and output not in taken:
+                        aliases.setdefault(inst.executable, {})[position] = output
+                        break
+        for name, mapping in aliases.items():
+            stage = self.executables[name]
+            text = standalone_module(self.module, name, mapping)
+            self.executables[name] = dataclasses.replace(stage, mlir_module=text)
 
 
 def _number_index_inputs(block: ir.Block, *, first_id: int) -> dict[tuple[int, int], int]:

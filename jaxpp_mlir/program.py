@@ -19,6 +19,7 @@ from jaxpp_mlir.errors import CallError, PartitionError
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan_builder import build_plan
 from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.runtime.memory import peak_bytes_per_rank
 from jaxpp_mlir.schedules import Schedule
 from jaxpp_mlir.stage_modules import standalone_module
 
@@ -48,6 +49,7 @@ class PartitionedProgram:
         built = build_plan(module, self.stage_modules, num_ranks=self.num_ranks, schedule=schedule)
         self.plan = built.plan
         self.index_inputs = built.index_inputs
+        self.donated_inputs = built.donated_inputs
 
     def ir(self) -> str:
         """The whole partitioned module: stage functions and the ``@main`` task graph."""
@@ -83,6 +85,10 @@ class PartitionedProgram:
         written.append(_write(path, "schedule.txt", self.schedule_text()))
         return written
 
+    def peak_bytes_per_rank(self) -> list[int]:
+        """Bytes each rank holds at peak during a step (values freed after their last use)."""
+        return peak_bytes_per_rank(self.plan)
+
     def compile(self) -> CompiledProgram:
         """Compiles every stage module on its rank's submesh (one PJRT executable each)."""
         from jaxpp_mlir.runtime.executor import compile_plan
@@ -112,6 +118,9 @@ class CompiledProgram:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         flat = self._flatten_inputs(args, kwargs)
         outputs = self.executable(*flat, *self._index_arrays)
+        for index in self.program.donated_inputs:
+            if isinstance(flat[index], jax.Array) and not flat[index].is_deleted():
+                flat[index].delete()  # donated: the caller may not use it again, as with jax.jit
         if self.program.out_tree is None:
             return outputs
         return jax.tree_util.tree_unflatten(self.program.out_tree, outputs)

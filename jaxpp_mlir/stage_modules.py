@@ -14,14 +14,44 @@ _MODULE_ATTRS = {"mhlo.num_partitions": 1, "mhlo.num_replicas": 1}
 Source = tuple[str, int] | tuple[str, int, int]
 
 
-def standalone_module(module: ir.Module, callee: str) -> str:
-    """``@callee`` of the partitioned module as the public ``@main`` of a new module."""
+def standalone_module(module: ir.Module, callee: str, aliases: dict[int, int] | None = None) -> str:
+    """``@callee`` of the partitioned module as the public ``@main`` of a new module.
+
+    ``aliases`` maps an argument to the result that may reuse its buffer
+    (``tf.aliasing_output``): XLA then writes that result in place and the
+    runtime's input buffer is consumed.
+    """
     with module.context, ir.Location.unknown():
         standalone = _new_module()
         clone = _function(module, callee).clone(ip=ir.InsertionPoint(standalone.body))
         clone.attributes["sym_name"] = ir.StringAttr.get("main")
         clone.attributes["sym_visibility"] = ir.StringAttr.get("public")
+        if aliases:
+            num_args = len(clone.regions[0].blocks[0].arguments)
+            i32 = ir.IntegerType.get_signless(32)
+            arg_attrs = [
+                ir.DictAttr.get(
+                    {"tf.aliasing_output": ir.IntegerAttr.get(i32, aliases[i])}
+                    if i in aliases
+                    else {}
+                )
+                for i in range(num_args)
+            ]
+            clone.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
         return str(standalone)
+
+
+def donated_arguments(module: ir.Module) -> set[int]:
+    """Arguments of ``@main`` that the lowering marked as donated."""
+    main = _function(module, "main")
+    if "arg_attrs" not in main.attributes:
+        return set()
+    donated = set()
+    for index, attrs in enumerate(ir.ArrayAttr(main.attributes["arg_attrs"])):
+        attrs = ir.DictAttr(attrs)
+        if "tf.aliasing_output" in attrs or "jax.buffer_donor" in attrs:
+            donated.add(index)
+    return donated
 
 
 def fused_module(

@@ -19,12 +19,14 @@ class OutlineOuterCode(ModulePass):
 
     Code after the loop (the optimizer update, loss reductions) runs where its
     inputs live: an op goes to the rank of its first operand that has one (a
-    loop result lives on the rank of its state). Code before the loop, and
-    code after it that reads only arguments of ``@main``, runs once on the
-    first rank that consumes it (lowest rank number) and is sent to the
-    others. Constants are copied where needed. Ops are grouped into one task
-    per (before/after, phase, rank), where the phase grows by one each time a
-    value crosses ranks, so tasks stay in a topological order.
+    loop result lives on the rank of its state); other operands are sent
+    there. Code that reads only arguments of ``@main`` (before the loop: casts
+    of parameters; after it: an optimizer's step count and bias corrections)
+    is recomputed on every rank that consumes it rather than sent, since it is
+    as cheap to compute as to transfer. Constants are copied where needed.
+    Ops are grouped into one task per (before/after, phase, rank), where the
+    phase grows by one each time a value crosses ranks, so tasks stay in a
+    topological order.
 
     Precondition: the stage block is outlined and placed (jaxpp.loop carries
     ``jaxpp.state_ranks``); without a ``jaxpp.loop`` there is nothing to do.
@@ -54,8 +56,11 @@ class OutlineOuterCode(ModulePass):
             )
         keep = set(loop.operands) | set(terminator.operands)
         copyable = outlining.copyable_ops(outer_ops, keep)
-        placed = [op for op in outer_ops if op not in copyable]
-        ranks = _assign_ranks(placed, loop, state_ranks, block)
+        _assign_ranks([op for op in outer_ops if op not in copyable], loop, state_ranks, block)
+        all_ops = [op.operation for op in block.operations]
+        loop_index = all_ops.index(loop)
+        placed = [op for op in all_ops[:-1] if op != loop and jaxpp.has_rank(op)]
+        ranks = {op: jaxpp.get_rank(op) for op in placed}
         phases = _phases(placed, ranks)
         groups: dict[tuple[int, int, int], list[ir.Operation]] = {}
         for op in placed:
@@ -81,8 +86,12 @@ class OutlineOuterCode(ModulePass):
 
 def _assign_ranks(
     ops: list[ir.Operation], loop: ir.Operation, state_ranks: list[int], block: ir.Block
-) -> dict[ir.Operation, int]:
-    ranks: dict[ir.Operation, int] = {}
+) -> None:
+    """Sets ``jaxpp.rank`` on ``ops``; ops reading only arguments get one copy per rank.
+
+    Copies are inserted into the block next to their original, with their rank.
+    """
+    ranks = _RankAttrs()
     loop_body = jaxpp.loop_body(loop)
 
     def value_rank(value: ir.Value) -> int | None:
@@ -100,27 +109,52 @@ def _assign_ranks(
                 ranks[op] = rank
                 break
 
-    def consumer_ranks(op: ir.Operation) -> list[int]:
-        found = []
-        for result in op.results:
-            for use in result.uses:
-                owner = ir_utils.use_owner(use)
-                if owner == loop:
-                    found.append(state_ranks[use.operand_number])
-                elif ir_utils.is_inside(owner, loop):
-                    task = ir_utils.top_level_user(owner, loop_body)
-                    if jaxpp.has_rank(task):
-                        found.append(jaxpp.get_rank(task))
-                else:
-                    top = ir_utils.top_level_user(owner, block)
-                    if top in ranks:
-                        found.append(ranks[top])
-        return found
+    def use_rank(use: ir.OpOperand) -> int | None:
+        owner = ir_utils.use_owner(use)
+        if owner == loop:
+            return state_ranks[use.operand_number]
+        if ir_utils.is_inside(owner, loop):
+            task = ir_utils.top_level_user(owner, loop_body)
+            return jaxpp.get_rank(task) if jaxpp.has_rank(task) else None
+        return ranks.get(ir_utils.top_level_user(owner, block))
 
     for op in reversed(ops):
-        if op not in ranks:
-            ranks[op] = min(consumer_ranks(op), default=0)
-    return ranks
+        if op in ranks:
+            continue
+        uses_by_rank: dict[int, list[tuple[int, ir.OpOperand]]] = {}
+        for index, result in enumerate(op.results):
+            for use in result.uses:
+                rank = use_rank(use)
+                if rank is not None:
+                    uses_by_rank.setdefault(rank, []).append((index, use))
+        if not uses_by_rank:
+            ranks[op] = 0
+            continue
+        first, *others = sorted(uses_by_rank)
+        ranks[op] = first
+        for rank in others:
+            copy = op.clone(ip=ir.InsertionPoint(op))
+            copy = copy.operation if isinstance(copy, ir.OpView) else copy
+            jaxpp.set_rank(copy, rank)
+            for index, use in uses_by_rank[rank]:
+                ir_utils.use_owner(use).operands[use.operand_number] = copy.results[index]
+
+
+class _RankAttrs:
+    """The ranks being assigned, kept as ``jaxpp.rank`` attributes on the ops.
+
+    Attributes rather than a dict keyed by op: a cloned op's Python wrapper does
+    not compare equal to the wrapper the block later yields for it.
+    """
+
+    def get(self, op: ir.Operation | None) -> int | None:
+        return jaxpp.get_rank(op) if op is not None and jaxpp.has_rank(op) else None
+
+    def __contains__(self, op: ir.Operation) -> bool:
+        return jaxpp.has_rank(op)
+
+    def __setitem__(self, op: ir.Operation, rank: int) -> None:
+        jaxpp.set_rank(op, rank)
 
 
 def _phases(ops: list[ir.Operation], ranks: dict[ir.Operation, int]) -> dict[ir.Operation, int]:

@@ -28,9 +28,7 @@ WIDTH = 4
 
 def _params() -> list[dict[str, jax.Array]]:
     keys = jax.random.split(jax.random.PRNGKey(0), NUM_STAGES)
-    return [
-        {"w": jax.random.normal(key, (WIDTH, WIDTH)), "b": jnp.zeros((WIDTH,))} for key in keys
-    ]
+    return [{"w": jax.random.normal(key, (WIDTH, WIDTH)), "b": jnp.zeros((WIDTH,))} for key in keys]
 
 
 def _batch() -> tuple[jax.Array, jax.Array]:
@@ -81,10 +79,28 @@ def nested_jit() -> jax.stages.Lowered:
     return jax.jit(model).lower(w, w, jnp.ones((BATCH, WIDTH)))
 
 
+def mlp_treduce() -> jax.stages.Lowered:
+    """The 3-stage MLP step over 2 microbatches: treduce of value_and_grad, then SGD."""
+    num_microbatches = 2
+
+    def step(params, batch):
+        def microbatch(mb):
+            return jax.value_and_grad(_loss)(params, mb)
+
+        loss, grads = pp.treduce(microbatch, batch, operation=pp.Add)
+        new_params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+        return new_params, loss
+
+    x, y = _batch()
+    batch = (jnp.stack([x] * num_microbatches), jnp.stack([y] * num_microbatches))
+    return jax.jit(step).lower(_params(), batch)
+
+
 CAPTURES = {
     "mlp_value_and_grad.mlir": mlp_value_and_grad,
     "mlp_forward.mlir": mlp_forward,
     "nested_jit.mlir": nested_jit,
+    "mlp_treduce.mlir": mlp_treduce,
 }
 
 

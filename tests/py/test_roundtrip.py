@@ -23,14 +23,29 @@ import pytest  # noqa: E402
 import jaxpp_mlir as pp  # noqa: E402
 from jaxpp_mlir.partition import default_pipeline_text  # noqa: E402
 
-INPUTS_DIR = pathlib.Path(__file__).resolve().parents[1] / "lit" / "inputs"
+LIT_DIR = pathlib.Path(__file__).resolve().parents[1] / "lit"
+INPUTS_DIR = LIT_DIR / "inputs"
 INPUTS = sorted(INPUTS_DIR.glob("*.mlir"))
+E2E_TESTS = sorted((LIT_DIR / "e2e").glob("*.mlir"))
 MPMD_DIM = 3
 
 
 def test_captured_inputs_exist():
     names = {path.name for path in INPUTS}
     assert {"mlp_value_and_grad.mlir", "mlp_forward.mlir", "nested_jit.mlir"} <= names
+
+
+@pytest.mark.parametrize("path", E2E_TESTS, ids=[path.stem for path in E2E_TESTS])
+def test_e2e_lit_tests_run_the_default_pipeline(path: pathlib.Path):
+    """The e2e lit tests spell the pipeline out: it must be what partition() runs."""
+    expected = f"--pass-pipeline='{default_pipeline_text(mpmd_dim=MPMD_DIM)}'"
+    run_lines = [line for line in path.read_text().splitlines() if line.startswith("// RUN:")]
+    assert run_lines, f"{path.name} has no RUN line"
+    for line in run_lines:
+        assert expected in line, (
+            f"{path.name} does not run default_pipeline_text(mpmd_dim={MPMD_DIM}); "
+            f"update its RUN line to {expected}"
+        )
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 // RUN: jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-outline-stages)' | filecheck %s
 
-// Inputs are what jaxpp-assign-stages prints for these modules.
+// Inputs are what jaxpp-assign-stages (and jaxpp-split-backward for the last
+// case) print for these modules.
 
 // Markers are erased; each stage becomes a private function called by one
 // jaxpp.task, in stage order, whose arguments are the values it reads from
@@ -205,5 +206,48 @@ module @skip_connection_over_stage attributes {jaxpp.num_stages = 3 : i64} {
     %4 = stablehlo.add %3, %0 {jaxpp.kind = "fwd", jaxpp.stage = 2 : i64} : tensor<2x4xf32>
     %5 = stablehlo.custom_call @jaxpp.enter_stage(%4) {api_version = 4 : i32, backend_config = {}, jaxpp.kind = "fwd", jaxpp.stage = 2 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %5 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// A split backward (jaxpp-split-backward): each stage's bwd_i and bwd_w get
+// their own function, bwd_i first; the value both read is computed in bwd_i
+// and passed on.
+
+// CHECK-LABEL: module @split_backward
+// CHECK-NEXT:    func.func @main(%[[X:.*]]: tensor<2x4xf32>, %[[W:.*]]: tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>) {
+// CHECK-NEXT:      %[[F0:.*]] = "jaxpp.task"(%[[X]]) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      %[[F1:.*]] = "jaxpp.task"(%[[F0]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
+// CHECK-NEXT:      %[[I1:.*]]:2 = "jaxpp.task"(%[[F1]], %[[W]]) {callee = @stage1_bwd_i, jaxpp.kind = "bwd_i", jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+// CHECK-NEXT:      %[[W1:.*]] = "jaxpp.task"(%[[I1]]#0, %[[F0]], %[[W]]) {callee = @stage1_bwd_w, jaxpp.kind = "bwd_w", jaxpp.stage = 1 : i64}
+// CHECK-NEXT:      %[[W0:.*]] = "jaxpp.task"(%[[I1]]#1) {callee = @stage0_bwd_w, jaxpp.kind = "bwd_w", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      return %[[W0]], %[[W1]] : tensor<2x4xf32>, tensor<4x4xf32>
+// CHECK-NEXT:    }
+// CHECK:         func.func private @stage1_bwd_i(%[[A0:.*]]: tensor<2x4xf32>, %[[A1:.*]]: tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+// CHECK-NEXT:      %[[G:.*]] = stablehlo.multiply %[[A0]], %[[A0]] : tensor<2x4xf32>
+// CHECK-NEXT:      %[[DX:.*]] = stablehlo.dot_general %[[G]], %[[A1]], contracting_dims = [1] x [1]
+// CHECK-NEXT:      return %[[G]], %[[DX]] : tensor<2x4xf32>, tensor<2x4xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.func private @stage1_bwd_w(%[[A0:.*]]: tensor<2x4xf32>, %[[A1:.*]]: tensor<2x4xf32>, %[[A2:.*]]: tensor<4x4xf32>) -> tensor<4x4xf32> {
+// CHECK-NEXT:      %[[DW:.*]] = stablehlo.dot_general %[[A0]], %[[A1]], contracting_dims = [0] x [0]
+// CHECK-NEXT:      %[[NEW:.*]] = stablehlo.add %[[DW]], %[[A2]] : tensor<4x4xf32>
+// CHECK-NEXT:      return %[[NEW]] : tensor<4x4xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.func private @stage0_bwd_w(%[[A0:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32> {
+// CHECK-NEXT:      %[[COS:.*]] = stablehlo.cosine %[[A0]] : tensor<2x4xf32>
+// CHECK-NEXT:      return %[[COS]] : tensor<2x4xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+module @split_backward attributes {jaxpp.num_stages = 2 : i64} {
+  func.func @main(%arg0: tensor<2x4xf32>, %arg1: tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>) {
+    %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
+    %1 = stablehlo.sine %0 {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : tensor<2x4xf32>
+    %2 = stablehlo.multiply %1, %1 {jaxpp.kind = "bwd_i", jaxpp.stage = 1 : i64} : tensor<2x4xf32>
+    %3 = stablehlo.dot_general %2, %arg1, contracting_dims = [1] x [1] {jaxpp.kind = "bwd_i", jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %4 = stablehlo.dot_general %2, %0, contracting_dims = [0] x [0] {jaxpp.kind = "bwd_w", jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+    %5 = stablehlo.add %4, %arg1 {jaxpp.kind = "bwd_w", jaxpp.stage = 1 : i64} : tensor<4x4xf32>
+    %6 = stablehlo.cosine %3 {jaxpp.kind = "bwd_w", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
+    return %6, %5 : tensor<2x4xf32>, tensor<4x4xf32>
   }
 }

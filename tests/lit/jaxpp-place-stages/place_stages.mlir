@@ -98,3 +98,56 @@ module @forward_and_backward attributes {jaxpp.num_stages = 2 : i64} {
     return %0 : tensor<2x4xf32>
   }
 }
+
+// -----
+
+// With a microbatch loop, the tasks of the loop body are placed, and the loop
+// records the rank holding each piece of its state: the rank of the one task
+// that reads and updates it. The code around the loop is left for
+// jaxpp-outline-outer-code.
+
+// CHECK-LABEL: module @microbatch_loop attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64}
+// CHECK-NEXT:    func.func @main(
+// CHECK-NEXT:      %[[ZERO:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<4x4xf32>
+// CHECK-NEXT:      %[[SQ:.*]] = stablehlo.multiply %{{.*}}, %{{.*}} : tensor<4x4xf32>
+// CHECK-NEXT:      %[[LOOP:.*]]:2 = "jaxpp.loop"(%[[ZERO]], %[[ZERO]]) ({
+// CHECK-NEXT:      ^bb0(
+// CHECK-NEXT:        %[[T0:.*]]:2 = "jaxpp.task"({{.*}}) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
+// CHECK-NEXT:        %[[T1:.*]] = "jaxpp.task"(%[[T0]]#0, %[[SQ]], %{{.*}}) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
+// CHECK-NEXT:        "jaxpp.yield"(%[[T0]]#1, %[[T1]])
+// CHECK-NEXT:      }) {jaxpp.num_microbatches = 2 : i64, jaxpp.state_ranks = [0, 1]}
+// CHECK-NEXT:      %[[LR:.*]] = stablehlo.constant dense<1.000000e-01> : tensor<4x4xf32>
+// CHECK-NEXT:      stablehlo.multiply %[[LR]], %[[LOOP]]#0 : tensor<4x4xf32>
+module @microbatch_loop attributes {jaxpp.num_stages = 2 : i64} {
+  func.func @main(%arg0: tensor<4x4xf32>, %arg1: tensor<4x4xf32>, %arg2: tensor<2x2x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<4x4xf32>
+    %0 = stablehlo.multiply %arg1, %arg1 : tensor<4x4xf32>
+    %1:2 = "jaxpp.loop"(%cst, %cst) ({
+    ^bb0(%arg3: tensor<i32>, %arg4: tensor<4x4xf32>, %arg5: tensor<4x4xf32>):
+      %5:2 = "jaxpp.task"(%arg3, %arg2, %arg0, %arg4) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : (tensor<i32>, tensor<2x2x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>)
+      %6 = "jaxpp.task"(%5#0, %0, %arg5) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+      "jaxpp.yield"(%5#1, %6) : (tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+    %cst_0 = stablehlo.constant dense<1.000000e-01> : tensor<4x4xf32>
+    %2 = stablehlo.multiply %cst_0, %1#0 : tensor<4x4xf32>
+    %3 = stablehlo.subtract %arg0, %2 : tensor<4x4xf32>
+    %4 = stablehlo.multiply %cst_0, %1#1 : tensor<4x4xf32>
+    %7 = stablehlo.subtract %arg1, %4 : tensor<4x4xf32>
+    %8 = stablehlo.add %3, %7 : tensor<4x4xf32>
+    return %3, %7, %8 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<i32>, %arg1: tensor<2x2x4xf32>, %arg2: tensor<4x4xf32>, %arg3: tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>) {
+    %c = stablehlo.constant dense<0> : tensor<i32>
+    %0 = stablehlo.dynamic_slice %arg1, %arg0, %c, %c, sizes = [1, 2, 4] : (tensor<2x2x4xf32>, tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<1x2x4xf32>
+    %1 = stablehlo.reshape %0 : (tensor<1x2x4xf32>) -> tensor<2x4xf32>
+    %2 = stablehlo.dot_general %1, %arg2, contracting_dims = [1] x [0] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %3 = stablehlo.add %arg3, %arg2 : tensor<4x4xf32>
+    return %2, %3 : tensor<2x4xf32>, tensor<4x4xf32>
+  }
+  func.func private @stage1_fwd(%arg0: tensor<2x4xf32>, %arg1: tensor<4x4xf32>, %arg2: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    %0 = stablehlo.dot_general %arg0, %arg0, contracting_dims = [0] x [0] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+    %1 = stablehlo.multiply %0, %arg1 : tensor<4x4xf32>
+    %2 = stablehlo.add %arg2, %1 : tensor<4x4xf32>
+    return %2 : tensor<4x4xf32>
+  }
+}

@@ -52,3 +52,26 @@ module @not_outlined attributes {jaxpp.num_stages = 1 : i64} {
     return %0 : tensor<2x4xf32>
   }
 }
+
+// -----
+
+// Loop state 0 is read by tasks on ranks 0 and 1.
+module @loop_state_on_two_ranks attributes {jaxpp.num_stages = 2 : i64} {
+  func.func @main(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    // expected-error @+1 {{loop state 0 is read or updated on ranks [0, 1]: the state of the microbatch loop (an accumulator) must stay on one rank}}
+    %0 = "jaxpp.loop"(%arg0) ({
+    ^bb0(%arg1: tensor<i32>, %arg2: tensor<4x4xf32>):
+      %1 = "jaxpp.task"(%arg2) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+      %2 = "jaxpp.task"(%1, %arg2) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+      "jaxpp.yield"(%2) : (tensor<4x4xf32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+    return %0 : tensor<4x4xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    return %arg0 : tensor<4x4xf32>
+  }
+  func.func private @stage1_fwd(%arg0: tensor<4x4xf32>, %arg1: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    %0 = stablehlo.add %arg0, %arg1 : tensor<4x4xf32>
+    return %0 : tensor<4x4xf32>
+  }
+}

@@ -275,3 +275,47 @@ module @call_left_in_stage_function attributes {jaxpp.num_ranks = 2 : i64, jaxpp
     return %arg0 : tensor<2x4xf32>
   }
 }
+
+// -----
+
+module @loop_without_state_ranks attributes {jaxpp.num_ranks = 1 : i64, jaxpp.num_stages = 1 : i64} {
+  func.func @main(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    // expected-error @+1 {{jaxpp.loop needs jaxpp.state_ranks for each state}}
+    %0 = "jaxpp.loop"(%arg0) ({
+    ^bb0(%arg1: tensor<i32>, %arg2: tensor<4x4xf32>):
+      %1 = "jaxpp.task"(%arg2) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+      "jaxpp.yield"(%1) : (tensor<4x4xf32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+    return %0 : tensor<4x4xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    %0 = stablehlo.tanh %arg0 : tensor<4x4xf32>
+    return %0 : tensor<4x4xf32>
+  }
+}
+
+// -----
+
+// The state is held on rank 0 but the task that updates it runs on rank 1.
+module @loop_state_updated_on_another_rank attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64} {
+  func.func @main(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    %0 = "jaxpp.loop"(%arg0) ({
+    ^bb0(%arg1: tensor<i32>, %arg2: tensor<4x4xf32>):
+      %1 = "jaxpp.task"(%arg2) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+      "jaxpp.send"(%1) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<4x4xf32>) -> ()
+      %2 = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : () -> tensor<4x4xf32>
+      %3 = "jaxpp.task"(%2) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+      // expected-error @+1 {{loop state updated on rank 1 but held on rank 0}}
+      "jaxpp.yield"(%3) : (tensor<4x4xf32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64, jaxpp.state_ranks = [0]} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+    return %0 : tensor<4x4xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    %0 = stablehlo.tanh %arg0 : tensor<4x4xf32>
+    return %0 : tensor<4x4xf32>
+  }
+  func.func private @stage1_fwd(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    %0 = stablehlo.sine %arg0 : tensor<4x4xf32>
+    return %0 : tensor<4x4xf32>
+  }
+}

@@ -1,0 +1,439 @@
+"""The performance contract's reference workloads (issue 6), against plain jax.jit.
+
+Run: python benchmarks/reference.py [--workloads W1,W2] [--steps 20] [--warmup 3]
+                                    [--repeat-processes 3] [--profile W1]
+
+W1: 8-layer MLP, width 512, float32, batch 64 as 8 microbatches of 8, 4 stages
+(a marker after every 2nd layer, the last one included), 4 CPU devices.
+W2: 32 layers, width 256, batch 64 as 16 microbatches of 4, 8 stages (4 layers
+each), 8 CPU devices.
+
+Layer i is ``x @ w_i + b_i`` with ``tanh`` after every layer but the last;
+weights N(0, 1/width), zero biases, all drawn from ``PRNGKey(0)`` (split into
+one key per layer, then one for the inputs and one for the targets). The loss
+is each microbatch's MSE divided by the number of microbatches; ``treduce``
+sums the losses and the gradients over microbatches (``Add`` for both), and
+plain SGD (lr 0.01) follows the loop. The pipelined step is partitioned with
+``Std1F1B``.
+
+The baseline is the same step, without markers, under plain ``jax.jit`` on one
+device, with the microbatch loop as ``lax.scan`` (same accumulation order).
+
+For each workload it prints lower / partition / compile / first-call seconds,
+the median step time over ``--steps`` steps after ``--warmup`` warm-up steps
+(parameters fed back, inputs placed once on the ranks that read them), the
+plain-jit lower / compile / first-call and step time measured in the same
+process, the step ratio, and the max abs difference of parameters and loss
+against plain jit (after the first step, and after all steps); then the same as
+one JSON line. With ``--repeat-processes N`` it re-runs itself in N fresh
+processes and reports the median of every figure across them. The targets of
+issue 6 are printed next to the figures they constrain.
+
+``run_workload(spec)`` is the code path; a test can call it on a tiny spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import io
+import json
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax import lax  # noqa: E402
+
+import jaxpp_mlir as pp  # noqa: E402
+
+LEARNING_RATE = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    name: str
+    num_layers: int
+    width: int
+    num_microbatches: int
+    microbatch_size: int
+    num_stages: int  # one CPU device per stage
+
+    @property
+    def layers_per_stage(self) -> int:
+        return self.num_layers // self.num_stages
+
+
+WORKLOADS = {
+    "W1": Workload("W1", num_layers=8, width=512, num_microbatches=8, microbatch_size=8, num_stages=4),
+    "W2": Workload(
+        "W2", num_layers=32, width=256, num_microbatches=16, microbatch_size=4, num_stages=8
+    ),
+}
+
+# Issue 6's targets (medians of 3 fresh processes).
+TARGET_STEP_RATIO = 1.2
+TARGET_PARTITION_S = {"W2": 0.3}
+TARGET_TIME_TO_FIRST_STEP_S = {"W1": 0.75, "W2": 1.75}  # lower + partition + compile + first call
+JAXPP_STEP_RATIO = {"W1": 1.5, "W2": 2.3}  # measured NVIDIA JaxPP figures quoted in the issue
+
+
+# ------------------------------------------------------------------ the model
+
+
+def init(spec: Workload):
+    keys = jax.random.split(jax.random.PRNGKey(0), spec.num_layers + 2)
+    params = [
+        (
+            jax.random.normal(k, (spec.width, spec.width), jnp.float32) / np.sqrt(spec.width),
+            jnp.zeros((spec.width,), jnp.float32),
+        )
+        for k in keys[: spec.num_layers]
+    ]
+    shape = (spec.num_microbatches, spec.microbatch_size, spec.width)
+    xs = jax.random.normal(keys[-2], shape, jnp.float32)
+    ys = jax.random.normal(keys[-1], shape, jnp.float32)
+    return params, xs, ys
+
+
+def make_loss(spec: Workload, *, markers: bool):
+    """Per-microbatch loss: MSE / num_microbatches (markers only for the pipelined step)."""
+
+    def loss(params, microbatch):
+        x, y = microbatch
+        for i, (w, b) in enumerate(params):
+            x = x @ w + b
+            if i < spec.num_layers - 1:
+                x = jnp.tanh(x)
+            if markers and i % spec.layers_per_stage == spec.layers_per_stage - 1:
+                x = pp.pipeline_enter_stage(x)
+        return jnp.mean((x - y) ** 2) / spec.num_microbatches
+
+    return loss
+
+
+def sgd(params, grads):
+    return jax.tree_util.tree_map(lambda p, g: p - LEARNING_RATE * g, params, grads)
+
+
+def pipelined_step_fn(spec: Workload):
+    loss = make_loss(spec, markers=True)
+
+    def step(params, xs, ys):
+        total, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), (xs, ys), operation=pp.Add
+        )
+        return sgd(params, grads), total
+
+    return step
+
+
+def reference_step_fn(spec: Workload):
+    loss = make_loss(spec, markers=False)
+
+    def step(params, xs, ys):
+        def body(carry, microbatch):
+            total, grads = carry
+            value, g = jax.value_and_grad(loss)(params, microbatch)
+            return (total + value, jax.tree_util.tree_map(jnp.add, grads, g)), None
+
+        zeros = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
+        (total, grads), _ = lax.scan(body, zeros, (xs, ys))
+        return sgd(params, grads), total
+
+    return step
+
+
+# ------------------------------------------------------------------ measuring
+
+
+def timed_steps(fns, states, steps: int, warmup: int):
+    """Runs the step functions ``fns`` alternately (one step each, in turn), each on its own
+    ``(params, xs, ys)`` with parameters fed back, so that both see the same machine load.
+
+    Returns, per function: median seconds per step (call to results ready), median seconds
+    until the call returned (the Python-side dispatch; execution is asynchronous), median
+    CPU seconds of the calling thread during the call, and the final ``(params, loss)``.
+    """
+    params = [s[0] for s in states]
+    loss = [None] * len(fns)
+    for _ in range(warmup):
+        for k, fn in enumerate(fns):
+            params[k], loss[k] = fn(params[k], *states[k][1:])
+            jax.block_until_ready((params[k], loss[k]))
+    total = [[] for _ in fns]
+    dispatch = [[] for _ in fns]
+    cpu = [[] for _ in fns]
+    for _ in range(steps):
+        for k, fn in enumerate(fns):
+            c0 = time.thread_time()
+            t0 = time.perf_counter()
+            params[k], loss[k] = fn(params[k], *states[k][1:])
+            t1 = time.perf_counter()
+            c1 = time.thread_time()
+            jax.block_until_ready((params[k], loss[k]))
+            t2 = time.perf_counter()
+            total[k].append(t2 - t0)
+            dispatch[k].append(t1 - t0)
+            cpu[k].append(c1 - c0)
+    med = statistics.median
+    return [
+        (med(total[k]), med(dispatch[k]), med(cpu[k]), (params[k], loss[k]))
+        for k in range(len(fns))
+    ]
+
+
+def max_abs_diff(a, b) -> float:
+    return max(
+        (
+            float(np.max(np.abs(np.asarray(x) - np.asarray(y)))) if np.size(x) else 0.0
+            for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True)
+        ),
+        default=0.0,
+    )
+
+
+def place_pipelined_inputs(program, args):
+    """Puts every non-parameter argument, once, on the rank the program reads it on.
+
+    Uses the plan's input bindings (leaf i of the arguments is plan input i
+    unless the lowering dropped unused arguments); a leaf read on several ranks
+    stays where it is (the runtime copies it each call).
+    """
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    kept = program.kept_inputs if program.kept_inputs is not None else range(len(leaves))
+    placed = list(leaves)
+    for binding_index, leaf_index in enumerate(kept):
+        ranks = program.plan.inputs[binding_index].ranks
+        if len(ranks) == 1:
+            device = program.mesh.rank_devices(ranks[0])[0]
+            placed[leaf_index] = jax.device_put(
+                leaves[leaf_index], jax.sharding.SingleDeviceSharding(device)
+            )
+    return jax.tree_util.tree_unflatten(tree, placed)
+
+
+def run_workload(
+    spec: Workload, *, steps: int = 20, warmup: int = 3, profile: bool = False
+) -> dict:
+    """Measures one workload, pipelined and under plain jit, in this process."""
+    if len(jax.devices()) < spec.num_stages:
+        raise SystemExit(
+            f"{spec.name} needs {spec.num_stages} devices, this process has {len(jax.devices())}"
+        )
+    params, xs, ys = init(spec)
+    mesh = pp.MpmdMesh(
+        jax.sharding.Mesh(np.array(jax.devices()[: spec.num_stages]), ("stage",)), "stage"
+    )
+    schedule = pp.Std1F1B(spec.num_stages)
+
+    # Pipelined: lower, partition (passes and plan), compile, first call.
+    step = pipelined_step_fn(spec)
+    t0 = time.perf_counter()
+    lowered = jax.jit(step).lower(params, xs, ys)
+    t1 = time.perf_counter()
+    program = pp.partition(lowered, mesh=mesh, schedule=schedule)
+    t2 = time.perf_counter()
+    compiled = program.compile()
+    t3 = time.perf_counter()
+    first = jax.block_until_ready(compiled(params, xs, ys))
+    t4 = time.perf_counter()
+
+    # Plain jit on one device, lax.scan loop, no markers.
+    device = jax.devices()[0]
+    ref_params, ref_xs, ref_ys = jax.device_put((params, xs, ys), device)
+    j0 = time.perf_counter()
+    ref_lowered = jax.jit(reference_step_fn(spec)).lower(ref_params, ref_xs, ref_ys)
+    j1 = time.perf_counter()
+    ref_compiled = ref_lowered.compile()
+    j2 = time.perf_counter()
+    ref_first = jax.block_until_ready(ref_compiled(ref_params, ref_xs, ref_ys))
+    j3 = time.perf_counter()
+
+    # Steady state: inputs placed once, parameters fed back.
+    # Steady state: inputs placed once, parameters fed back, the two steps alternating.
+    pp_state = place_pipelined_inputs(program, (params, xs, ys))
+    (ours, our_dispatch, our_cpu, (our_params, our_loss)), (
+        theirs,
+        their_dispatch,
+        _,
+        (their_params, their_loss),
+    ) = timed_steps(
+        [compiled, ref_compiled], [pp_state, (ref_params, ref_xs, ref_ys)], steps, warmup
+    )
+
+    record = {
+        "workload": spec.name,
+        "config": dataclasses.asdict(spec),
+        "lower_s": t1 - t0,
+        "partition_s": t2 - t1,
+        "compile_s": t3 - t2,
+        "first_call_s": t4 - t3,
+        "time_to_first_step_s": t4 - t0,
+        "step_s": ours,
+        "dispatch_s": our_dispatch,
+        "dispatch_cpu_s": our_cpu,
+        "jit_lower_s": j1 - j0,
+        "jit_compile_s": j2 - j1,
+        "jit_first_call_s": j3 - j2,
+        "jit_step_s": theirs,
+        "jit_dispatch_s": their_dispatch,
+        "step_ratio": ours / theirs,
+        "max_abs_diff_params_first_step": max_abs_diff(first[0], ref_first[0]),
+        "max_abs_diff_loss_first_step": max_abs_diff(first[1], ref_first[1]),
+        "max_abs_diff_params": max_abs_diff(our_params, their_params),
+        "max_abs_diff_loss": max_abs_diff(our_loss, their_loss),
+        "steps": steps,
+        "warmup": warmup,
+    }
+    if profiler is not None:
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("tottime").print_stats(25)
+        record["_profile"] = out.getvalue()
+    return record
+
+
+# ------------------------------------------------------------------ reporting
+
+FIELDS = [
+    # key, label, format
+    ("lower_s", "lower s", "{:.3f}"),
+    ("partition_s", "partition s", "{:.3f}"),
+    ("compile_s", "compile s", "{:.3f}"),
+    ("first_call_s", "first call s", "{:.3f}"),
+    ("time_to_first_step_s", "lower+partition+compile+first s", "{:.3f}"),
+    ("step_s", "step ms (median)", "ms"),
+    ("jit_lower_s", "plain jit lower s", "{:.3f}"),
+    ("jit_compile_s", "plain jit compile s", "{:.3f}"),
+    ("jit_first_call_s", "plain jit first call s", "{:.3f}"),
+    ("jit_step_s", "plain jit step ms (median)", "ms"),
+    ("step_ratio", "step / plain jit", "{:.3f}"),
+    ("max_abs_diff_params_first_step", "max |diff| params, step 1", "{:.3g}"),
+    ("max_abs_diff_loss_first_step", "max |diff| loss, step 1", "{:.3g}"),
+    ("max_abs_diff_params", "max |diff| params, last step", "{:.3g}"),
+    ("max_abs_diff_loss", "max |diff| loss, last step", "{:.3g}"),
+]
+
+
+def _fmt(value: float, fmt: str) -> str:
+    return f"{value * 1e3:.3f}" if fmt == "ms" else fmt.format(value)
+
+
+def _target(name: str, key: str, record: dict) -> str:
+    if key == "step_ratio":
+        ok = record[key] <= TARGET_STEP_RATIO
+        return f"<= {TARGET_STEP_RATIO} (JaxPP {JAXPP_STEP_RATIO.get(name, '?')}x) {'ok' if ok else 'MISSED'}"
+    if key == "partition_s" and name in TARGET_PARTITION_S:
+        ok = record[key] <= TARGET_PARTITION_S[name]
+        return f"<= {TARGET_PARTITION_S[name]} {'ok' if ok else 'MISSED'}"
+    if key == "time_to_first_step_s" and name in TARGET_TIME_TO_FIRST_STEP_S:
+        ok = record[key] <= TARGET_TIME_TO_FIRST_STEP_S[name]
+        return f"<= {TARGET_TIME_TO_FIRST_STEP_S[name]} {'ok' if ok else 'MISSED'}"
+    if key.startswith("max_abs_diff"):
+        return "0 (or explained)"
+    return ""
+
+
+def print_table(records: list[dict], title: str) -> None:
+    print(title)
+    names = [r["workload"] for r in records]
+    header = f"{'':>34} " + "".join(f"{n:>12} {'target (issue 6)':<30}" for n in names)
+    print(header)
+    for key, label, fmt in FIELDS:
+        row = f"{label:>34} "
+        for record in records:
+            row += f"{_fmt(record[key], fmt):>12} {_target(record['workload'], key, record):<30}"
+        print(row.rstrip())
+    print()
+
+
+def median_records(runs: list[list[dict]]) -> list[dict]:
+    """Per workload, the median of every numeric figure across processes."""
+    out = []
+    for per_process in zip(*runs, strict=True):
+        merged = dict(per_process[0])
+        for key, value in per_process[0].items():
+            if isinstance(value, float):
+                merged[key] = statistics.median(r[key] for r in per_process)
+                merged[key + "_per_process"] = [r[key] for r in per_process]
+        merged["processes"] = len(per_process)
+        out.append(merged)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", default="W1,W2", help="comma-separated: W1, W2")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument(
+        "--repeat-processes", type=int, default=1, help="run in N fresh processes, report medians"
+    )
+    parser.add_argument(
+        "--profile",
+        default="",
+        help="comma-separated workloads whose timed pipelined steps run under cProfile "
+        "(inflates their step time; prints the top functions by own time)",
+    )
+    parser.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    names = [n.strip() for n in args.workloads.split(",") if n.strip()]
+    for n in names:
+        if n not in WORKLOADS:
+            parser.error(f"unknown workload {n!r} (known: {', '.join(WORKLOADS)})")
+    profiled = {n.strip() for n in args.profile.split(",") if n.strip()}
+
+    if args.repeat_processes > 1:
+        runs = []
+        for k in range(args.repeat_processes):
+            command = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--workloads",
+                ",".join(names),
+                "--steps",
+                str(args.steps),
+                "--warmup",
+                str(args.warmup),
+                "--json-only",
+            ]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                sys.stderr.write(done.stderr)
+                raise SystemExit(f"process {k} failed with exit status {done.returncode}")
+            records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+            runs.append(records)
+            print_table(records, f"process {k + 1}/{args.repeat_processes}")
+        medians = median_records(runs)
+        print_table(medians, f"MEDIAN of {args.repeat_processes} fresh processes")
+        for record in medians:
+            print(json.dumps(record))
+        return
+
+    records = []
+    for n in names:
+        record = run_workload(WORKLOADS[n], steps=args.steps, warmup=args.warmup, profile=n in profiled)
+        profile_text = record.pop("_profile", None)
+        records.append(record)
+        if args.json_only:
+            print(json.dumps(record), flush=True)
+        elif profile_text:
+            print(f"cProfile of {n}'s {args.steps} timed pipelined steps (top 25 by own time):")
+            print(profile_text)
+    if not args.json_only:
+        print_table(records, "one process")
+        for record in records:
+            print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()
