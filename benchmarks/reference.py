@@ -1,7 +1,7 @@
 """The performance contract's reference workloads (issue 6), against plain jax.jit.
 
 Run: python benchmarks/reference.py [--workloads W1,W2] [--steps 20] [--warmup 3]
-                                    [--repeat-processes 3] [--profile W1]
+                                    [--repeat-processes 3] [--breakdown]
 
 W1: 8-layer MLP, width 512, float32, batch 64 as 8 microbatches of 8, 4 stages
 (a marker after every 2nd layer, the last one included), 4 CPU devices.
@@ -35,12 +35,9 @@ issue 6 are printed next to the figures they constrain.
 from __future__ import annotations
 
 import argparse
-import cProfile
 import dataclasses
-import io
 import json
 import os
-import pstats
 import statistics
 import subprocess
 import sys
@@ -73,7 +70,9 @@ class Workload:
 
 
 WORKLOADS = {
-    "W1": Workload("W1", num_layers=8, width=512, num_microbatches=8, microbatch_size=8, num_stages=4),
+    "W1": Workload(
+        "W1", num_layers=8, width=512, num_microbatches=8, microbatch_size=8, num_stages=4
+    ),
     "W2": Workload(
         "W2", num_layers=32, width=256, num_microbatches=16, microbatch_size=4, num_stages=8
     ),
@@ -222,7 +221,7 @@ def place_pipelined_inputs(program, args):
 
 
 def run_workload(
-    spec: Workload, *, steps: int = 20, warmup: int = 3, profile: bool = False
+    spec: Workload, *, steps: int = 20, warmup: int = 3, breakdown: bool = False
 ) -> dict:
     """Measures one workload, pipelined and under plain jit, in this process."""
     if len(jax.devices()) < spec.num_stages:
@@ -258,14 +257,16 @@ def run_workload(
     ref_first = jax.block_until_ready(ref_compiled(ref_params, ref_xs, ref_ys))
     j3 = time.perf_counter()
 
-    # Steady state: inputs placed once, parameters fed back.
     # Steady state: inputs placed once, parameters fed back, the two steps alternating.
     pp_state = place_pipelined_inputs(program, (params, xs, ys))
-    (ours, our_dispatch, our_cpu, (our_params, our_loss)), (
-        theirs,
-        their_dispatch,
-        _,
-        (their_params, their_loss),
+    (
+        (ours, our_dispatch, our_cpu, (our_params, our_loss)),
+        (
+            theirs,
+            their_dispatch,
+            _,
+            (their_params, their_loss),
+        ),
     ) = timed_steps(
         [compiled, ref_compiled], [pp_state, (ref_params, ref_xs, ref_ys)], steps, warmup
     )
@@ -294,24 +295,142 @@ def run_workload(
         "steps": steps,
         "warmup": warmup,
     }
-    if profiler is not None:
-        out = io.StringIO()
-        stats = pstats.Stats(profiler, stream=out)
-        stats.sort_stats("tottime").print_stats(25)
-        record["_profile"] = out.getvalue()
+    if breakdown:
+        record["breakdown"] = step_breakdown(compiled, (our_params, pp_state[1], pp_state[2]))
     return record
+
+
+def step_breakdown(compiled, args, reps: int = 10) -> dict:
+    """Where a pipelined step's time goes, from the runtime's generated operations.
+
+    Uses runtime internals (``CompiledPlan._ops`` and friends), so it may break when the
+    runtime changes; it then returns ``{"error": ...}``. Two measurements, ``reps`` steps
+    each, medians per step:
+
+    - async: every operation called as ``CompiledPlan.__call__`` does, timed one by one
+      (Python wall and calling-thread CPU seconds per kind of operation): the runtime's
+      Python dispatch cost, which on 2 cores competes with the device threads;
+    - serialized: blocking on an operation's new values after each one, so each
+      execution or copy runs alone: the sum is the device work without any overlap
+      between ranks (plus one ``block_until_ready`` per operation, about 10-30 us).
+    """
+    try:
+        plan = compiled.executable
+        compiled._flatten_inputs(tuple(args), {}), compiled._index_arrays  # noqa: B018
+        ops, num_slots, output_slots = plan._ops, plan._num_slots, plan._output_slots
+        out_tree = compiled.program.out_tree
+    except AttributeError as e:  # the runtime changed
+        return {"error": f"runtime internals not available: {e}"}
+    kinds = sorted({op.kind for op in ops})
+    counts = {k: sum(op.kind == k for op in ops) for k in kinds}
+    med = statistics.median
+
+    def fresh_env(params):
+        leaves = list(compiled._flatten_inputs((params, *args[1:]), {}))
+        env = [None] * num_slots
+        plan._place(leaves + list(compiled._index_arrays), env)
+        return env
+
+    params = args[0]
+    wall = {k: [] for k in kinds}
+    cpu = {k: [] for k in kinds}
+    for _ in range(reps):
+        env = fresh_env(params)
+        w = dict.fromkeys(kinds, 0.0)
+        c = dict.fromkeys(kinds, 0.0)
+        for op in ops:
+            c0 = time.thread_time()
+            t0 = time.perf_counter()
+            op(env)
+            w[op.kind] += time.perf_counter() - t0
+            c[op.kind] += time.thread_time() - c0
+        outputs = jax.block_until_ready([env[s] for s in output_slots])
+        params = jax.tree_util.tree_unflatten(out_tree, outputs)[0]
+        for k in kinds:
+            wall[k].append(w[k])
+            cpu[k].append(c[k])
+    serial = {k: [] for k in kinds}
+    per_executable: dict[str, list[float]] = {}
+    for _ in range(reps):
+        env = fresh_env(params)
+        t = dict.fromkeys(kinds, 0.0)
+        exe_t: dict[str, float] = {}
+        for op in ops:
+            before = list(env)
+            t0 = time.perf_counter()
+            op(env)
+            jax.block_until_ready(
+                [v for v, b in zip(env, before, strict=True) if v is not None and v is not b]
+            )
+            dt = time.perf_counter() - t0
+            t[op.kind] += dt
+            if op.kind == "run":
+                name = op.what.split("'")[1] if "'" in op.what else op.what
+                exe_t[name] = exe_t.get(name, 0.0) + dt
+        outputs = jax.block_until_ready([env[s] for s in output_slots])
+        params = jax.tree_util.tree_unflatten(out_tree, outputs)[0]
+        for k in kinds:
+            serial[k].append(t[k])
+        for name, v in exe_t.items():
+            per_executable.setdefault(name, []).append(v)
+    return {
+        "ops_per_step": counts,
+        "python_wall_s": {k: med(v) for k, v in wall.items()},
+        "python_cpu_s": {k: med(v) for k, v in cpu.items()},
+        "serialized_s": {k: med(v) for k, v in serial.items()},
+        "serialized_per_executable_s": {
+            name: med(v) for name, v in sorted(per_executable.items(), key=lambda kv: -med(kv[1]))
+        },
+    }
+
+
+def print_breakdown(record: dict) -> None:
+    b = record.get("breakdown")
+    if not b:
+        return
+    print(
+        f"{record['workload']}: where a pipelined step goes (runtime internals, medians per step)"
+    )
+    if "error" in b:
+        print(f"  {b['error']}")
+        return
+    print(
+        f"  {'op kind':<8} {'count':>6} {'py wall ms':>11} {'py cpu ms':>10} {'us/op':>7} "
+        f"{'serialized ms':>14}"
+    )
+    for k, n in b["ops_per_step"].items():
+        print(
+            f"  {k:<8} {n:>6} {b['python_wall_s'][k] * 1e3:>11.2f} "
+            f"{b['python_cpu_s'][k] * 1e3:>10.2f} {b['python_wall_s'][k] / n * 1e6:>7.1f} {b['serialized_s'][k] * 1e3:>14.2f}"
+        )
+    py = sum(b["python_wall_s"].values())
+    py_cpu = sum(b["python_cpu_s"].values())
+    serial = sum(b["serialized_s"].values())
+    print(
+        f"  total: Python dispatch {py * 1e3:.2f} ms wall / {py_cpu * 1e3:.2f} ms CPU; serialized "
+        f"device work {serial * 1e3:.2f} ms; measured step {record['step_s'] * 1e3:.2f} ms; "
+        f"plain jit {record['jit_step_s'] * 1e3:.2f} ms"
+    )
+    top = list(b["serialized_per_executable_s"].items())[:8]
+    print(
+        "  serialized ms per executable (all its runs): "
+        + ", ".join(f"{n} {v * 1e3:.2f}" for n, v in top)
+    )
+    print()
 
 
 # ------------------------------------------------------------------ reporting
 
 FIELDS = [
-    # key, label, format
+    # key, label, format ("ms": seconds shown as milliseconds)
     ("lower_s", "lower s", "{:.3f}"),
-    ("partition_s", "partition s", "{:.3f}"),
-    ("compile_s", "compile s", "{:.3f}"),
+    ("partition_s", "partition s (passes + plan)", "{:.3f}"),
+    ("compile_s", "compile s (all stages)", "{:.3f}"),
     ("first_call_s", "first call s", "{:.3f}"),
     ("time_to_first_step_s", "lower+partition+compile+first s", "{:.3f}"),
     ("step_s", "step ms (median)", "ms"),
+    ("dispatch_s", "  of which until call returns ms", "ms"),
+    ("dispatch_cpu_s", "  dispatch thread CPU ms", "ms"),
     ("jit_lower_s", "plain jit lower s", "{:.3f}"),
     ("jit_compile_s", "plain jit compile s", "{:.3f}"),
     ("jit_first_call_s", "plain jit first call s", "{:.3f}"),
@@ -325,33 +444,39 @@ FIELDS = [
 
 
 def _fmt(value: float, fmt: str) -> str:
-    return f"{value * 1e3:.3f}" if fmt == "ms" else fmt.format(value)
+    return f"{value * 1e3:.2f}" if fmt == "ms" else fmt.format(value)
 
 
-def _target(name: str, key: str, record: dict) -> str:
+def target_text(name: str, key: str, value: float) -> str:
+    """Issue 6's target for ``key`` on workload ``name`` and whether ``value`` meets it."""
     if key == "step_ratio":
-        ok = record[key] <= TARGET_STEP_RATIO
-        return f"<= {TARGET_STEP_RATIO} (JaxPP {JAXPP_STEP_RATIO.get(name, '?')}x) {'ok' if ok else 'MISSED'}"
-    if key == "partition_s" and name in TARGET_PARTITION_S:
-        ok = record[key] <= TARGET_PARTITION_S[name]
-        return f"<= {TARGET_PARTITION_S[name]} {'ok' if ok else 'MISSED'}"
-    if key == "time_to_first_step_s" and name in TARGET_TIME_TO_FIRST_STEP_S:
-        ok = record[key] <= TARGET_TIME_TO_FIRST_STEP_S[name]
-        return f"<= {TARGET_TIME_TO_FIRST_STEP_S[name]} {'ok' if ok else 'MISSED'}"
-    if key.startswith("max_abs_diff"):
-        return "0 (or explained)"
-    return ""
+        limit, extra = (
+            TARGET_STEP_RATIO,
+            f" (JaxPP {JAXPP_STEP_RATIO[name]}x)" if name in JAXPP_STEP_RATIO else "",
+        )
+    elif key == "partition_s" and name in TARGET_PARTITION_S:
+        limit, extra = TARGET_PARTITION_S[name], ""
+    elif key == "time_to_first_step_s" and name in TARGET_TIME_TO_FIRST_STEP_S:
+        limit, extra = TARGET_TIME_TO_FIRST_STEP_S[name], ""
+    elif key.startswith("max_abs_diff"):
+        return "0 " + ("ok" if value == 0 else "DIFFERS")
+    else:
+        return ""
+    return f"<= {limit}{extra} " + ("ok" if value <= limit else "MISSED")
 
 
 def print_table(records: list[dict], title: str) -> None:
     print(title)
-    names = [r["workload"] for r in records]
-    header = f"{'':>34} " + "".join(f"{n:>12} {'target (issue 6)':<30}" for n in names)
-    print(header)
+    label_width = max(len(label) for _, label, _ in FIELDS)
+    print(
+        f"{'':<{label_width}}"
+        + "".join(f" | {r['workload']:>9} {'target (issue 6)':<24}" for r in records)
+    )
     for key, label, fmt in FIELDS:
-        row = f"{label:>34} "
+        row = f"{label:<{label_width}}"
         for record in records:
-            row += f"{_fmt(record[key], fmt):>12} {_target(record['workload'], key, record):<30}"
+            value = record[key]
+            row += f" | {_fmt(value, fmt):>9} {target_text(record['workload'], key, value):<24}"
         print(row.rstrip())
     print()
 
@@ -360,7 +485,7 @@ def median_records(runs: list[list[dict]]) -> list[dict]:
     """Per workload, the median of every numeric figure across processes."""
     out = []
     for per_process in zip(*runs, strict=True):
-        merged = dict(per_process[0])
+        merged = {k: v for k, v in per_process[0].items() if k != "breakdown"}
         for key, value in per_process[0].items():
             if isinstance(value, float):
                 merged[key] = statistics.median(r[key] for r in per_process)
@@ -371,7 +496,9 @@ def median_records(runs: list[list[dict]]) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--workloads", default="W1,W2", help="comma-separated: W1, W2")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
@@ -379,10 +506,10 @@ def main() -> None:
         "--repeat-processes", type=int, default=1, help="run in N fresh processes, report medians"
     )
     parser.add_argument(
-        "--profile",
-        default="",
-        help="comma-separated workloads whose timed pipelined steps run under cProfile "
-        "(inflates their step time; prints the top functions by own time)",
+        "--breakdown",
+        action="store_true",
+        help="also split a pipelined step into Python dispatch and serialized device work "
+        "per kind of runtime operation (uses runtime internals)",
     )
     parser.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -390,7 +517,6 @@ def main() -> None:
     for n in names:
         if n not in WORKLOADS:
             parser.error(f"unknown workload {n!r} (known: {', '.join(WORKLOADS)})")
-    profiled = {n.strip() for n in args.profile.split(",") if n.strip()}
 
     if args.repeat_processes > 1:
         runs = []
@@ -405,14 +531,19 @@ def main() -> None:
                 "--warmup",
                 str(args.warmup),
                 "--json-only",
+                *(["--breakdown"] if args.breakdown else []),
             ]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 sys.stderr.write(done.stderr)
-                raise SystemExit(f"process {k} failed with exit status {done.returncode}")
-            records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+                raise SystemExit(f"process {k + 1} failed with exit status {done.returncode}")
+            records = [
+                json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")
+            ]
             runs.append(records)
             print_table(records, f"process {k + 1}/{args.repeat_processes}")
+            for record in records:
+                print_breakdown(record)
         medians = median_records(runs)
         print_table(medians, f"MEDIAN of {args.repeat_processes} fresh processes")
         for record in medians:
@@ -421,18 +552,20 @@ def main() -> None:
 
     records = []
     for n in names:
-        record = run_workload(WORKLOADS[n], steps=args.steps, warmup=args.warmup, profile=n in profiled)
-        profile_text = record.pop("_profile", None)
-        records.append(record)
+        records.append(
+            run_workload(
+                WORKLOADS[n], steps=args.steps, warmup=args.warmup, breakdown=args.breakdown
+            )
+        )
         if args.json_only:
-            print(json.dumps(record), flush=True)
-        elif profile_text:
-            print(f"cProfile of {n}'s {args.steps} timed pipelined steps (top 25 by own time):")
-            print(profile_text)
-    if not args.json_only:
-        print_table(records, "one process")
-        for record in records:
-            print(json.dumps(record))
+            print(json.dumps(records[-1]), flush=True)
+    if args.json_only:
+        return
+    print_table(records, "one process")
+    for record in records:
+        print_breakdown(record)
+    for record in records:
+        print(json.dumps(record))
 
 
 if __name__ == "__main__":
