@@ -294,6 +294,8 @@ def run_workload(
         "max_abs_diff_loss": max_abs_diff(our_loss, their_loss),
         "steps": steps,
         "warmup": warmup,
+        # Other processes share this machine's cores: the 1-minute load average at the end.
+        "loadavg_1min": os.getloadavg()[0],
     }
     if breakdown:
         record["breakdown"] = step_breakdown(compiled, (our_params, pp_state[1], pp_state[2]))
@@ -401,7 +403,8 @@ def print_breakdown(record: dict) -> None:
     for k, n in b["ops_per_step"].items():
         print(
             f"  {k:<8} {n:>6} {b['python_wall_s'][k] * 1e3:>11.2f} "
-            f"{b['python_cpu_s'][k] * 1e3:>10.2f} {b['python_wall_s'][k] / n * 1e6:>7.1f} {b['serialized_s'][k] * 1e3:>14.2f}"
+            f"{b['python_cpu_s'][k] * 1e3:>10.2f} {b['python_wall_s'][k] / n * 1e6:>7.1f} "
+            f"{b['serialized_s'][k] * 1e3:>14.2f}"
         )
     py = sum(b["python_wall_s"].values())
     py_cpu = sum(b["python_cpu_s"].values())
@@ -440,6 +443,7 @@ FIELDS = [
     ("max_abs_diff_loss_first_step", "max |diff| loss, step 1", "{:.3g}"),
     ("max_abs_diff_params", "max |diff| params, last step", "{:.3g}"),
     ("max_abs_diff_loss", "max |diff| loss, last step", "{:.3g}"),
+    ("loadavg_1min", "machine load (1 min avg, at end)", "{:.2f}"),
 ]
 
 
@@ -459,7 +463,7 @@ def target_text(name: str, key: str, value: float) -> str:
     elif key == "time_to_first_step_s" and name in TARGET_TIME_TO_FIRST_STEP_S:
         limit, extra = TARGET_TIME_TO_FIRST_STEP_S[name], ""
     elif key.startswith("max_abs_diff"):
-        return "0 " + ("ok" if value == 0 else "DIFFERS")
+        return "== 0 " + ("ok" if value == 0 else "DIFFERS")
     else:
         return ""
     return f"<= {limit}{extra} " + ("ok" if value <= limit else "MISSED")

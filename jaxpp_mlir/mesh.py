@@ -28,6 +28,26 @@ class MpmdMesh:
         self.mpmd_axis_name = mpmd_axis_name
         self._axis = list(jax_mesh.axis_names).index(mpmd_axis_name)
 
+    @classmethod
+    def from_devices(
+        cls, devices: list[jax.Device], axis_sizes: dict[str, int], mpmd_axis_name: str
+    ) -> MpmdMesh:
+        """Builds the mesh from ``devices`` and axis sizes (one size may be -1: the rest)."""
+        sizes = dict(axis_sizes)
+        unknown = [name for name, size in sizes.items() if size == -1]
+        known = int(np.prod([size for size in sizes.values() if size != -1]))
+        if len(unknown) > 1 or known <= 0 or len(devices) % known:
+            raise MeshError(
+                f"{len(devices)} devices do not split evenly along '{mpmd_axis_name}' and the "
+                f"other axes {sizes}"
+            )
+        if unknown:
+            sizes[unknown[0]] = len(devices) // known
+        if int(np.prod(list(sizes.values()))) != len(devices):
+            raise MeshError(f"mesh axes {sizes} do not cover the {len(devices)} devices")
+        grid = np.array(devices, dtype=object).reshape(tuple(sizes.values()))
+        return cls(Mesh(grid, tuple(sizes)), mpmd_axis_name)
+
     @property
     def mpmd_dim(self) -> int:
         """The number of ranks (submeshes along the mpmd axis)."""

@@ -13,6 +13,7 @@ from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.passes import registry  # noqa: F401  (registers the passes)
 from jaxpp_mlir.passes.assign_stages import AssignStages
+from jaxpp_mlir.passes.check_shardings import CheckShardings
 from jaxpp_mlir.passes.inline_calls import InlineCalls
 from jaxpp_mlir.passes.insert_transfers import InsertTransfers
 from jaxpp_mlir.passes.normalize_loop import NormalizeLoop
@@ -25,6 +26,7 @@ from jaxpp_mlir.passes.pipeline import (
     run_pipeline,
 )
 from jaxpp_mlir.passes.place_stages import PlaceStages
+from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
 from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.verify_program import VerifyProgram
 from jaxpp_mlir.program import PartitionedProgram
@@ -34,13 +36,28 @@ from jaxpp_mlir.schedules.base import uses_split_backward
 DUMP_DIR_ENV = "JAXPP_MLIR_DUMP_DIR"
 
 
-def stage_pipeline() -> list[PipelineElement]:
-    """The passes that find the stages (no outlining yet)."""
+def stage_pipeline(
+    *, mpmd_axis: str = "", submesh_size: int = 0, sharded: bool = False
+) -> list[PipelineElement]:
+    """The passes that find the stages (no outlining yet).
+
+    For a ``sharded`` step (one with an ``sdy.mesh``), Shardy's propagation
+    runs first so that every value crossing a stage boundary has a sharding.
+    """
+    propagation = [
+        PipelineElement(name=SHARDY_PROPAGATION, text=SHARDY_PROPAGATION),
+        make_element(RestoreShardingConstraints()),
+    ]
     return [
         make_element(InlineCalls()),
+        make_element(CheckShardings(mpmd_axis=mpmd_axis, submesh_size=submesh_size)),
+        *(propagation if sharded else []),
         make_element(NormalizeLoop()),
         make_element(AssignStages()),
     ]
+
+
+SHARDY_PROPAGATION = "sdy-propagation-pipeline"
 
 
 def placement_pipeline(
@@ -58,7 +75,7 @@ def placement_pipeline(
 
 
 def default_pipeline(*, mpmd_dim: int, placement: tuple[int, ...] = ()) -> list[PipelineElement]:
-    """The passes ``partition()`` runs, in order."""
+    """The passes ``partition()`` runs, in order (without the mesh checks it adds)."""
     return stage_pipeline() + placement_pipeline(mpmd_dim=mpmd_dim, placement=placement)
 
 
@@ -90,7 +107,11 @@ def partition(
     module, tree_info = _import(x)
     dump_dir = dump_dir or os.environ.get(DUMP_DIR_ENV) or None
     runner = _Runner(module, dump_dir)
-    runner.run(stage_pipeline())
+    submesh_size = len(mesh.rank_devices(0))
+    sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
+    runner.run(
+        stage_pipeline(mpmd_axis=mesh.mpmd_axis_name, submesh_size=submesh_size, sharded=sharded)
+    )
     num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
     num_microbatches = _num_microbatches(module)
     if num_microbatches is None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import func
-
-_MODULE_ATTRS = {"mhlo.num_partitions": 1, "mhlo.num_replicas": 1}
+from jax.extend.mlir.dialects import func, sdy
 
 # Where a fused part's operand comes from: ("input", i) is input i of the fused
 # module, ("part", j, r) is result r of the earlier part j.
@@ -22,7 +21,7 @@ def standalone_module(module: ir.Module, callee: str, aliases: dict[int, int] | 
     runtime's input buffer is consumed.
     """
     with module.context, ir.Location.unknown():
-        standalone = _new_module()
+        standalone = _new_module(module)
         clone = _function(module, callee).clone(ip=ir.InsertionPoint(standalone.body))
         clone.attributes["sym_name"] = ir.StringAttr.get("main")
         clone.attributes["sym_visibility"] = ir.StringAttr.get("public")
@@ -65,7 +64,7 @@ def fused_module(
     XLA compiles it as one executable, so it can fuse across the parts.
     """
     with module.context, ir.Location.unknown():
-        fused = _new_module()
+        fused = _new_module(module)
         for callee in dict.fromkeys(callees):
             _function(module, callee).clone(ip=ir.InsertionPoint(fused.body))
         functions = [_function(module, callee) for callee in callees]
@@ -91,12 +90,19 @@ def fused_module(
         return str(fused)
 
 
-def _new_module() -> ir.Module:
+def _new_module(source: ir.Module) -> ir.Module:
+    """An empty module with ``source``'s meshes, for ``num_partitions`` devices."""
     module = ir.Module.create()
-    for key, value in _MODULE_ATTRS.items():
-        module.operation.attributes[key] = ir.IntegerAttr.get(
-            ir.IntegerType.get_signless(32), value
-        )
+    num_partitions = 1
+    for op in source.body.operations:
+        if op.operation.name == "sdy.mesh":
+            op.operation.clone(ip=ir.InsertionPoint(module.body))
+            mesh = sdy.MeshAttr(op.operation.attributes["mesh"])
+            sizes = [sdy.MeshAxisAttr(axis).size for axis in mesh.axes]
+            num_partitions = max(num_partitions, math.prod(sizes))
+    i32 = ir.IntegerType.get_signless(32)
+    module.operation.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, num_partitions)
+    module.operation.attributes["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, 1)
     return module
 
 

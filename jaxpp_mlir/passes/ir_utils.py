@@ -120,9 +120,10 @@ def is_pure_constant_like(op: ir.Operation) -> bool:
     return op.name in CHEAP_OPS
 
 
+CONSTANT_OPS = ("stablehlo.constant", "sdy.constant")  # Shardy's import makes the latter
 CHEAP_OPS = frozenset(
     {
-        "stablehlo.constant",
+        *CONSTANT_OPS,
         "stablehlo.iota",
         "stablehlo.broadcast_in_dim",
         "stablehlo.reshape",

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import sdy
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.passes import ir_utils, shardings
 from jaxpp_mlir.passes.base import ModulePass, register_pass
 
 
@@ -91,6 +92,9 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
         new_loop = jaxpp.create_loop(
             [loop.operands[i] for i in state], num_microbatches=num_microbatches
         )
+    if shardings.SHARDING_ATTR in loop.attributes:
+        per_value = sdy.TensorShardingPerValueAttr(loop.attributes[shardings.SHARDING_ATTR])
+        shardings.set_result_shardings(new_loop, [per_value.shardings[i] for i in state])
     new_body = jaxpp.loop_body(new_loop)
     with ir.InsertionPoint(new_body), terminator.location:
         new_yield = jaxpp.create_yield([yielded[i] for i in state])
@@ -135,7 +139,7 @@ def _is_counter(argument: ir.Value, value: ir.Value, init: ir.Value) -> bool:
 
 def _constant_value(value: ir.Value) -> int | None:
     producer = ir_utils.defining_op(value)
-    if producer is None or producer.name != "stablehlo.constant":
+    if producer is None or producer.name not in ir_utils.CONSTANT_OPS:
         return None
     attr = producer.attributes["value"]
     try:
@@ -155,7 +159,7 @@ def _erase_dead_counter_updates(block: ir.Block) -> None:
         for op in reversed([o.operation for o in block.operations][:-1]):
             if op.regions or not op.results:
                 continue
-            if op.name in ("stablehlo.add", "stablehlo.constant") and all(
+            if op.name in ("stablehlo.add", *ir_utils.CONSTANT_OPS) and all(
                 not list(r.uses) for r in op.results
             ):
                 op.erase()

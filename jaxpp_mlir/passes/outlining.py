@@ -10,7 +10,7 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func
 
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.passes import ir_utils, shardings
 
 
 def copyable_ops(top_ops: list[ir.Operation], keep: set[ir.Value]) -> set[ir.Operation]:
@@ -87,6 +87,11 @@ def outline_group(
     entry = function.add_entry_block()
     with ir.InsertionPoint(insert_before), group[0].location:
         task = jaxpp.create_task(name, inputs, [v.type for v in outputs], stage=stage, kind=kind)
+    input_shardings = shardings.shardings_or_replicated(module, inputs)
+    if input_shardings is not None:
+        output_shardings = shardings.shardings_or_replicated(module, outputs)
+        shardings.set_function_shardings(function.operation, input_shardings, output_shardings)
+        shardings.set_result_shardings(task, output_shardings)
     copies: dict[ir.Value, ir.Value] = {}
     with ir.InsertionPoint(entry):
         for original in needed_copies:

@@ -2,12 +2,14 @@
 
 from jaxpp_mlir.passes import (  # noqa: F401
     assign_stages,
+    check_shardings,
     inline_calls,
     insert_transfers,
     normalize_loop,
     outline_outer_code,
     outline_stages,
     place_stages,
+    restore_sharding_constraints,
     split_backward,
     verify_program,
 )

@@ -2,7 +2,7 @@
 
 Run from anywhere: ``python tests/lit/regenerate_inputs.py``. Each file is
 ``lowered.as_text()`` (no debug info, so the files only change when jax's
-lowering does). The lit tests in ``tests/lit/e2e/`` and
+lowering does). The lit tests in ``tests/lit/e2e/``, ``tests/lit/e2e-loop/`` and
 ``tests/py/test_roundtrip.py`` read them; rerun this script after a jax upgrade
 and review the diff of the FileCheck tests.
 """
@@ -96,11 +96,39 @@ def mlp_treduce() -> jax.stages.Lowered:
     return jax.jit(step).lower(_params(), batch)
 
 
+def treduce_mlp() -> jax.stages.Lowered:
+    """A 2-stage MLP step over 4 microbatches: treduce of value_and_grad, then SGD.
+
+    The per-microbatch losses are concatenated (``Concat``: state read and
+    written by the last stage) and the gradients summed (``Add``: one
+    accumulator per stage). Read by tests/lit/e2e-loop/.
+    """
+    num_microbatches = 4
+
+    def loss(params, mb):
+        x, y = mb
+        for w in params:
+            x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
+        return jnp.mean((x - y) ** 2)
+
+    def step(params, batch):
+        losses, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), batch, operation=(pp.Concat(), pp.Add)
+        )
+        return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
+
+    params = [w["w"] for w in _params()[:2]]
+    x, y = _batch()
+    batch = (jnp.stack([x] * num_microbatches), jnp.stack([y] * num_microbatches))
+    return jax.jit(step).lower(params, batch)
+
+
 CAPTURES = {
     "mlp_value_and_grad.mlir": mlp_value_and_grad,
     "mlp_forward.mlir": mlp_forward,
     "nested_jit.mlir": nested_jit,
     "mlp_treduce.mlir": mlp_treduce,
+    "treduce_mlp.mlir": treduce_mlp,
 }
 
 

@@ -1,0 +1,88 @@
+"""jaxpp-check-shardings: the step's mesh and shardings fit the MPMD mesh."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import sdy
+
+from jaxpp_mlir import diagnostics
+from jaxpp_mlir.passes import ir_utils, shardings
+from jaxpp_mlir.passes.base import ModulePass, register_pass
+
+
+@register_pass
+@dataclasses.dataclass
+class CheckShardings(ModulePass):
+    """Check that the step was lowered on the lowering mesh and shards within a stage only.
+
+    A step runs SPMD inside each stage's submesh, so it must be lowered on the
+    lowering mesh (``MpmdMesh.lowering_mesh()``: the mpmd axis of size 1, the
+    other axes those of one submesh), and no sharding may name the mpmd axis.
+
+    Precondition: none; a module without an ``sdy.mesh`` passes unchanged.
+    Postcondition: the IR is unchanged; a violation fails with an error at the
+    mesh or at the op whose sharding names the mpmd axis.
+    """
+
+    name = "jaxpp-check-shardings"
+    mpmd_axis: str = dataclasses.field(
+        default="", metadata={"help": "name of the mpmd axis ('' skips the axis checks)"}
+    )
+    submesh_size: int = dataclasses.field(
+        default=0, metadata={"help": "devices per submesh (0: not checked)"}
+    )
+
+    def run(self, module: ir.Operation) -> None:
+        for mesh in shardings.mesh_ops(module):
+            axes = dict(shardings.mesh_axes(mesh))
+            if self.mpmd_axis and axes.get(self.mpmd_axis, 1) != 1:
+                raise diagnostics.error(
+                    mesh,
+                    f"the step was lowered on a mesh whose mpmd axis '{self.mpmd_axis}' has "
+                    f"size {axes[self.mpmd_axis]}: lower it on mpmd_mesh.lowering_mesh(), "
+                    "where that axis has size 1",
+                )
+            size = math.prod(axes.values())
+            if self.submesh_size and size != self.submesh_size:
+                raise diagnostics.error(
+                    mesh,
+                    f"the step's mesh has {size} devices but each submesh has "
+                    f"{self.submesh_size}: lower it on mpmd_mesh.lowering_mesh()",
+                )
+        if not self.mpmd_axis:
+            return
+        main = ir_utils.get_main(module)
+        for attrs_name in ("arg_attrs", "res_attrs"):
+            if attrs_name in main.attributes:
+                for attrs in ir.ArrayAttr(main.attributes[attrs_name]):
+                    attrs = ir.DictAttr(attrs)
+                    if shardings.SHARDING_ATTR in attrs:
+                        self._check(main, attrs[shardings.SHARDING_ATTR])
+        for op in ir_utils.walk(main):
+            for name in (shardings.SHARDING_ATTR, "sharding"):
+                if name not in op.attributes:
+                    continue
+                attr = op.attributes[name]
+                if sdy.TensorShardingPerValueAttr.isinstance(attr):
+                    for sharding in sdy.TensorShardingPerValueAttr(attr).shardings:
+                        self._check(op, sharding)
+                elif sdy.TensorShardingAttr.isinstance(attr):
+                    self._check(op, attr)
+
+    def _check(self, op: ir.Operation, sharding: ir.Attribute) -> None:
+        sharding = sdy.TensorShardingAttr(sharding)
+        axes = [axis for dim in sharding.dimension_shardings for axis in _axes(dim)]
+        axes += [sdy.AxisRefAttr(a).name for a in sharding.replicated_axes]
+        if self.mpmd_axis in axes:
+            raise diagnostics.error(
+                op,
+                f"a sharding names the mpmd axis '{self.mpmd_axis}': inside a stage, shard "
+                "over the other mesh axes only (the mpmd axis separates the stages)",
+            )
+
+
+def _axes(dimension: ir.Attribute) -> list[str]:
+    return [sdy.AxisRefAttr(a).name for a in sdy.DimensionShardingAttr(dimension).axes]

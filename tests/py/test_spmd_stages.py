@@ -1,0 +1,172 @@
+"""Stages on wider submeshes: data and tensor parallelism inside each stage."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from jax.sharding import Mesh, NamedSharding  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+import jaxpp_mlir as pp  # noqa: E402
+
+WIDTH = 8
+NUM_MICROBATCHES = 4
+
+
+def mpmd_mesh(shape: dict[str, int]) -> pp.MpmdMesh:
+    devices = np.array(jax.devices()[: int(np.prod(list(shape.values())))])
+    return pp.MpmdMesh(Mesh(devices.reshape(tuple(shape.values())), tuple(shape)), "stage")
+
+
+def loss_fn(params, microbatch):
+    x, y = microbatch
+    for w_in, w_out in params:
+        x = jnp.tanh(x @ w_in) @ w_out
+        x = pp.pipeline_enter_stage(x)
+    return jnp.mean((x - y) ** 2)
+
+
+def train_step(params, batch):
+    losses, grads = pp.treduce(
+        lambda mb: jax.value_and_grad(loss_fn)(params, mb), batch, operation=(pp.Concat(), pp.Add)
+    )
+    return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), losses
+
+
+def make_inputs(num_stages: int):
+    keys = jax.random.split(jax.random.PRNGKey(0), 2 * num_stages + 2)
+    params = [
+        (
+            jax.random.normal(keys[2 * s], (WIDTH, 2 * WIDTH)) / np.sqrt(WIDTH),
+            jax.random.normal(keys[2 * s + 1], (2 * WIDTH, WIDTH)) / np.sqrt(2 * WIDTH),
+        )
+        for s in range(num_stages)
+    ]
+    shape = (NUM_MICROBATCHES, 4, WIDTH)
+    batch = (jax.random.normal(keys[-2], shape), jax.random.normal(keys[-1], shape))
+    return params, batch
+
+
+def shardings(mesh: Mesh, num_stages: int, tensor_parallel: bool):
+    w_in, w_out = (P(None, "model"), P("model", None)) if tensor_parallel else (P(), P())
+    params = [(NamedSharding(mesh, w_in), NamedSharding(mesh, w_out))] * num_stages
+    batch = (NamedSharding(mesh, P(None, "data", None)),) * 2
+    return params, batch
+
+
+CASES = [
+    ({"stage": 2, "data": 2, "model": 2}, True),
+    ({"stage": 4, "data": 2}, False),
+]
+
+
+@pytest.mark.parametrize(("shape", "tensor_parallel"), CASES, ids=lambda c: str(c))
+def test_sharded_stages_match_jax_jit_on_the_lowering_mesh(shape, tensor_parallel):
+    mesh = mpmd_mesh(shape)
+    lowering_mesh = mesh.lowering_mesh()
+    num_stages = shape["stage"]
+    params, batch = make_inputs(num_stages)
+    param_shardings, batch_shardings = shardings(lowering_mesh, num_stages, tensor_parallel)
+    params = jax.device_put(params, param_shardings)
+    batch = jax.device_put(batch, batch_shardings)
+    step = jax.jit(
+        train_step,
+        in_shardings=(param_shardings, batch_shardings),
+        out_shardings=(param_shardings, NamedSharding(lowering_mesh, P())),
+    )
+    program = pp.partition(step.lower(params, batch), mesh=mesh)
+    assert "mhlo.num_partitions = 4" in program.stage_ir(0) or shape.get("model") is None
+    new_params, losses = program.compile()(params, batch)
+    expected_params, expected_losses = step(params, batch)
+    # Each stage is the same SPMD program XLA builds for the jitted step on the
+    # lowering mesh (same shardings, same collectives): bit for bit.
+    for a, e in zip(
+        jax.tree_util.tree_leaves((new_params, losses)),
+        jax.tree_util.tree_leaves((expected_params, expected_losses)),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(e))
+    # Each stage's parameters stay sharded, as requested, on exactly its submesh.
+    submeshes = mesh.unstack
+    for stage, (w_in, w_out) in enumerate(new_params):
+        rank = stage % mesh.mpmd_dim
+        specs = (P(None, "model"), P("model", None)) if tensor_parallel else (P(), P())
+        for array, spec in zip((w_in, w_out), specs, strict=True):
+            assert array.devices() == set(mesh.rank_devices(rank))
+            expected = NamedSharding(submeshes[rank], spec)
+            assert array.sharding.is_equivalent_to(expected, array.ndim)
+
+
+def test_stages_that_want_different_shardings_for_the_boundary_value():
+    mesh = mpmd_mesh({"stage": 2, "data": 2, "model": 2})
+    lowering_mesh = mesh.lowering_mesh()
+    params, batch = make_inputs(2)
+    rows = NamedSharding(lowering_mesh, P("data", None))
+    cols = NamedSharding(lowering_mesh, P(None, "model"))
+
+    def loss(params, microbatch):
+        x, y = microbatch
+        (w0, w0_out), (w1, w1_out) = params
+        h = jax.lax.with_sharding_constraint(jnp.tanh(x @ w0) @ w0_out, rows)
+        h = pp.pipeline_enter_stage(h)
+        h = jax.lax.with_sharding_constraint(h, cols)  # stage 1 wants another layout
+        out = pp.pipeline_enter_stage(jnp.tanh(h @ w1) @ w1_out)
+        return jnp.mean((out - y) ** 2)
+
+    def step(params, batch):
+        losses, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), batch, operation=(pp.Concat(), pp.Add)
+        )
+        return grads, losses
+
+    jitted = jax.jit(step)
+    expected = jitted(params, batch)
+    program = pp.partition(jitted.lower(params, batch), mesh=mesh)
+    result = program.compile()(params, batch)
+    for a, e in zip(
+        jax.tree_util.tree_leaves(result), jax.tree_util.tree_leaves(expected), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=1e-6, atol=1e-7)
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_step_lowered_on_the_whole_mesh_is_rejected():
+    mesh = mpmd_mesh({"stage": 2, "data": 2, "model": 2})
+    params, batch = make_inputs(2)
+    param_shardings, batch_shardings = shardings(mesh.jax_mesh, 2, True)
+    step = jax.jit(train_step, in_shardings=(param_shardings, batch_shardings))
+    with pytest.raises(pp.PartitionError, match="mpmd axis 'stage' has size 2"):
+        pp.partition(step.lower(params, batch), mesh=mesh)
+
+
+def test_sharding_that_names_the_mpmd_axis_is_rejected():
+    mesh = mpmd_mesh({"stage": 2, "data": 2, "model": 2})
+    params, batch = make_inputs(2)
+    param_shardings, _ = shardings(mesh.lowering_mesh(), 2, True)
+    batch_shardings = (NamedSharding(mesh.lowering_mesh(), P(None, "stage", None)),) * 2
+    step = jax.jit(train_step, in_shardings=(param_shardings, batch_shardings))
+    with pytest.raises(pp.PartitionError, match="names the mpmd axis 'stage'"):
+        pp.partition(step.lower(params, batch), mesh=mesh)
+
+
+def test_stage_mesh_larger_than_the_submesh_is_rejected():
+    mesh = mpmd_mesh({"stage": 4, "data": 2})
+    big = pp.MpmdMesh(Mesh(np.array(jax.devices()[:8]).reshape(1, 8), ("stage", "data")), "stage")
+    params, batch = make_inputs(4)
+    param_shardings, _ = shardings(big.lowering_mesh(), 4, False)
+    step = jax.jit(train_step, in_shardings=(param_shardings, None))
+    with pytest.raises(pp.PartitionError, match="mesh has 8 devices but each submesh has 2"):
+        pp.partition(step.lower(params, batch), mesh=mesh)
+
+
+def test_mesh_whose_mpmd_axis_does_not_divide_the_devices():
+    with pytest.raises(pp.MeshError, match="3 devices do not split evenly along 'stage'"):
+        pp.MpmdMesh.from_devices(jax.devices()[:3], {"stage": 2, "data": -1}, "stage")
