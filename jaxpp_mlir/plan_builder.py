@@ -102,15 +102,16 @@ class _Builder:
         self.channels: dict[tuple[int, int | None], int] = {}
         self.loop: ir.Operation | None = None
         self.loop_body: ir.Block | None = None
+        self.loop_yield: ir.Operation | None = None
+        self.loop_arguments: dict[ir.Value, int] = {}
+        self.loop_values: set[ir.Value] = set()  # defined in the loop body: one per microbatch
         for index, argument in enumerate(self.block.arguments):
             self.ids[(argument, None)] = index
 
     # --------------------------------------------------------------- values
 
     def _key(self, value: ir.Value, microbatch: int | None) -> tuple[ir.Value, int | None]:
-        if self.loop_body is not None and _defined_in(value, self.loop_body):
-            return value, microbatch
-        return value, None
+        return (value, microbatch) if value in self.loop_values else (value, None)
 
     def define(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
         value_id = self.next_id
@@ -120,10 +121,8 @@ class _Builder:
         return value_id
 
     def use(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
-        if self.loop_body is not None and isinstance(value, ir.BlockArgument):
-            arguments = list(self.loop_body.arguments)
-            if value in arguments:
-                return self._loop_argument(arguments.index(value), rank, microbatch)
+        if value in self.loop_arguments:
+            return self._loop_argument(self.loop_arguments[value], rank, microbatch)
         key = self._key(value, microbatch)
         if key not in self.ids:
             raise ScheduleError(
@@ -141,7 +140,7 @@ class _Builder:
             return self.index_ids[(microbatch, rank)]
         if microbatch == 0:
             return self.use(self.loop.operands[index - 1], rank)
-        yielded = self._yield().operands[index - 1]
+        yielded = self.loop_yield.operands[index - 1]
         if (yielded, microbatch - 1) not in self.ids:
             raise ScheduleError(
                 f"the schedule runs microbatch {microbatch} before microbatch {microbatch - 1} "
@@ -149,9 +148,6 @@ class _Builder:
                 f"{index - 1}): tasks of one stage must run in microbatch order"
             )
         return self.ids[(yielded, microbatch - 1)]
-
-    def _yield(self) -> ir.Operation:
-        return list(self.loop_body.operations)[-1].operation
 
     def channel(self, channel: int, microbatch: int | None) -> int:
         key = (channel, microbatch)
@@ -190,6 +186,10 @@ class _Builder:
 
     def emit_loop(self, loop: ir.Operation) -> None:
         self.loop, self.loop_body = loop, jaxpp.loop_body(loop)
+        self.loop_arguments = {a: i for i, a in enumerate(self.loop_body.arguments)}
+        body_ops = [op.operation for op in self.loop_body.operations]
+        self.loop_yield = body_ops[-1]
+        self.loop_values = {r for op in body_ops for r in op.results}
         num_microbatches = jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
         units = _task_units(self.loop_body)
         if self.schedule is None:
@@ -222,7 +222,7 @@ class _Builder:
                 f"the program has a {kind} task for stage {stage} that the schedule "
                 f"{self.schedule!r} never runs (does the schedule split the backward?)"
             )
-        terminator = self._yield()
+        terminator = self.loop_yield
         last = num_microbatches - 1
         for index, result in enumerate(loop.results):
             self.ids[(result, None)] = self.ids[(terminator.operands[index], last)]
@@ -373,14 +373,6 @@ def _main(module: ir.Module) -> ir.Operation:
         if ir.StringAttr(op.attributes["sym_name"]).value == "main":
             return op.operation
     raise PartitionError("the partitioned module has no @main")
-
-
-def _defined_in(value: ir.Value, block: ir.Block) -> bool:
-    if isinstance(value, ir.BlockArgument):
-        return value.owner == block
-    owner = value.owner
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    return owner.block == block
 
 
 def _task_units(body: ir.Block) -> dict[tuple[int, str], list[ir.Operation]]:

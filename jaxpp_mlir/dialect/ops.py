@@ -40,6 +40,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jax.extend.mlir import ir
+from jaxlib.mlir._mlir_libs import _mlir
+
+# Lets the bindings find jaxpp_mlir/dialect/python/jaxpp.py for jaxpp ops (see there).
+if "jaxpp_mlir.dialect.python" not in _mlir.globals.dialect_search_modules:
+    _mlir.globals.append_dialect_search_prefix("jaxpp_mlir.dialect.python")
 
 ENTER_STAGE_TARGET = "jaxpp.enter_stage"
 DIRECTION_ATTR = "jaxpp.direction"
@@ -118,9 +123,9 @@ def _loop_marker_attr(op: ir.Operation | ir.OpView, name: str) -> str | None:
 
 
 def loop_num_microbatches(op: ir.Operation | ir.OpView) -> int | None:
-    """The microbatch count recorded on a loop marker (None when absent)."""
+    """The microbatch count recorded on a loop marker (None when absent or not a number)."""
     value = _loop_marker_attr(op, LOOP_NUM_MICROBATCHES_ATTR)
-    return None if value is None else int(value)
+    return int(value) if value is not None and value.strip().isdigit() else None
 
 
 def loop_schedule(op: ir.Operation | ir.OpView) -> str:
@@ -156,8 +161,9 @@ def get_kind(op: ir.Operation | ir.OpView) -> str:
 
 
 def clear_stage(op: ir.Operation | ir.OpView) -> None:
+    """Removes the stage, kind and rank tags (from an op moved into a stage function)."""
     op = _operation(op)
-    for name in (STAGE_ATTR, KIND_ATTR):
+    for name in (STAGE_ATTR, KIND_ATTR, RANK_ATTR):
         if name in op.attributes:
             del op.attributes[name]
 

@@ -24,7 +24,8 @@ class InlineCalls(ModulePass):
     Precondition: the module has a public ``func.func @main``; calls are not
     recursive.
     Postcondition: no ``func.call`` remains in ``@main`` (nested regions
-    included); private functions that are no longer called are erased.
+    included); private functions that are no longer called are erased (public
+    ones are kept).
     """
 
     name = "jaxpp-inline-calls"
@@ -62,12 +63,17 @@ class InlineCalls(ModulePass):
                 ir.FlatSymbolRefAttr(op.attributes["callee"]).value
                 for op in ir_utils.collect_ops(module, "func.call")
             }
-            dead = remaining - still_called
+            dead = {name for name in remaining - still_called if _is_private(symbols[name])}
             if not dead:
                 break
             for name in sorted(dead):
                 symbols[name].operation.erase()
             remaining -= dead
+
+
+def _is_private(function: ir.OpView) -> bool:
+    attrs = function.operation.attributes
+    return "sym_visibility" in attrs and ir.StringAttr(attrs["sym_visibility"]).value == "private"
 
 
 def _inline_call(call: ir.Operation, callee: ir.Operation) -> None:

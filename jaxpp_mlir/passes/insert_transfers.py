@@ -44,6 +44,7 @@ class InsertTransfers(ModulePass):
         self._state_ranks = jaxpp.get_state_ranks(loop) if loop is not None else []
         self._received: dict[tuple[ir.Value, int], ir.Value] = {}
         self._channel = 0
+        self._last_send: dict[ir.Operation, ir.Operation] = {}  # keeps sends in channel order
         for op in [o.operation for o in ir_utils.body(main).operations]:
             if loop is not None and op == loop:
                 for index, rank in enumerate(self._state_ranks):
@@ -86,7 +87,8 @@ class InsertTransfers(ModulePass):
             producer = ir_utils.defining_op(value)
             with ir.InsertionPoint(consumer), producer.location:
                 send = jaxpp.create_send(value, channel=self._channel, rank=source, peer=rank)
-            send.move_after(producer)
+            send.move_after(self._last_send.get(producer, producer))
+            self._last_send[producer] = send
             receive_before = ir_utils.top_level_user(consumer, producer.block)
             with ir.InsertionPoint(receive_before), consumer.location:
                 recv = jaxpp.create_recv(value.type, channel=self._channel, rank=rank, peer=source)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import sdy
+from jax.extend.mlir.dialects import sdy, stablehlo
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
@@ -54,8 +54,6 @@ class NormalizeLoop(ModulePass):
                 "the microbatch loop marker must sit directly in the body of a top-level "
                 "stablehlo.while (treduce inside other control flow is not supported)",
             )
-        if jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR) is not None:
-            return
         num_microbatches = jaxpp.loop_num_microbatches(marker)
         if num_microbatches is None or num_microbatches < 1:
             raise diagnostics.error(marker, "the loop marker has no valid jaxpp.num_microbatches")
@@ -102,6 +100,9 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
         op.move_before(new_yield)
     terminator.erase()
     index_arg = new_body.arguments[0]
+    if counter_arg.type != index_arg.type:  # e.g. an i64 counter under jax_enable_x64
+        with ir.InsertionPoint.at_block_begin(new_body), marker.location:
+            index_arg = stablehlo.ConvertOp(counter_arg.type, index_arg).result
     marker.results[0].replace_all_uses_with(index_arg)
     marker.erase()
     for position, index in enumerate(state):

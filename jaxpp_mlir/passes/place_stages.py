@@ -71,7 +71,12 @@ class PlaceStages(ModulePass):
         for op in ir_utils.stage_block(main).operations:
             op = op.operation
             if jaxpp.is_task(op):
-                jaxpp.set_rank(op, placement[jaxpp.get_stage(op)])
+                stage = jaxpp.get_stage(op)
+                if not 0 <= stage < num_stages:
+                    raise diagnostics.error(
+                        op, f"task of stage {stage} in a program of {num_stages} stages"
+                    )
+                jaxpp.set_rank(op, placement[stage])
             elif op.name not in ("func.return", jaxpp.YIELD_OP):
                 raise diagnostics.error(
                     op, f"unexpected '{op.name}' among the stages: run jaxpp-outline-stages first"

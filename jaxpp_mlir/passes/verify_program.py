@@ -90,6 +90,10 @@ def _check_op(
         raise diagnostics.error(op, f"'{op.name}' in the task graph of a partitioned module")
     if not jaxpp.has_rank(op):
         raise diagnostics.error(op, f"'{op.name}' has no jaxpp.rank")
+    required = (jaxpp.CALLEE_ATTR,) if jaxpp.is_task(op) else (jaxpp.CHANNEL_ATTR, jaxpp.PEER_ATTR)
+    for name in required:
+        if name not in op.attributes:
+            raise diagnostics.error(op, f"'{op.name}' has no {name} attribute")
     rank = jaxpp.get_rank(op)
     if jaxpp.is_send(op):
         channel = jaxpp.get_channel(op)

@@ -1,9 +1,11 @@
-// RUN: jaxpp-opt %S/../inputs/treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
+// RUN: jaxpp-opt %S/../inputs/treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
 
-// The pipeline partition() runs for a treduce step on 2 ranks with the
-// default schedule (Std1F1B(2): stage s on rank s), on the captured 2-stage
-// MLP step of tests/lit/regenerate_inputs.py (treduce over 4 microbatches of
-// value_and_grad, losses concatenated, gradients summed, then SGD).
+// default_pipeline_text(mpmd_dim=2, placement=(0, 1)): the passes
+// partition() runs for a treduce step on 2 ranks with the default schedule
+// (Std1F1B(2): stage s on rank s; partition's IR is the same), on the
+// captured 2-stage MLP step of tests/lit/regenerate_inputs.py (treduce over
+// 4 microbatches of value_and_grad, losses concatenated, gradients summed,
+// then SGD).
 //
 // The loop carries the state only: the concatenated losses (updated by the
 // forward of stage 1, where the loss is computed, so on rank 1) and one

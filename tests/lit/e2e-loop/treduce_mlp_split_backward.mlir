@@ -1,8 +1,9 @@
-// RUN: jaxpp-opt %S/../inputs/treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
+// RUN: jaxpp-opt %S/../inputs/treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
 
-// The pipeline partition() runs for the same step (treduce_mlp.mlir) with
-// schedule=ZeroBubble(2) on 2 ranks: the default one plus
-// jaxpp-split-backward before the outlining. Stage 1's backward becomes
+// The passes partition() runs for the same step (treduce_mlp.mlir) with
+// schedule=ZeroBubble(2) on 2 ranks: those of treduce_mlp.mlir plus
+// jaxpp-split-backward before the outlining (placement_pipeline(...,
+// split_backward=True); partition's IR is the same). Stage 1's backward becomes
 // stage1_bwd_i (the gradient of its input, which rank 0 waits for, sent as
 // soon as it is computed) and stage1_bwd_w (its weight gradient and
 // accumulation, which only the loop state reads); stage 0's whole backward

@@ -2,10 +2,6 @@
 
 // A public function is visible outside the module: it is inlined into @main
 // but kept (the postcondition only erases private functions).
-// XFAIL: *
-// Known bug (jaxpp_mlir/passes/inline_calls.py): every inlined function that
-// is no longer called is erased, public ones included. Remove the XFAIL line
-// once public callees are kept.
 
 // CHECK-LABEL: module @public_callee_kept
 // CHECK-NEXT:    func.func @main(%[[ARG:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32> {

@@ -56,15 +56,15 @@ module @transfer_reused_by_two_tasks attributes {jaxpp.num_ranks = 2 : i64, jaxp
 // Stage 0's first result goes to rank 1 and to rank 2 (two channels), its
 // second result to rank 1 only. Every send sits right after the producer;
 // each recv right before the first task that reads it, in operand order.
-// (The sends come out in the reverse order of their channels: each new send
-// is moved right after the producer, ahead of the earlier ones.)
+// The sends after one producer come out in channel order, so that a transport
+// pairing sends and receives in order sees the same order on both sides.
 
 // CHECK-LABEL: module @value_sent_to_two_ranks
 // CHECK-NEXT:    func.func @main(%[[X:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32> {
 // CHECK-NEXT:      %[[F0:.*]]:2 = "jaxpp.task"(%[[X]]) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      "jaxpp.send"(%[[F0]]#0) {jaxpp.channel = 3 : i64, jaxpp.peer = 2 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
-// CHECK-NEXT:      "jaxpp.send"(%[[F0]]#0) {jaxpp.channel = 1 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
 // CHECK-NEXT:      "jaxpp.send"(%[[F0]]#1) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<4xf32>) -> ()
+// CHECK-NEXT:      "jaxpp.send"(%[[F0]]#0) {jaxpp.channel = 1 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
+// CHECK-NEXT:      "jaxpp.send"(%[[F0]]#0) {jaxpp.channel = 3 : i64, jaxpp.peer = 2 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
 // CHECK-NEXT:      %[[R0:.*]] = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : () -> tensor<4xf32>
 // CHECK-NEXT:      %[[R1:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : () -> tensor<2x4xf32>
 // CHECK-NEXT:      %[[F1:.*]] = "jaxpp.task"(%[[R0]], %[[R1]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}

@@ -2,11 +2,6 @@
 
 // A microbatch count that is not a decimal number is as invalid as a missing
 // or zero one.
-// XFAIL: *
-// Known bug (jaxpp_mlir.dialect.ops.loop_num_microbatches calls int() on the
-// attribute unguarded): this is an internal error (ValueError "invalid literal
-// for int() with base 10: 'two'", exit status 3) located at the module. Remove
-// the XFAIL line once it is the located error below.
 
 module @non_decimal_num_microbatches {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {

@@ -4,13 +4,6 @@
 // follows the default integer type). The loop's index stays tensor<i32>, the
 // type the runtime feeds (plan_builder passes the microbatch index as int32),
 // so the body must convert it wherever it replaces a counter.
-// XFAIL: *
-// Known bug (jaxpp_mlir/passes/normalize_loop.py, _rewrite): the counter's
-// uses are replaced by the tensor<i32> index block argument as they are, so
-// the body is invalid IR (here "'stablehlo.dynamic_slice' op ... start indices
-// must have same element type", from the verifier after the pass, exit status
-// 1). The same happens on `jax.jit(step).lower(...)` of any treduce step with
-// jax_enable_x64. Remove the XFAIL line once the index is converted.
 
 // CHECK-LABEL: module @i64_counter
 // CHECK:         "jaxpp.loop"(%{{.*}}) ({

@@ -2,12 +2,6 @@
 
 // The functions outlined from the code around the loop are plain StableHLO,
 // like stage functions: no jaxpp attribute is left on their ops.
-// XFAIL: *
-// Known bug (jaxpp_mlir/passes/outline_outer_code.py): _assign_ranks records
-// ranks as jaxpp.rank attributes on the ops (_RankAttrs) and
-// outlining.outline_group only clears jaxpp.stage/jaxpp.kind, so every op of
-// @pre*/@post* keeps e.g. `stablehlo.multiply %arg0, %arg0 {jaxpp.rank = 1 : i64}`.
-// Remove the XFAIL line once they are cleared.
 
 // CHECK-LABEL: func.func private @stage0_fwd(
 // CHECK-NOT:     jaxpp.

@@ -2,15 +2,10 @@
 
 // A task whose jaxpp.stage is outside [0, jaxpp.num_stages) must be rejected
 // with an error located at the task.
-// XFAIL: *
-// Known bug (jaxpp_mlir/passes/place_stages.py indexes `placement` with the
-// stage unchecked): stage 3 of a 1-stage program is an internal error
-// (IndexError, exit status 3), and stage -1 is silently placed on the last rank
-// (Python's negative indexing). Remove the XFAIL line once both are rejected.
 
 module @task_stage_beyond_num_stages attributes {jaxpp.num_stages = 1 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    // expected-error @+1 {{stage 3}}
+    // expected-error @+1 {{task of stage 3 in a program of 1 stages}}
     %0 = "jaxpp.task"(%arg0) {callee = @stage3_fwd, jaxpp.kind = "fwd", jaxpp.stage = 3 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %0 : tensor<2x4xf32>
   }
@@ -23,7 +18,7 @@ module @task_stage_beyond_num_stages attributes {jaxpp.num_stages = 1 : i64} {
 
 module @negative_task_stage attributes {jaxpp.num_stages = 2 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    // expected-error @+1 {{stage -1}}
+    // expected-error @+1 {{task of stage -1 in a program of 2 stages}}
     %0 = "jaxpp.task"(%arg0) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.stage = -1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %0 : tensor<2x4xf32>
   }

@@ -2,16 +2,10 @@
 
 // jaxpp ops missing a required attribute must fail with an error located at
 // the op (the pass has no precondition: every violation is a located error).
-// XFAIL: *
-// Known bug (jaxpp_mlir/passes/verify_program.py reads jaxpp.channel,
-// jaxpp.peer and callee without checking that they exist): each case below is
-// an internal error (KeyError 'attempt to access a non-existent attribute',
-// exit status 3) located at the module. Remove the XFAIL line once they are
-// located errors.
 
 module @send_without_channel attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    // expected-error @+1 {{jaxpp.channel}}
+    // expected-error @+1 {{'jaxpp.send' has no jaxpp.channel attribute}}
     "jaxpp.send"(%arg0) {jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
     return %arg0 : tensor<2x4xf32>
   }
@@ -22,7 +16,7 @@ module @send_without_channel attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_st
 module @recv_without_peer attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     "jaxpp.send"(%arg0) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
-    // expected-error @+1 {{jaxpp.peer}}
+    // expected-error @+1 {{'jaxpp.recv' has no jaxpp.peer attribute}}
     %0 = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.rank = 1 : i64} : () -> tensor<2x4xf32>
     return %arg0 : tensor<2x4xf32>
   }
@@ -32,7 +26,7 @@ module @recv_without_peer attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stage
 
 module @task_without_callee attributes {jaxpp.num_ranks = 1 : i64, jaxpp.num_stages = 1 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    // expected-error @+1 {{callee}}
+    // expected-error @+1 {{'jaxpp.task' has no callee attribute}}
     %0 = "jaxpp.task"(%arg0) {jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %0 : tensor<2x4xf32>
   }

@@ -1,0 +1,1 @@
+"""Python modules the MLIR bindings load for dialects without generated bindings."""
