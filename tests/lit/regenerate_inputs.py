@@ -123,12 +123,59 @@ def treduce_mlp() -> jax.stages.Lowered:
     return jax.jit(step).lower(params, batch)
 
 
+def sharded_treduce_mlp() -> jax.stages.Lowered:
+    """A 2-stage MLP step over 2 microbatches, tensor- and data-parallel in each stage.
+
+    Lowered, as ``partition()`` wants it, on the lowering mesh of an
+    ``MpmdMesh`` (stage=2, data=2, model=2): stage=1, data=2, model=2. Each
+    stage's weights are split over "model" (``P(None, "model")`` then
+    ``P("model", None)``), the microbatches over "data" (``P(None, "data",
+    None)``), and each stage's output is constrained to ``P("data", None)``
+    (a ``with_sharding_constraint``). Read by tests/lit/e2e-sharded/.
+    """
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    num_microbatches = 2
+    devices = np.array(jax.devices()[:8]).reshape(2, 2, 2)
+    mesh = pp.MpmdMesh(Mesh(devices, ("stage", "data", "model")), "stage").lowering_mesh()
+    rows = NamedSharding(mesh, P("data", None))
+
+    def loss(params, mb):
+        x, y = mb
+        for w_in, w_out in params:
+            x = jax.lax.with_sharding_constraint(jnp.tanh(x @ w_in) @ w_out, rows)
+            x = pp.pipeline_enter_stage(x)
+        return jnp.mean((x - y) ** 2)
+
+    def step(params, batch):
+        losses, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), batch, operation=(pp.Concat(), pp.Add)
+        )
+        return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), losses
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    params = [
+        (jax.random.normal(keys[2 * s], (WIDTH, 2 * WIDTH)),
+         jax.random.normal(keys[2 * s + 1], (2 * WIDTH, WIDTH)))
+        for s in range(2)
+    ]
+    x, y = _batch()
+    batch = (jnp.stack([x] * num_microbatches), jnp.stack([y] * num_microbatches))
+    weights = (NamedSharding(mesh, P(None, "model")), NamedSharding(mesh, P("model", None)))
+    data = NamedSharding(mesh, P(None, "data", None))
+    step = jax.jit(step, in_shardings=([weights] * 2, (data, data)))
+    return step.lower(params, batch)
+
+
 CAPTURES = {
     "mlp_value_and_grad.mlir": mlp_value_and_grad,
     "mlp_forward.mlir": mlp_forward,
     "nested_jit.mlir": nested_jit,
     "mlp_treduce.mlir": mlp_treduce,
     "treduce_mlp.mlir": treduce_mlp,
+    "sharded_treduce_mlp.mlir": sharded_treduce_mlp,
 }
 
 
