@@ -64,7 +64,9 @@ class AssignStages(ModulePass):
             count = backward_count[op]
             if count > num_stages:
                 raise diagnostics.error(
-                    op, f"{count} backward markers on a path but only {num_stages} stages"
+                    op,
+                    f"{count} backward markers lie on one path but the program has "
+                    f"{num_stages} stage(s): more transposed markers than markers",
                 )
             if count > 0:
                 positions[op] = num_stages - 1 + count

@@ -62,7 +62,7 @@ class CheckShardings(ModulePass):
                     if shardings.SHARDING_ATTR in attrs:
                         self._check(main, attrs[shardings.SHARDING_ATTR])
         for op in ir_utils.walk(main):
-            for name in (shardings.SHARDING_ATTR, "sharding"):
+            for name in (shardings.SHARDING_ATTR, "sharding", "in_shardings", "out_shardings"):
                 if name not in op.attributes:
                     continue
                 attr = op.attributes[name]
@@ -71,17 +71,25 @@ class CheckShardings(ModulePass):
                         self._check(op, sharding)
                 elif sdy.TensorShardingAttr.isinstance(attr):
                     self._check(op, attr)
+            if "manual_axes" in op.attributes:
+                manual = [
+                    ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["manual_axes"])
+                ]
+                if self.mpmd_axis in manual:
+                    raise diagnostics.error(op, self._message())
 
     def _check(self, op: ir.Operation, sharding: ir.Attribute) -> None:
         sharding = sdy.TensorShardingAttr(sharding)
         axes = [axis for dim in sharding.dimension_shardings for axis in _axes(dim)]
         axes += [sdy.AxisRefAttr(a).name for a in sharding.replicated_axes]
         if self.mpmd_axis in axes:
-            raise diagnostics.error(
-                op,
-                f"a sharding names the mpmd axis '{self.mpmd_axis}': inside a stage, shard "
-                "over the other mesh axes only (the mpmd axis separates the stages)",
-            )
+            raise diagnostics.error(op, self._message())
+
+    def _message(self) -> str:
+        return (
+            f"a sharding names the mpmd axis '{self.mpmd_axis}': inside a stage, shard "
+            "over the other mesh axes only (the mpmd axis separates the stages)"
+        )
 
 
 def _axes(dimension: ir.Attribute) -> list[str]:

@@ -54,7 +54,7 @@ class InlineCalls(ModulePass):
             if ir_utils.collect_ops(main, "func.call"):
                 raise diagnostics.error(
                     main,
-                    f"calls nested deeper than {self.max_depth} levels "
+                    f"calls nested deeper than max-depth={self.max_depth} "
                     "(recursive functions cannot be partitioned)",
                 )
         remaining = set(inlined)

@@ -45,7 +45,9 @@ class OutlineStages(ModulePass):
                 )
         num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR)
         if num_stages is None:
-            raise diagnostics.error(module, "module has no jaxpp.num_stages attribute")
+            raise diagnostics.error(
+                module, "module has no jaxpp.num_stages attribute: run jaxpp-assign-stages first"
+            )
         for op in top_ops:
             if jaxpp.is_stage_marker(op):
                 for result, operand in zip(op.results, op.operands, strict=True):

@@ -50,8 +50,8 @@ class PlaceStages(ModulePass):
             if len(self.placement) != num_stages:
                 raise diagnostics.error(
                     module,
-                    f"placement names {len(self.placement)} ranks but the program has "
-                    f"{num_stages} stages",
+                    f"placement has {len(self.placement)} entries (one rank per stage) but "
+                    f"the program has {num_stages} stages",
                 )
             bad = [r for r in self.placement if not 0 <= r < num_ranks]
             if bad:
@@ -74,7 +74,7 @@ class PlaceStages(ModulePass):
                 stage = jaxpp.get_stage(op)
                 if not 0 <= stage < num_stages:
                     raise diagnostics.error(
-                        op, f"task of stage {stage} in a program of {num_stages} stages"
+                        op, f"task of stage {stage} in a program of {num_stages} stage(s)"
                     )
                 jaxpp.set_rank(op, placement[stage])
             elif op.name not in ("func.return", jaxpp.YIELD_OP):

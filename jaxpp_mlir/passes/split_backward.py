@@ -41,7 +41,9 @@ class SplitBackward(ModulePass):
         groups: dict[int, list[ir.Operation]] = {}
         for op in ops:
             if not jaxpp.has_stage(op):
-                raise diagnostics.error(op, "op has no stage: run jaxpp-assign-stages first")
+                raise diagnostics.error(
+                    op, f"'{op.name}' has no stage: run jaxpp-assign-stages first"
+                )
             kind = jaxpp.get_kind(op)
             if kind in (jaxpp.BACKWARD_INPUT, jaxpp.BACKWARD_WEIGHT):
                 raise diagnostics.error(op, "the backward is already split")

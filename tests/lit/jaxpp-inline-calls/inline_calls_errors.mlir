@@ -21,7 +21,7 @@ module @callee_without_body {
 // -----
 
 module @recursive_call {
-  // expected-error @+1 {{calls nested deeper than 64 levels (recursive functions cannot be partitioned)}}
+  // expected-error @+1 {{calls nested deeper than max-depth=64 (recursive functions cannot be partitioned)}}
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = call @recurse(%arg0) : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %0 : tensor<2x4xf32>

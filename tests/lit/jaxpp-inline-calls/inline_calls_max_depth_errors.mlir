@@ -3,7 +3,7 @@
 // Two levels of calls with max-depth=1: the second level is refused.
 
 module @deeper_than_max_depth {
-  // expected-error @+1 {{calls nested deeper than 1 levels (recursive functions cannot be partitioned)}}
+  // expected-error @+1 {{calls nested deeper than max-depth=1 (recursive functions cannot be partitioned)}}
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = call @outer(%arg0) : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %0 : tensor<2x4xf32>

@@ -4,7 +4,7 @@
 
 // Option values the program cannot use; each run blames the module (line 10).
 
-// LENGTH:   place_stages_options_errors.mlir:10:1: error: placement names 2 ranks but the program has 3 stages
+// LENGTH:   place_stages_options_errors.mlir:10:1: error: placement has 2 entries (one rank per stage) but the program has 3 stages
 // RANGE:    place_stages_options_errors.mlir:10:1: error: placement rank 2 is outside [0, 2)
 // NEGATIVE: place_stages_options_errors.mlir:10:1: error: mpmd-dim must be positive, got -1
 module @three_stages attributes {jaxpp.num_stages = 3 : i64} {

@@ -5,7 +5,7 @@
 
 module @task_stage_beyond_num_stages attributes {jaxpp.num_stages = 1 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    // expected-error @+1 {{task of stage 3 in a program of 1 stages}}
+    // expected-error @+1 {{task of stage 3 in a program of 1 stage(s)}}
     %0 = "jaxpp.task"(%arg0) {callee = @stage3_fwd, jaxpp.kind = "fwd", jaxpp.stage = 3 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %0 : tensor<2x4xf32>
   }
@@ -18,7 +18,7 @@ module @task_stage_beyond_num_stages attributes {jaxpp.num_stages = 1 : i64} {
 
 module @negative_task_stage attributes {jaxpp.num_stages = 2 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    // expected-error @+1 {{task of stage -1 in a program of 2 stages}}
+    // expected-error @+1 {{task of stage -1 in a program of 2 stage(s)}}
     %0 = "jaxpp.task"(%arg0) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.stage = -1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %0 : tensor<2x4xf32>
   }
