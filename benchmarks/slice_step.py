@@ -73,7 +73,8 @@ def main() -> None:
     args = parser.parse_args()
 
     step, params, x, y = build(args.stages, args.layers_per_stage, args.width, args.batch)
-    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[: args.stages]), ("stage",)), "stage")
+    devices = np.array(jax.devices()[: args.stages])
+    mesh = pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
 
     t0 = time.perf_counter()
     lowered = jax.jit(step).lower(params, x, y)

@@ -74,13 +74,29 @@ def placement_pipeline(
     ]
 
 
-def default_pipeline(*, mpmd_dim: int, placement: tuple[int, ...] = ()) -> list[PipelineElement]:
-    """The passes ``partition()`` runs, in order (without the mesh checks it adds)."""
-    return stage_pipeline() + placement_pipeline(mpmd_dim=mpmd_dim, placement=placement)
+def default_pipeline(
+    *,
+    mpmd_dim: int,
+    placement: tuple[int, ...] = (),
+    mpmd_axis: str = "",
+    submesh_size: int = 0,
+    sharded: bool = False,
+) -> list[PipelineElement]:
+    """The passes ``partition()`` runs, in order, for a schedule that does not split backwards.
+
+    ``partition(x, mesh=m)`` runs ``default_pipeline(mpmd_dim=m.mpmd_dim,
+    mpmd_axis=m.mpmd_axis_name, submesh_size=len(m.rank_devices(0)),
+    sharded=<x has an sdy.mesh>)``; with the mesh arguments left out, the mesh
+    checks are skipped.
+    """
+    return stage_pipeline(
+        mpmd_axis=mpmd_axis, submesh_size=submesh_size, sharded=sharded
+    ) + placement_pipeline(mpmd_dim=mpmd_dim, placement=placement)
 
 
-def default_pipeline_text(*, mpmd_dim: int, placement: tuple[int, ...] = ()) -> str:
-    elements = default_pipeline(mpmd_dim=mpmd_dim, placement=placement)
+def default_pipeline_text(**kwargs: Any) -> str:
+    """``default_pipeline(**kwargs)`` in ``jaxpp-opt --pass-pipeline`` syntax."""
+    elements = default_pipeline(**kwargs)
     return "builtin.module(" + ",".join(str(e) for e in elements) + ")"
 
 

@@ -38,6 +38,8 @@ class CheckShardings(ModulePass):
     def run(self, module: ir.Operation) -> None:
         for mesh in shardings.mesh_ops(module):
             axes = dict(shardings.mesh_axes(mesh))
+            if not axes:  # a maximal mesh (one device, e.g. for jax.debug.print): no SPMD
+                continue
             if self.mpmd_axis and axes.get(self.mpmd_axis, 1) != 1:
                 raise diagnostics.error(
                     mesh,
@@ -71,12 +73,6 @@ class CheckShardings(ModulePass):
                         self._check(op, sharding)
                 elif sdy.TensorShardingAttr.isinstance(attr):
                     self._check(op, attr)
-            if "manual_axes" in op.attributes:
-                manual = [
-                    ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["manual_axes"])
-                ]
-                if self.mpmd_axis in manual:
-                    raise diagnostics.error(op, self._message())
 
     def _check(self, op: ir.Operation, sharding: ir.Attribute) -> None:
         sharding = sdy.TensorShardingAttr(sharding)

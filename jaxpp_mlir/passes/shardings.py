@@ -45,6 +45,8 @@ def value_sharding(value: ir.Value) -> ir.Attribute | None:
     """The sharding Shardy gave ``value``, if any."""
     if isinstance(value, ir.OpResult):
         owner = ir_utils.defining_op(value)
+        if owner.name in ("sdy.sharding_constraint", "sdy.reshard"):
+            return owner.attributes["sharding"]  # the sharding the op imposes on its result
         if SHARDING_ATTR not in owner.attributes:
             return None
         per_value = sdy.TensorShardingPerValueAttr(owner.attributes[SHARDING_ATTR])

@@ -157,8 +157,10 @@ def sharded_treduce_mlp() -> jax.stages.Lowered:
 
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     params = [
-        (jax.random.normal(keys[2 * s], (WIDTH, 2 * WIDTH)),
-         jax.random.normal(keys[2 * s + 1], (2 * WIDTH, WIDTH)))
+        (
+            jax.random.normal(keys[2 * s], (WIDTH, 2 * WIDTH)),
+            jax.random.normal(keys[2 * s + 1], (2 * WIDTH, WIDTH)),
+        )
         for s in range(2)
     ]
     x, y = _batch()

@@ -180,7 +180,9 @@ def test_stage_ir_and_dump(tmp_path, batch):
 
 def test_second_call_reuses_executables(batch):
     params = mlp_params(2)
-    program = pp.partition(jax.jit(jax.value_and_grad(mse)).lower(params, *batch), mesh=make_mesh(2))
+    program = pp.partition(
+        jax.jit(jax.value_and_grad(mse)).lower(params, *batch), mesh=make_mesh(2)
+    )
     compiled = program.compile()
     compiled(params, *batch)
     executables = dict(compiled.executable.executables)
@@ -216,8 +218,11 @@ def test_marker_inside_control_flow_names_the_source_line(batch):
     def f(x):
         return jax.lax.fori_loop(0, 3, body, x)
 
-    with pytest.raises(pp.PartitionError, match=r"test_partition.py:\d+:\d+: error: stage marker "
-                       r"inside 'stablehlo.while' is not supported"):
+    with pytest.raises(
+        pp.PartitionError,
+        match=r"test_partition.py:\d+:\d+: error: stage marker "
+        r"inside 'stablehlo.while' is not supported",
+    ):
         pp.partition(jax.jit(f).lower(batch[0]), mesh=make_mesh(2))
 
 
@@ -229,7 +234,9 @@ def test_malformed_mlir_text():
 @pytest.fixture(scope="module")
 def compiled_two_stage(batch):
     params = mlp_params(2)
-    program = pp.partition(jax.jit(jax.value_and_grad(mse)).lower(params, *batch), mesh=make_mesh(2))
+    program = pp.partition(
+        jax.jit(jax.value_and_grad(mse)).lower(params, *batch), mesh=make_mesh(2)
+    )
     return params, program.compile()
 
 

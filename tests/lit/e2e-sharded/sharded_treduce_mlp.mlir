@@ -13,7 +13,7 @@
 // task and the loop carry their results' shardings (sdy.sharding_per_value),
 // and the user's constraints, which propagation turned into sdy.reshard,
 // are sdy.sharding_constraint again. The activation crossing ranks is
-// checked loosely here: see sharded_boundary_constraint.mlir.
+// checked in sharded_boundary_constraint.mlir.
 
 // CHECK-LABEL: module @jit_step attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64, mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
 // CHECK-NEXT:    sdy.mesh @mesh = <["stage"=1, "data"=2, "model"=2]>
