@@ -244,7 +244,7 @@ def test_peak_in_flight(p: int, m: int) -> None:
     assert eager == [min(m, 2 * (p - 1 - r) + 1) for r in range(p)]
 
 
-@pytest.mark.parametrize("p, v, rounds", itertools.product((2, 3, 4), (2, 3), (1, 2, 3)))
+@pytest.mark.parametrize("p, v, rounds", list(itertools.product((2, 3, 4), (2, 3), (1, 2, 3))))
 def test_interleaved_bubble(p: int, v: int, rounds: int) -> None:
     m = rounds * p
     for fuse in (False, True):
