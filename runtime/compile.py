@@ -40,14 +40,8 @@ def compile_stage(
     global compile_count
     devices = tuple(devices)
     client = devices[0].client
-    options = jax_backend.get_compile_options(
-        num_replicas=1,
-        num_partitions=len(devices),
-        device_assignment=np.array([[d.id for d in devices]]),
-        backend=client,
-    )
     try:
-        exe = client.compile_and_load(mlir_module, xc.DeviceList(devices), options)
+        exe = client.compile_and_load(mlir_module, xc.DeviceList(devices), _options(devices))
     except Exception as e:  # XLA raises JaxRuntimeError; parse errors vary
         raise RuntimeFailure(
             f"compiling executable {name!r} for devices {[d.id for d in devices]} failed: {e}"
@@ -100,18 +94,24 @@ def _rebind(
     if tuple(source_devices) == devices:
         return exe
     client = devices[0].client
-    options = jax_backend.get_compile_options(
-        num_replicas=1,
-        num_partitions=len(devices),
-        device_assignment=np.array([[d.id for d in devices]]),
-        backend=client,
-    )
     try:
-        return client.deserialize_executable(exe.serialize(), xc.DeviceList(devices), options)
+        return client.deserialize_executable(
+            exe.serialize(), xc.DeviceList(devices), _options(devices)
+        )
     except Exception as e:
         raise RuntimeFailure(
             f"loading executable {name!r} on devices {[d.id for d in devices]} failed: {e}"
         ) from e
+
+
+def _options(devices: tuple[jax.Device, ...]) -> xc.CompileOptions:
+    """Compile options for one SPMD program over ``devices`` (one partition each)."""
+    return jax_backend.get_compile_options(
+        num_replicas=1,
+        num_partitions=len(devices),
+        device_assignment=np.array([[d.id for d in devices]]),
+        backend=devices[0].client,
+    )
 
 
 def check_signature(
