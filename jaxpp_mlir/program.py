@@ -89,15 +89,40 @@ class PartitionedProgram:
         """Bytes each rank holds at peak during a step (values freed after their last use)."""
         return peak_bytes_per_rank(self.plan)
 
-    def compile(self) -> CompiledProgram:
-        """Compiles every stage module on its rank's submesh (one PJRT executable each)."""
+    def compile(self, *, options: Any = None) -> CompiledProgram:
+        """Compiles every stage module on its rank's submesh (one PJRT executable each).
+
+        With several processes (``jax.process_count() > 1``) each process compiles
+        and runs only its own ranks (``jaxpp_mlir.runtime.distributed``; ``options``
+        is a ``DistributedOptions``).
+        """
         from jaxpp_mlir.runtime.executor import compile_plan
 
         devices = [self.mesh.rank_devices(rank) for rank in range(self.num_ranks)]
+        if jax.process_count() > 1:
+            return self._compile_distributed(devices, options)
         index_arrays = [
             jax.device_put(index.array(), devices[index.rank][0]) for index in self.index_inputs
         ]
         return CompiledProgram(self, compile_plan(self.plan, devices), index_arrays)
+
+    def _compile_distributed(self, devices: list, options: Any) -> CompiledProgram:
+        from jaxpp_mlir.runtime.distributed import compile_distributed
+
+        me = jax.process_index()
+        index_arrays = [
+            jax.device_put(index.array(), devices[index.rank][0])
+            if devices[index.rank][0].process_index == me
+            else index.array()
+            for index in self.index_inputs
+        ]
+        executable = compile_distributed(
+            self.plan,
+            devices,
+            num_user_inputs=len(self.plan.inputs) - len(self.index_inputs),
+            options=options,
+        )
+        return CompiledProgram(self, executable, index_arrays)
 
     def __repr__(self) -> str:
         names = ", ".join(self.stage_modules)
@@ -124,6 +149,16 @@ class CompiledProgram:
         if self.program.out_tree is None:
             return outputs
         return jax.tree_util.tree_unflatten(self.program.out_tree, outputs)
+
+    def gather(self, outputs: Any) -> Any:
+        """``outputs`` (a pytree of this program's outputs) as host numpy arrays.
+
+        With several processes, an output held by another process is fetched
+        from it: every process must call ``gather`` with the same structure.
+        """
+        from jaxpp_mlir.runtime.distributed import gather
+
+        return gather(outputs)
 
     def _flatten_inputs(self, args: tuple, kwargs: dict) -> list[Any]:
         program = self.program

@@ -1,0 +1,324 @@
+"""Run one script as several ``jax.distributed`` processes on this machine.
+
+    python -m jaxpp_mlir.launch --nproc 2 --devices-per-proc 4 script.py args...
+
+starts ``script.py args...`` ``--nproc`` times, each process with
+``--devices-per-proc`` CPU devices, a coordinator on 127.0.0.1 at a free port,
+and these environment variables:
+
+- ``JAX_COORDINATOR_ADDRESS`` / ``JAX_COORDINATOR_BIND_ADDRESS``: ``127.0.0.1:PORT``
+  (``jax.distributed.initialize`` reads both),
+- ``JAXPP_NUM_PROCESSES``, ``JAXPP_PROCESS_ID``: the process count and this
+  process's id, read by ``initialize_from_env``,
+- ``XLA_FLAGS`` with ``--xla_force_host_platform_device_count`` and
+  ``JAX_PLATFORMS=cpu``.
+
+The script calls ``jaxpp_mlir.launch.initialize_from_env()`` first (it also
+works under Slurm or Open MPI, and alone, without any of these variables).
+Output lines are prefixed with ``[pN]``. When a process fails, the others get
+``--grace`` seconds to stop by themselves (the runtime's watchdog makes them
+exit), then every process still running is killed by PID; the launcher exits
+with the first failing process's code (128 + signal for a signal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import IO
+
+import numpy as np
+
+_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+# ------------------------------------------------------------------ in the script
+
+
+def initialize_from_env(*, heartbeat_timeout_s: int | None = None) -> bool:
+    """Initializes ``jax.distributed`` from the launcher's (or a cluster's) environment.
+
+    - ``JAXPP_NUM_PROCESSES`` and ``JAXPP_PROCESS_ID`` set (this launcher, or
+      any launcher that sets them with ``JAX_COORDINATOR_ADDRESS``): initializes
+      with them;
+    - otherwise, under Slurm or Open MPI, or with ``JAX_COORDINATOR_ADDRESS``
+      set: ``jax.distributed.initialize()``, which detects the rest;
+    - otherwise: a single process, nothing to do.
+
+    Returns whether several processes run. Also starts the jaxpp watchdog,
+    which stops this process with a clear message when a peer is lost.
+    ``heartbeat_timeout_s`` (default ``JAXPP_HEARTBEAT_TIMEOUT`` or 20) is how
+    long jax's coordination service waits for a silent process;
+    ``JAXPP_INIT_TIMEOUT`` (300) how long processes wait for each other to start.
+    """
+    import jax
+
+    from jaxpp_mlir.runtime import watchdog
+
+    env = os.environ
+    if heartbeat_timeout_s is None:
+        heartbeat_timeout_s = int(env.get("JAXPP_HEARTBEAT_TIMEOUT", "20"))
+    cluster = any(k in env for k in ("SLURM_JOB_ID", "OMPI_MCA_orte_hnp_uri", "PMIX_RANK"))
+    timeouts = {
+        "heartbeat_timeout_seconds": heartbeat_timeout_s,
+        "initialization_timeout": int(env.get("JAXPP_INIT_TIMEOUT", "300")),
+    }
+    if "JAXPP_PROCESS_ID" in env and "JAXPP_NUM_PROCESSES" in env:
+        jax.distributed.initialize(
+            coordinator_address=env.get("JAX_COORDINATOR_ADDRESS"),
+            num_processes=int(env["JAXPP_NUM_PROCESSES"]),
+            process_id=int(env["JAXPP_PROCESS_ID"]),
+            **timeouts,
+        )
+    elif cluster or "JAX_COORDINATOR_ADDRESS" in env:
+        jax.distributed.initialize(**timeouts)
+    else:
+        return False
+    if jax.process_count() > 1:
+        watchdog.ensure_started()
+    return jax.process_count() > 1
+
+
+def pipeline_devices(num_ranks: int, devices_per_rank: int = 1) -> np.ndarray:
+    """Devices for ``num_ranks`` pipeline ranks, as an array ``[num_ranks, devices_per_rank]``.
+
+    Ranks are spread evenly over the processes, in order (process 0 holds the
+    first ranks), and every rank's devices belong to one process, as the
+    multi-process runtime requires. In one process: the first devices.
+    """
+    import jax
+
+    count = jax.process_count()
+    if num_ranks % count:
+        raise ValueError(f"{num_ranks} ranks do not split evenly over {count} processes")
+    per_process = num_ranks // count
+    grid = []
+    for process in range(count):
+        local = sorted((d for d in jax.devices() if d.process_index == process), key=lambda d: d.id)
+        need = per_process * devices_per_rank
+        if len(local) < need:
+            raise ValueError(
+                f"process {process} has {len(local)} devices; {per_process} ranks of "
+                f"{devices_per_rank} devices need {need}"
+            )
+        for r in range(per_process):
+            grid.append(local[r * devices_per_rank : (r + 1) * devices_per_rank])
+    result = np.empty((num_ranks, devices_per_rank), dtype=object)
+    for r, devices in enumerate(grid):
+        for i, d in enumerate(devices):
+            result[r, i] = d
+    return result
+
+
+# ------------------------------------------------------------------ the launcher
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env(
+    base: dict[str, str], process: int, nproc: int, port: int, devices_per_proc: int | None
+) -> dict[str, str]:
+    """The environment of process ``process``."""
+    env = dict(base)
+    address = f"127.0.0.1:{port}"
+    env["JAX_COORDINATOR_ADDRESS"] = address
+    env["JAX_COORDINATOR_BIND_ADDRESS"] = address
+    env["JAXPP_NUM_PROCESSES"] = str(nproc)
+    env["JAXPP_PROCESS_ID"] = str(process)
+    env["PYTHONUNBUFFERED"] = "1"
+    if devices_per_proc is not None:
+        flags = re.sub(rf"{_DEVICE_COUNT_FLAG}=\S+", "", env.get("XLA_FLAGS", "")).split()
+        env["XLA_FLAGS"] = " ".join([*flags, f"{_DEVICE_COUNT_FLAG}={devices_per_proc}"])
+        env.setdefault("JAX_PLATFORMS", "cpu")
+    return env
+
+
+def _pump(stream: IO[bytes], out: IO[bytes], prefix: bytes) -> None:
+    for line in iter(stream.readline, b""):
+        out.write(prefix + line)
+        out.flush()
+    stream.close()
+
+
+class Launch:
+    """Child processes of one launch; ``wait`` supervises them, ``kill`` ends them."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        nproc: int,
+        *,
+        devices_per_proc: int | None = None,
+        port: int | None = None,
+        prefix: bool = True,
+        env: dict[str, str] | None = None,
+    ):
+        self.port = port or free_port()
+        self.started = time.monotonic()
+        self.procs: list[subprocess.Popen] = []
+        self.ended: dict[int, float] = {}
+        self._threads: list[threading.Thread] = []
+        base = dict(os.environ if env is None else env)
+        try:
+            for i in range(nproc):
+                pipe = subprocess.PIPE if prefix else None
+                proc = subprocess.Popen(
+                    list(command),
+                    env=child_env(base, i, nproc, self.port, devices_per_proc),
+                    stdout=pipe,
+                    stderr=pipe,
+                    start_new_session=True,  # its own process group, killed with it
+                )
+                self.procs.append(proc)
+                if prefix:
+                    tag = f"[p{i}] ".encode()
+                    for stream, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
+                        t = threading.Thread(
+                            target=_pump, args=(stream, out.buffer, tag), daemon=True
+                        )
+                        t.start()
+                        self._threads.append(t)
+        except BaseException:
+            self.kill()
+            raise
+
+    def poll(self) -> list[int | None]:
+        now = time.monotonic()
+        codes = []
+        for i, proc in enumerate(self.procs):
+            code = proc.poll()
+            if code is not None and i not in self.ended:
+                self.ended[i] = now - self.started
+            codes.append(code)
+        return codes
+
+    def kill(self, grace_s: float = 3.0) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s``, to every child still running (by PID,
+        with its process group)."""
+        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+            alive = [p for p in self.procs if p.poll() is None]
+            if not alive:
+                break
+            for proc in alive:
+                _signal(proc.pid, sig)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and any(p.poll() is None for p in alive):
+                time.sleep(0.05)
+        for proc in self.procs:  # children that exited may leave a process group behind
+            _signal(proc.pid, signal.SIGKILL, group_only=True)
+        self.poll()
+        for t in self._threads:
+            t.join(timeout=1.0)
+
+    def wait(self, *, grace_s: float = 30.0, timeout_s: float | None = None) -> int:
+        """Waits for every child; returns the launch's exit code.
+
+        After the first failure, the others have ``grace_s`` to exit; then they
+        are killed. ``timeout_s`` bounds the whole launch (exit code 124).
+        """
+        first_failure: tuple[int, int] | None = None
+        failed_at = None
+        try:
+            while True:
+                codes = self.poll()
+                for i, code in enumerate(codes):
+                    if code not in (None, 0) and first_failure is None:
+                        first_failure, failed_at = (i, code), time.monotonic()
+                if all(c is not None for c in codes):
+                    break
+                now = time.monotonic()
+                if failed_at is not None and now - failed_at > grace_s:
+                    _say(
+                        f"processes still running {grace_s:.0f} s after process "
+                        f"{first_failure[0]} failed; killing them"
+                    )
+                    self.kill()
+                    break
+                if timeout_s is not None and now - self.started > timeout_s:
+                    _say(f"timeout after {timeout_s:.0f} s; killing every process")
+                    self.kill()
+                    return 124
+                time.sleep(0.05)
+        finally:
+            self.kill()
+        for i, proc in enumerate(self.procs):
+            took = self.ended.get(i, time.monotonic() - self.started)
+            _say(f"process {i} (pid {proc.pid}) exited with {proc.returncode} after {took:.1f} s")
+        if first_failure is None:
+            return 0
+        code = first_failure[1]
+        return 128 - code if code < 0 else code
+
+
+def _signal(pid: int, sig: int, group_only: bool = False) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        if not group_only:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"jaxpp.launch: {message}\n")
+    sys.stderr.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxpp_mlir.launch",
+        description="Run a script as several jax.distributed processes on this machine.",
+    )
+    parser.add_argument("--nproc", type=int, required=True, help="number of processes")
+    parser.add_argument(
+        "--devices-per-proc", type=int, default=None, help="CPU devices per process"
+    )
+    parser.add_argument("--port", type=int, default=None, help="coordinator port (default: free)")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        help="seconds the others get to exit after a process fails (default 30)",
+    )
+    parser.add_argument("--timeout", type=float, default=None, help="limit for the whole run")
+    parser.add_argument("--no-prefix", action="store_true", help="do not prefix output lines")
+    parser.add_argument("script", help="the Python script every process runs")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    ns = parser.parse_args(argv)
+    if ns.nproc < 1:
+        parser.error("--nproc must be at least 1")
+    launch = Launch(
+        [sys.executable, ns.script, *ns.args],
+        ns.nproc,
+        devices_per_proc=ns.devices_per_proc,
+        port=ns.port,
+        prefix=not ns.no_prefix,
+    )
+
+    def stop(signum: int, _frame: object) -> None:
+        _say(f"got signal {signum}; killing every process")
+        launch.kill()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    return launch.wait(grace_s=ns.grace, timeout_s=ns.timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

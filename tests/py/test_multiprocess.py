@@ -1,0 +1,312 @@
+"""Several processes (jax.distributed on 127.0.0.1, gloo on CPU): the same pipelined step.
+
+Each multi-process test starts worker processes (``multiprocess/worker.py``)
+through ``jaxpp_mlir.launch`` or directly, with a hard timeout, and leaves no
+process behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from jaxpp_mlir.runtime.distributed import plan_transfers, rank_processes  # noqa: E402
+from jaxpp_mlir.runtime.plan import Recv, RunStage, Send  # noqa: E402
+
+import jaxpp_mlir as pp  # noqa: E402
+from jaxpp_mlir.launch import child_env, free_port  # noqa: E402
+
+HERE = pathlib.Path(__file__).parent / "multiprocess"
+WORKER = str(HERE / "worker.py")
+LIMITS = {  # bounded waits inside the workers
+    "JAXPP_SETUP_TIMEOUT": "60",
+    "JAXPP_TRANSFER_TIMEOUT": "60",
+    "JAXPP_PEER_TIMEOUT": "15",
+    "JAXPP_HEARTBEAT_TIMEOUT": "15",
+}
+
+
+def _load_model():
+    spec = importlib.util.spec_from_file_location("jaxpp_multiprocess_model", HERE / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+model = _load_model()
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, **LIMITS}
+
+
+def launch(
+    nproc: int, devices: int, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable,
+        "-m",
+        "jaxpp_mlir.launch",
+        "--nproc",
+        str(nproc),
+        "--devices-per-proc",
+        str(devices),
+        "--grace",
+        "20",
+        "--timeout",
+        str(timeout),
+        WORKER,
+        *args,
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout + 30, env=_env()
+    )
+    if result.returncode != 0:
+        print(result.stdout[-5000:], result.stderr[-5000:])
+    return result
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[str, tuple[list[np.ndarray], np.ndarray]]:
+    """Parameters and losses of the same steps in this single process (8 devices)."""
+    result = {}
+    for name in model.SCHEDULES:
+        program = model.partition(name, np.array(jax.devices()[: model.NUM_RANKS]))
+        _, params, history = model.train(program)
+        result[name] = ([np.asarray(p) for p in params], np.stack([np.asarray(h) for h in history]))
+    return result
+
+
+# ------------------------------------------------------------------ training
+
+
+@pytest.mark.parametrize(("nproc", "devices"), [(2, 4), (4, 2)], ids=["2x4", "4x2"])
+def test_training_matches_single_process_bit_for_bit(nproc, devices, tmp_path, reference):
+    result = launch(nproc, devices, "train", str(tmp_path), *model.SCHEDULES)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name, (params, losses) in reference.items():
+        got = np.load(tmp_path / f"{name}.npz")
+        for i, p in enumerate(params):
+            np.testing.assert_array_equal(got[f"arr_{i}"], p, err_msg=f"{name} param {i}")
+        np.testing.assert_array_equal(got["losses"], losses, err_msg=f"{name} losses")
+    assert result.stdout.count("remote outputs refuse to be read") == nproc * len(model.SCHEDULES)
+
+
+def test_sharded_ranks_match_single_process_bit_for_bit(tmp_path):
+    result = launch(2, 2, "sharded", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    program = model.partition_sharded(np.array(jax.devices()[:4]).reshape(2, 2))
+    _, params, history = model.train(program)
+    got = np.load(tmp_path / "sharded.npz")
+    for i, p in enumerate(params):
+        np.testing.assert_array_equal(got[f"arr_{i}"], np.asarray(p), err_msg=f"param {i}")
+    np.testing.assert_array_equal(got["losses"], np.stack([np.asarray(h) for h in history]))
+
+
+def test_main_job_as_two_processes_prints_the_single_process_losses():
+    examples = pathlib.Path(__file__).parents[2] / "examples"
+    command = [
+        sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2", "--devices-per-proc", "4",
+        "--timeout", "150", str(examples / "train_mlp_multiprocess.py"), "--steps", "2",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=180, env=_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "[p0] pipelined training matches jax.jit" in result.stdout
+    printed = re.findall(r"\[p0\] step \d+: pipelined loss (\S+)", result.stdout)
+
+    sys.path.insert(0, str(examples))
+    try:
+        import train_mlp as job
+    finally:
+        sys.path.remove(str(examples))
+    key_params, key_x, key_y = jax.random.split(jax.random.PRNGKey(0), 3)
+    params = job.init_params(key_params)
+    state = (params, job.optimizer.init(params))
+    shape = (job.MICROBATCHES, job.MICROBATCH_SIZE, job.WIDTH)
+    batch = (jax.random.normal(key_x, shape), jax.random.normal(key_y, shape))
+    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:4]), ("stage",)), "stage")
+    lowered = jax.jit(job.train_step).lower(*state, batch)
+    step = pp.partition(lowered, mesh=mesh, schedule=job.SCHEDULES["1f1b"]()).compile()
+    expected = []
+    for _ in range(2):
+        *state, loss = step(*state, batch)
+        expected.append(f"{float(loss):.8f}")
+    assert printed == expected
+
+
+# ------------------------------------------------------------------ failures
+
+
+class _Worker:
+    """A worker process started without the launcher, its output collected by threads."""
+
+    def __init__(self, process: int, nproc: int, port: int, devices: int, *args: str):
+        env = child_env(_env(), process, nproc, port, devices)
+        self.proc = subprocess.Popen(
+            [sys.executable, WORKER, *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.step = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.err), daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _read(self, stream, lines: list[str]) -> None:
+        for line in stream:
+            lines.append(line)
+            if line.startswith("step 2"):
+                self.step.set()
+
+    def kill(self) -> None:
+        for kill in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), lambda: self.proc.kill()):
+            try:
+                kill()
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.proc.wait(timeout=10)
+        for t in self._threads:
+            t.join(timeout=5)
+
+
+@pytest.mark.parametrize(
+    ("nproc", "devices", "victim"), [(2, 4, 1), (4, 2, 2)], ids=["2x4-kill-1", "4x2-kill-2"]
+)
+def test_killing_a_process_mid_step_stops_the_others(nproc, devices, victim):
+    port = free_port()
+    workers = [_Worker(p, nproc, port, devices, "loop") for p in range(nproc)]
+    try:
+        assert workers[victim].step.wait(timeout=120), "".join(workers[victim].err)[-3000:]
+        os.kill(workers[victim].proc.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        for p, w in enumerate(workers):
+            if p == victim:
+                continue
+            remaining = max(0.1, 30 - (time.monotonic() - killed))
+            try:
+                w.proc.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"process {p} still runs 30 s after process {victim} was killed")
+        took = time.monotonic() - killed
+        for p, w in enumerate(workers):
+            if p == victim:
+                continue
+            w.kill()  # joins the readers
+            err = "".join(w.err)
+            assert w.proc.returncode != 0, f"process {p} exited with 0:\n{err[-3000:]}"
+            names_the_victim = re.search(
+                rf"process {victim} \([^)]*\) is probably lost|lost peer process {victim}\b|"
+                rf"unhealthy \(stopped sending heartbeats\):\n{victim}\n",
+                err,
+            )
+            assert names_the_victim, f"process {p} does not name process {victim}:\n{err[-3000:]}"
+        assert took < 30
+    finally:
+        for w in workers:
+            w.kill()
+    assert all(w.proc.poll() is not None for w in workers)
+
+
+# ------------------------------------------------------------------ deadlocks
+
+
+def test_deadlocking_transfer_order_is_rejected_in_every_process():
+    result = launch(2, 4, "deadlock")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        result.stdout.count("REJECTED: the cross-process transfers of this plan would deadlock")
+        == 2
+    )
+
+
+@pytest.fixture(scope="module")
+def std1f1b_plan():
+    return model.partition("std1f1b", np.array(jax.devices()[: model.NUM_RANKS])).plan
+
+
+def test_plan_in_global_order_is_deadlock_free(std1f1b_plan):
+    for process_of, nproc in (((0, 0, 1, 1), 2), ((0, 1, 2, 3), 4), ((0, 1, 1, 0), 2)):
+        groups = plan_transfers(std1f1b_plan, process_of, nproc)
+        crossing = {(g.src_rank, g.dst_rank) for g in groups}
+        assert all(process_of[a] != process_of[b] for a, b in crossing)
+        assert groups
+
+
+def test_per_process_order_is_rejected_with_both_waits(std1f1b_plan):
+    plan = model.per_process_order(std1f1b_plan)
+    with pytest.raises(pp.ScheduleError, match="would deadlock") as info:
+        plan_transfers(plan, (0, 0, 1, 1), 2)
+    message = str(info.value)
+    assert "process 0 waits in the transfer of value" in message
+    assert "process 1 waits in the transfer of value" in message
+
+
+def test_send_issued_before_its_value_exists_is_rejected(std1f1b_plan):
+    # A plan listing a cross-process send and its receive before the run that
+    # produces the value: the sender would issue the transfer without the value.
+    plan = std1f1b_plan
+    send = next(i for i in plan.instructions if isinstance(i, Send) and (i.rank, i.peer) == (1, 2))
+    recv = next(i for i in plan.instructions if isinstance(i, Recv) and i.channel == send.channel)
+    rest = [i for i in plan.instructions if i is not send and i is not recv]
+    assert any(isinstance(i, RunStage) and send.value in i.outputs for i in rest)
+    bad = dataclasses.replace(plan, instructions=(send, recv, *rest))
+    with pytest.raises(pp.ScheduleError, match=f"rank 1 does not hold value {send.value}"):
+        plan_transfers(bad, (0, 0, 1, 1), 2)
+
+
+def test_rank_spanning_processes_is_rejected():
+    @dataclasses.dataclass(frozen=True)
+    class FakeDevice:
+        id: int
+        process_index: int
+
+    with pytest.raises(pp.MeshError, match="rank 1's devices \\[2, 2048\\] belong to processes"):
+        rank_processes([[FakeDevice(0, 0)], [FakeDevice(2, 0), FakeDevice(2048, 1)]])
+
+
+# ------------------------------------------------------------------ launcher
+
+
+def test_launcher_propagates_the_exit_code_and_kills_the_rest(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "if os.environ['JAXPP_PROCESS_ID'] == '1':\n"
+        "    sys.exit(3)\n"
+        "print('pid', os.getpid(), flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2", "--grace", "1", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3
+    assert time.monotonic() - start < 30
+    pid = int(re.search(r"\[p0\] pid (\d+)", result.stdout).group(1))
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert "process 1" in result.stderr and "exited with 3" in result.stderr
