@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -39,6 +40,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference import place_pipelined_inputs  # noqa: E402
 
 
 def make_schedules(ranks: int) -> list[pp.Schedule]:
@@ -91,21 +95,6 @@ def make_step(num_layers: int, num_stages: int):
         return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), losses
 
     return step
-
-
-def place_inputs(program, args):
-    """Every argument read on one rank only, put there once (parameters included)."""
-    leaves, tree = jax.tree_util.tree_flatten(args)
-    kept = program.kept_inputs if program.kept_inputs is not None else range(len(leaves))
-    placed = list(leaves)
-    for binding_index, leaf_index in enumerate(kept):
-        ranks = program.plan.inputs[binding_index].ranks
-        if len(ranks) == 1:
-            device = program.mesh.rank_devices(ranks[0])[0]
-            placed[leaf_index] = jax.device_put(
-                leaves[leaf_index], jax.sharding.SingleDeviceSharding(device)
-            )
-    return jax.tree_util.tree_unflatten(tree, placed)
 
 
 def max_abs_diff(a, b) -> float:
@@ -165,7 +154,7 @@ def main() -> None:
             {
                 "schedule": schedule,
                 "fn": compiled,
-                "state": place_inputs(program, (params, xs, ys)),
+                "state": place_pipelined_inputs(program, (params, xs, ys)),
                 "record": {
                     "schedule": repr(schedule),
                     "name": short_name(schedule),

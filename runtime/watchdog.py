@@ -204,15 +204,8 @@ class Watchdog:
                 return
             now = time.monotonic()
             running = False
-            for key, value in entries:
-                peer = int(key.rsplit("/", 1)[1])
-                if peer == self.process:
-                    continue
-                counter, _, state = value.partition("|")
-                info = self._peers.setdefault(peer, _Peer(changed=now))
-                if counter != info.counter:
-                    info.counter, info.state, info.changed = counter, state, now
-                final = state == "bye" or state.startswith("failed")
+            for _, info in self._update_peers(entries, now):
+                final = info.state == "bye" or info.state.startswith("failed")
                 if not final and now - info.changed < silent_after:
                     running = True
             if not running:
@@ -259,7 +252,12 @@ class Watchdog:
                 )
             return
         self._kv_down_since = None
-        now = time.monotonic()
+        for _ in self._update_peers(entries, time.monotonic()):
+            pass
+
+    def _update_peers(self, entries: list, now: float) -> list[tuple[int, _Peer]]:
+        """Records each peer's heartbeat entry; returns the peers with their state."""
+        updated = []
         for key, value in entries:
             peer = int(key.rsplit("/", 1)[1])
             if peer == self.process:
@@ -267,7 +265,10 @@ class Watchdog:
             counter, _, state = value.partition("|")
             info = self._peers.setdefault(peer, _Peer(changed=now))
             if counter != info.counter:
-                info.counter, info.state, info.changed = counter, state, now
+                info.counter, info.changed = counter, now
+            info.state = state
+            updated.append((peer, info))
+        return updated
 
     def _describe(self, peer: int) -> str:
         if peer < 0:

@@ -134,13 +134,20 @@ def test_tied_weights_across_two_stages():
     new_params, grads, losses = program.compile()(params, batch)
     expected = jax.jit(step)(params, batch)
     # The two contributions to the tied weight's gradient are added in the same
-    # order as in jax.jit (per microbatch, then accumulated): bit for bit.
+    # order as in jax.jit (per microbatch, then accumulated), and the losses are
+    # bit for bit. The gradients are not always: the transposed use of the tied
+    # weight compiles, inside a stage module, to a dot with other operand
+    # layouts than in the whole-step module, and XLA's CPU dot kernels then sum
+    # in another order on some CPUs (seen on AMD EPYC: 1-2 ulp, 6e-8 absolute).
+    # Hence 1e-6 of each array's largest magnitude.
+    np.testing.assert_array_equal(np.asarray(losses), np.asarray(expected[2]))
     for a, e in zip(
-        jax.tree_util.tree_leaves((new_params, grads, losses)),
-        jax.tree_util.tree_leaves(expected),
+        jax.tree_util.tree_leaves((new_params, grads)),
+        jax.tree_util.tree_leaves(expected[:2]),
         strict=True,
     ):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(e))
+        e = np.asarray(e)
+        np.testing.assert_allclose(np.asarray(a), e, rtol=0, atol=1e-6 * np.abs(e).max())
     assert new_params["embed"].devices() == {jax.devices()[0]}
 
 
