@@ -24,8 +24,9 @@ the median step time over ``--steps`` steps after ``--warmup`` warm-up steps
 (parameters fed back, inputs placed once on the ranks that read them), the
 plain-jit lower / compile / first-call and step time measured in the same
 process, the step ratio, and the max abs difference of parameters and loss
-against plain jit (after the first step, and after all steps); then the same as
-one JSON line. With ``--repeat-processes N`` it re-runs itself in N fresh
+against plain jit (after the first step, and after all steps); for W2 also the
+warm partition time (median of 5) with 16 and with 64 microbatches and their
+ratio; then the same as one JSON line. With ``--repeat-processes N`` it re-runs itself in N fresh
 processes and reports the median of every figure across them. The targets of
 issue 6 are printed next to the figures they constrain.
 
@@ -63,6 +64,9 @@ class Workload:
     num_microbatches: int
     microbatch_size: int
     num_stages: int  # one CPU device per stage
+    # Issue 6: partition time with this many microbatches must stay within 20% of the
+    # workload's own (0: not measured).
+    scaling_microbatches: int = 0
 
     @property
     def layers_per_stage(self) -> int:
@@ -74,7 +78,13 @@ WORKLOADS = {
         "W1", num_layers=8, width=512, num_microbatches=8, microbatch_size=8, num_stages=4
     ),
     "W2": Workload(
-        "W2", num_layers=32, width=256, num_microbatches=16, microbatch_size=4, num_stages=8
+        "W2",
+        num_layers=32,
+        width=256,
+        num_microbatches=16,
+        microbatch_size=4,
+        num_stages=8,
+        scaling_microbatches=64,
     ),
 }
 
@@ -82,6 +92,7 @@ WORKLOADS = {
 TARGET_STEP_RATIO = 1.2
 TARGET_PARTITION_S = {"W2": 0.3}
 TARGET_TIME_TO_FIRST_STEP_S = {"W1": 0.75, "W2": 1.75}  # lower + partition + compile + first call
+TARGET_PARTITION_SCALING = 1.2  # partition at scaling_microbatches / at num_microbatches
 JAXPP_STEP_RATIO = {"W1": 1.5, "W2": 2.3}  # measured NVIDIA JaxPP figures quoted in the issue
 
 
@@ -297,9 +308,35 @@ def run_workload(
         # Other processes share this machine's cores: the 1-minute load average at the end.
         "loadavg_1min": os.getloadavg()[0],
     }
+    if spec.scaling_microbatches:
+        record.update(partition_scaling(spec, lowered, mesh))
     if breakdown:
         record["breakdown"] = step_breakdown(compiled, (our_params, pp_state[1], pp_state[2]))
     return record
+
+
+def partition_scaling(spec: Workload, lowered, mesh, repeats: int = 5) -> dict:
+    """Warm partition times (median of ``repeats``) at the workload's microbatch count and at
+    ``spec.scaling_microbatches``, the same step otherwise (issue 6: within 20%)."""
+
+    def warm_partition_s(lowered_step, num_microbatches: int) -> float:
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            pp.partition(lowered_step, mesh=mesh, schedule=pp.Std1F1B(spec.num_stages))
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    many = dataclasses.replace(spec, num_microbatches=spec.scaling_microbatches)
+    params, xs, ys = init(many)
+    lowered_many = jax.jit(pipelined_step_fn(many)).lower(params, xs, ys)
+    base = warm_partition_s(lowered, spec.num_microbatches)
+    scaled = warm_partition_s(lowered_many, many.num_microbatches)
+    return {
+        "partition_warm_s": base,
+        "partition_scaled_warm_s": scaled,
+        "partition_scaling_ratio": scaled / base,
+    }
 
 
 def step_breakdown(compiled, args, reps: int = 10) -> dict:
@@ -428,6 +465,9 @@ FIELDS = [
     # key, label, format ("ms": seconds shown as milliseconds)
     ("lower_s", "lower s", "{:.3f}"),
     ("partition_s", "partition s (passes + plan)", "{:.3f}"),
+    ("partition_warm_s", "  warm, median of 5 s", "{:.3f}"),
+    ("partition_scaled_warm_s", "  warm, with 64 microbatches s", "{:.3f}"),
+    ("partition_scaling_ratio", "  64 microbatches / as given", "{:.3f}"),
     ("compile_s", "compile s (all stages)", "{:.3f}"),
     ("first_call_s", "first call s", "{:.3f}"),
     ("time_to_first_step_s", "lower+partition+compile+first s", "{:.3f}"),
@@ -460,6 +500,8 @@ def target_text(name: str, key: str, value: float) -> str:
         )
     elif key == "partition_s" and name in TARGET_PARTITION_S:
         limit, extra = TARGET_PARTITION_S[name], ""
+    elif key == "partition_scaling_ratio":
+        limit, extra = TARGET_PARTITION_SCALING, ""
     elif key == "time_to_first_step_s" and name in TARGET_TIME_TO_FIRST_STEP_S:
         limit, extra = TARGET_TIME_TO_FIRST_STEP_S[name], ""
     elif key.startswith("max_abs_diff"):
@@ -478,7 +520,12 @@ def print_table(records: list[dict], title: str) -> None:
     )
     for key, label, fmt in FIELDS:
         row = f"{label:<{label_width}}"
+        if not any(key in record for record in records):
+            continue
         for record in records:
+            if key not in record:
+                row += f" | {'-':>9} {'':<24}"
+                continue
             value = record[key]
             row += f" | {_fmt(value, fmt):>9} {target_text(record['workload'], key, value):<24}"
         print(row.rstrip())

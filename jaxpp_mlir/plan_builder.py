@@ -78,6 +78,38 @@ def build_plan(
         return _Builder(module, stage_modules, num_ranks, schedule).build()
 
 
+# How a templated instruction names a value: a value id fixed for every microbatch, a
+# value the loop body defines (its index in the body, one id per microbatch), or a
+# block argument of the loop body (its position: 0 is the microbatch index).
+_FIXED, _LOCAL, _LOOP_ARGUMENT = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class _RunTemplate:
+    rank: int
+    executable: str
+    inputs: tuple[tuple[int, int], ...]
+    outputs: tuple[int, ...]  # body-local indices
+    label: str  # "fwd_2" (the microbatch is appended)
+
+
+@dataclasses.dataclass(frozen=True)
+class _SendTemplate:
+    rank: int
+    peer: int
+    channel: int  # the IR's channel (numbered per microbatch when expanded)
+    value: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class _RecvTemplate:
+    rank: int
+    peer: int
+    channel: int
+    value: int  # body-local index
+    spec: rt.TensorSpec
+
+
 class _Builder:
     def __init__(
         self,
@@ -91,7 +123,7 @@ class _Builder:
         self.stage_modules = stage_modules
         self.num_ranks = num_ranks
         self.schedule = schedule
-        self.ids: dict[tuple[ir.Value, int | None], int] = {}
+        self.ids: dict[ir.Value, int] = {}  # values outside the loop body
         self.home: dict[int, int] = {}  # value id -> rank; absent for program inputs
         self.num_inputs = len(list(self.block.arguments))
         self.input_ranks: dict[int, set[int]] = {i: set() for i in range(self.num_inputs)}
@@ -101,53 +133,85 @@ class _Builder:
         self.executables: dict[str, rt.StageExecutable] = {}
         self.channels: dict[tuple[int, int | None], int] = {}
         self.loop: ir.Operation | None = None
-        self.loop_body: ir.Block | None = None
         self.loop_yield: ir.Operation | None = None
         self.loop_arguments: dict[ir.Value, int] = {}
-        self.loop_values: set[ir.Value] = set()  # defined in the loop body: one per microbatch
+        self.local: dict[ir.Value, int] = {}  # loop body value -> its index in the body
+        self.local_ids: dict[tuple[int, int], int] = {}  # (body index, microbatch) -> id
+        self.state_sources: list[tuple[int, int]] = []  # what the body yields, as refs
+        self.initial_state: dict[tuple[int, int], int] = {}  # (state, rank) -> id
         for index, argument in enumerate(self.block.arguments):
-            self.ids[(argument, None)] = index
+            self.ids[argument] = index
 
     # --------------------------------------------------------------- values
-
-    def _key(self, value: ir.Value, microbatch: int | None) -> tuple[ir.Value, int | None]:
-        return (value, microbatch) if value in self.loop_values else (value, None)
 
     def define(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
         value_id = self.next_id
         self.next_id += 1
-        self.ids[self._key(value, microbatch)] = value_id
+        if value in self.local:
+            self.local_ids[(self.local[value], microbatch)] = value_id
+        else:
+            self.ids[value] = value_id
         self.home[value_id] = rank
         return value_id
 
     def use(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
+        return self.resolve(self.ref(value, rank), rank, microbatch)
+
+    def ref(self, value: ir.Value, rank: int) -> tuple[int, int]:
+        """How ``value``, read on ``rank``, is named in every microbatch."""
         if value in self.loop_arguments:
-            return self._loop_argument(self.loop_arguments[value], rank, microbatch)
-        key = self._key(value, microbatch)
-        if key not in self.ids:
+            return (_LOOP_ARGUMENT, self.loop_arguments[value])
+        if value in self.local:
+            return (_LOCAL, self.local[value])
+        if value not in self.ids:
             raise ScheduleError(
-                f"the schedule runs a task of microbatch {microbatch} on rank {rank} before "
-                "the task that computes one of its inputs"
+                f"the schedule runs a task on rank {rank} before the task that computes "
+                "one of its inputs"
             )
-        value_id = self.ids[key]
+        value_id = self.ids[value]
         if value_id < self.num_inputs:
             self.input_ranks[value_id].add(rank)
-        return value_id
+        return (_FIXED, value_id)
 
-    def _loop_argument(self, index: int, rank: int, microbatch: int | None) -> int:
-        assert self.loop is not None and microbatch is not None
+    def resolve(self, ref: tuple[int, int], rank: int, microbatch: int | None) -> int:
+        """The value id of ``ref`` in ``microbatch``."""
+        kind, index = ref
+        if kind == _FIXED:
+            return index
+        if kind == _LOCAL:
+            value_id = self.local_ids.get((index, microbatch))
+            if value_id is None:
+                raise ScheduleError(
+                    f"the schedule runs a task of microbatch {microbatch} on rank {rank} "
+                    "before the task that computes one of its inputs"
+                )
+            return value_id
         if index == 0:
             return self.index_ids[(microbatch, rank)]
         if microbatch == 0:
-            return self.use(self.loop.operands[index - 1], rank)
-        yielded = self.loop_yield.operands[index - 1]
-        if (yielded, microbatch - 1) not in self.ids:
+            key = (index, rank)
+            if key not in self.initial_state:
+                initial = self.ref(self.loop.operands[index - 1], rank)
+                self.initial_state[key] = self.resolve(initial, rank, None)
+            return self.initial_state[key]
+        source = self.state_sources[index - 1]
+        if source[0] == _FIXED and source[1] < self.num_inputs:
+            self.input_ranks[source[1]].add(rank)
+        if source[0] == _LOCAL and (source[1], microbatch - 1) not in self.local_ids:
             raise ScheduleError(
                 f"the schedule runs microbatch {microbatch} before microbatch {microbatch - 1} "
                 f"on rank {rank}, but both update the same accumulator (loop state "
                 f"{index - 1}): tasks of one stage must run in microbatch order"
             )
-        return self.ids[(yielded, microbatch - 1)]
+        return self.resolve(source, rank, microbatch - 1)
+
+    def _state_source(self, value: ir.Value) -> tuple[int, int]:
+        """What the loop body yields for one state, as a ref (no input use recorded)."""
+        if value in self.loop_arguments:
+            return (_LOOP_ARGUMENT, self.loop_arguments[value])
+        if value in self.local:
+            return (_LOCAL, self.local[value])
+        return (_FIXED, self.ids[value])
 
     def channel(self, channel: int, microbatch: int | None) -> int:
         key = (channel, microbatch)
@@ -158,22 +222,14 @@ class _Builder:
     # -------------------------------------------------------------- emitting
 
     def emit(self, op: ir.Operation, microbatch: int | None = None) -> None:
+        """Emits one op of ``@main`` outside the loop, or one op of a fused loop task."""
         rank = jaxpp.get_rank(op)
         if jaxpp.is_task(op):
-            callee = jaxpp.task_callee(op)
+            callee = self._register(op, rank)
             inputs = tuple(self.use(v, rank, microbatch) for v in op.operands)
             outputs = tuple(self.define(v, rank, microbatch) for v in op.results)
-            if callee not in self.executables:
-                self.executables[callee] = rt.StageExecutable(
-                    name=callee,
-                    rank=rank,
-                    mlir_module=self.stage_modules[callee],
-                    input_specs=tuple(tensor_spec(v.type) for v in op.operands),
-                    output_specs=tuple(tensor_spec(v.type) for v in op.results),
-                )
-            self.instructions.append(
-                rt.RunStage(rank, callee, inputs, outputs, _label(op, microbatch))
-            )
+            label = _label(op, microbatch)
+            self.instructions.append(rt.RunStage(rank, callee, inputs, outputs, label))
         elif jaxpp.is_send(op):
             value = self.use(op.operands[0], rank, microbatch)
             channel = self.channel(jaxpp.get_channel(op), microbatch)
@@ -184,14 +240,89 @@ class _Builder:
             spec = tensor_spec(op.results[0].type)
             self.instructions.append(rt.Recv(rank, jaxpp.get_peer(op), channel, value, spec))
 
+    def _register(self, task: ir.Operation, rank: int) -> str:
+        """The callee of ``task``, registered as an executable on first sight."""
+        callee = jaxpp.task_callee(task)
+        if callee not in self.executables:
+            self.executables[callee] = rt.StageExecutable(
+                name=callee,
+                rank=rank,
+                mlir_module=self.stage_modules[callee],
+                input_specs=tuple(tensor_spec(v.type) for v in task.operands),
+                output_specs=tuple(tensor_spec(v.type) for v in task.results),
+            )
+        return callee
+
+    def template(self, op: ir.Operation) -> _RunTemplate | _SendTemplate | _RecvTemplate:
+        """A loop body op as a microbatch-independent instruction (MLIR is read once)."""
+        rank = jaxpp.get_rank(op)
+        if jaxpp.is_task(op):
+            return _RunTemplate(
+                rank,
+                self._register(op, rank),
+                tuple(self.ref(v, rank) for v in op.operands),
+                tuple(self.local[v] for v in op.results),
+                f"{jaxpp.get_kind(op)}_{jaxpp.get_stage(op)}",
+            )
+        if jaxpp.is_send(op):
+            return _SendTemplate(
+                rank, jaxpp.get_peer(op), jaxpp.get_channel(op), self.ref(op.operands[0], rank)
+            )
+        result = op.results[0]
+        return _RecvTemplate(
+            rank,
+            jaxpp.get_peer(op),
+            jaxpp.get_channel(op),
+            self.local[result],
+            tensor_spec(result.type),
+        )
+
+    def expand(self, templates: list, microbatch: int | None) -> None:
+        """Appends the instructions of ``templates`` for ``microbatch``."""
+        append = self.instructions.append
+        resolve = self.resolve
+        for template in templates:
+            rank = template.rank
+            if type(template) is _RunTemplate:
+                inputs = tuple(
+                    ref[1] if ref[0] == _FIXED else resolve(ref, rank, microbatch)
+                    for ref in template.inputs
+                )
+                outputs = self._define_slots(template.outputs, rank, microbatch)
+                label = f"{template.label}__{microbatch or 0}"
+                append(rt.RunStage(rank, template.executable, inputs, outputs, label))
+            elif type(template) is _SendTemplate:
+                value = resolve(template.value, rank, microbatch)
+                channel = self.channel(template.channel, microbatch)
+                append(rt.Send(rank, template.peer, channel, value))
+            else:
+                (value,) = self._define_slots((template.value,), rank, microbatch)
+                channel = self.channel(template.channel, microbatch)
+                append(rt.Recv(rank, template.peer, channel, value, template.spec))
+
+    def _define_slots(
+        self, slots: tuple[int, ...], rank: int, microbatch: int | None
+    ) -> tuple[int, ...]:
+        first = self.next_id
+        self.next_id += len(slots)
+        value_ids = tuple(range(first, self.next_id))
+        self.local_ids.update(zip([(slot, microbatch) for slot in slots], value_ids, strict=True))
+        self.home.update(dict.fromkeys(value_ids, rank))
+        return value_ids
+
     def emit_loop(self, loop: ir.Operation) -> None:
-        self.loop, self.loop_body = loop, jaxpp.loop_body(loop)
-        self.loop_arguments = {a: i for i, a in enumerate(self.loop_body.arguments)}
-        body_ops = [op.operation for op in self.loop_body.operations]
+        body = jaxpp.loop_body(loop)
+        self.loop = loop
+        self.loop_arguments = {a: i for i, a in enumerate(body.arguments)}
+        body_ops = [op.operation for op in body.operations]
         self.loop_yield = body_ops[-1]
-        self.loop_values = {r for op in body_ops for r in op.results}
+        for op in body_ops:
+            for result in op.results:
+                self.local[result] = len(self.local)
+        self.state_sources = [self._state_source(v) for v in self.loop_yield.operands]
         num_microbatches = jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
-        units = _task_units(self.loop_body)
+        units = _task_units(body)
+        templates: dict[tuple[int, str], list] = {}
         if self.schedule is None:
             raise ScheduleError("a program with a microbatch loop needs a schedule")
         scheduled: set[tuple[int, str]] = set()
@@ -208,13 +339,14 @@ class _Builder:
                 for kind in kinds:
                     scheduled.add((task.stage, kind))
                     if (task.stage, kind) in units:
-                        selected.append((units[(task.stage, kind)], task.microbatch))
+                        selected.append(((task.stage, kind), task.microbatch))
             if len(selected) > 1 and isinstance(item, FusedTask):
-                self.emit_fused(selected)
-            else:
-                for unit, microbatch in selected:
-                    for op in unit:
-                        self.emit(op, microbatch)
+                self.emit_fused([(units[key], microbatch) for key, microbatch in selected])
+                continue
+            for key, microbatch in selected:
+                if key not in templates:
+                    templates[key] = [self.template(op) for op in units[key]]
+                self.expand(templates[key], microbatch)
         missing = sorted(set(units) - scheduled)
         if missing:
             stage, kind = missing[0]
@@ -222,10 +354,15 @@ class _Builder:
                 f"the program has a {kind} task for stage {stage} that the schedule "
                 f"{self.schedule!r} never runs (does the schedule split the backward?)"
             )
-        terminator = self.loop_yield
         last = num_microbatches - 1
         for index, result in enumerate(loop.results):
-            self.ids[(result, None)] = self.ids[(terminator.operands[index], last)]
+            kind, source = self.state_sources[index]
+            if kind == _LOOP_ARGUMENT:
+                raise PartitionError(
+                    f"loop state {index} is yielded straight from a loop argument: the loop "
+                    "state must be computed by the loop's tasks"
+                )
+            self.ids[result] = self.local_ids[(source, last)] if kind == _LOCAL else source
 
     def emit_fused(self, parts: list[tuple[list[ir.Operation], int]]) -> None:
         """Runs the tasks of ``parts`` as one executable: receives, one run, then sends."""
@@ -288,7 +425,7 @@ class _Builder:
                 self.emit(op)
         outputs = []
         for value in terminator.operands:
-            value_id = self.ids[(value, None)]
+            value_id = self.ids[value]
             rank = self.home.get(value_id, 0)
             outputs.append(rt.OutputBinding(self.use(value, rank), rank, tensor_spec(value.type)))
         inputs = [
@@ -318,21 +455,27 @@ class _Builder:
         the optimizer update) may consume the buffer, and only where the input
         is its argument once and a result has the same shape and dtype.
         """
+        if not donated:
+            return
         runs_per_executable: dict[str, int] = {}
+        # (input, rank) -> the last task on that rank reading the input, unless a send of
+        # the input follows it there; in order of first reading.
+        last_reader: dict[tuple[int, int], rt.RunStage] = {}
         for inst in self.instructions:
             if isinstance(inst, rt.RunStage):
                 runs_per_executable[inst.executable] = (
                     runs_per_executable.get(inst.executable, 0) + 1
                 )
+                for index in donated.intersection(inst.inputs):
+                    last_reader[(index, inst.rank)] = inst
+            elif isinstance(inst, rt.Send) and inst.value in donated:
+                last_reader.pop((inst.value, inst.rank), None)
+        readers: dict[int, list[rt.RunStage]] = {}
+        for (index, _), inst in last_reader.items():
+            readers.setdefault(index, []).append(inst)
         aliases: dict[str, dict[int, int]] = {}
-        for index in sorted(donated):
-            last_reader: dict[int, rt.RunStage] = {}
-            for inst in self.instructions:
-                if isinstance(inst, rt.RunStage) and index in inst.inputs:
-                    last_reader[inst.rank] = inst
-                elif isinstance(inst, rt.Send) and inst.value == index:
-                    last_reader.pop(inst.rank, None)
-            for inst in last_reader.values():
+        for index in sorted(readers):
+            for inst in readers[index]:
                 if runs_per_executable[inst.executable] != 1 or inst.inputs.count(index) != 1:
                     continue
                 stage = self.executables[inst.executable]

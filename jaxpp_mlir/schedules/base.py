@@ -64,7 +64,11 @@ class Schedule(abc.ABC):
         """One ordered list of tasks per rank for ``num_microbatches`` microbatches."""
         check_int("num_microbatches", num_microbatches, 1)
         self._check_num_microbatches(num_microbatches)
-        return self._build(num_microbatches)
+        # Built once per count (partition asks several times); the caller gets its own lists.
+        cache = self.__dict__.setdefault("_tasks_cache", {})
+        if num_microbatches not in cache:
+            cache[num_microbatches] = tuple(tuple(row) for row in self._build(num_microbatches))
+        return [list(row) for row in cache[num_microbatches]]
 
     def _check_num_microbatches(self, num_microbatches: int) -> None:
         """Raise ``ScheduleError`` if the schedule cannot run this many microbatches.

@@ -64,12 +64,16 @@ def check_tasks(
     num_stages: int,
     num_microbatches: int,
     stage_rank: Callable[[int], int],
-) -> dict[Task, Location]:
-    """Check the lists' contents and same-rank order; return where each task sits."""
+) -> tuple[dict[Task, Location], dict[Task, tuple[Task, ...]]]:
+    """Check the lists' contents and same-rank order.
+
+    Returns where each task sits and the tasks each one depends on.
+    """
     num_ranks = len(per_rank)
     problems: list[str] = []
     marked: list[tuple[int, int]] = []
     where: dict[Task, Location] = {}
+    placement = [stage_rank(stage) for stage in range(num_stages)]
     for rank, row in enumerate(per_rank):
         for step, item in enumerate(row):
             if not isinstance(item, Task | FusedTask):
@@ -85,10 +89,9 @@ def check_tasks(
                         f"microbatch {task.microbatch} out of range "
                         f"(num_microbatches={num_microbatches})"
                     )
-                elif stage_rank(task.stage) != rank:
-                    bad = (
-                        f"stage {task.stage} is placed on rank {stage_rank(task.stage)}, not {rank}"
-                    )
+                elif placement[task.stage] != rank:
+                    placed = placement[task.stage]
+                    bad = f"stage {task.stage} is placed on rank {placed}, not {rank}"
                 elif task in where:
                     first_rank, first_step, _ = where[task]
                     bad = f"duplicate, first at rank {first_rank} step {first_step}"
@@ -107,12 +110,15 @@ def check_tasks(
             problems,
             per_rank,
         )
-    _check_local_order(per_rank, where, num_stages)
-    return where
+    needs = {task: dependencies(task, num_stages, where) for task in where}
+    _check_local_order(per_rank, where, needs)
+    return where, needs
 
 
 def _check_local_order(
-    per_rank: Sequence[Sequence[object]], where: dict[Task, Location], num_stages: int
+    per_rank: Sequence[Sequence[object]],
+    where: dict[Task, Location],
+    needs: dict[Task, tuple[Task, ...]],
 ) -> None:
     """Reject a task placed before, on its own rank, a task whose output it needs."""
     problems: list[str] = []
@@ -121,7 +127,7 @@ def _check_local_order(
         for step, item in enumerate(row):
             assert isinstance(item, Task | FusedTask)
             for index, task in enumerate(item.parts):
-                for dep in dependencies(task, num_stages, where):
+                for dep in needs[task]:
                     dep_rank, dep_step, dep_index = where[dep]
                     if dep_rank != rank or (dep_step, dep_index) < (step, index):
                         continue

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.schedules.check import Location, check_tasks, schedule_error
-from jaxpp_mlir.schedules.deps import dependencies, releases_activation
+from jaxpp_mlir.schedules.deps import releases_activation
 from jaxpp_mlir.schedules.task import BWD, BWD_I, BWD_W, FWD, KINDS, ScheduleItem, Task
 
 #: Default cost of each task kind: a full backward costs two forwards.
@@ -103,9 +103,9 @@ def _peak_in_flight(
 def _deadlock(
     per_rank: Sequence[Sequence[ScheduleItem]],
     where: Mapping[Task, Location],
+    needs: Mapping[Task, tuple[Task, ...]],
     pos: Sequence[int],
     avail: Mapping[Task, float],
-    num_stages: int,
 ) -> ScheduleError:
     """The error for ranks stuck at ``pos``: what each waits for, and the marked grid."""
     problems: list[str] = []
@@ -117,7 +117,7 @@ def _deadlock(
         waits = [
             dep
             for task in item.parts
-            for dep in dependencies(task, num_stages, where)
+            for dep in needs[task]
             if dep not in avail and dep not in item.parts
         ]
         dep = waits[0]
@@ -146,7 +146,7 @@ def simulate_tasks(
     if transfer_cost < 0:
         raise ScheduleError(f"transfer_cost must be >= 0, got {transfer_cost}")
     cost = cost_function(costs)
-    where = check_tasks(
+    where, needs = check_tasks(
         per_rank,
         num_stages=num_stages,
         num_microbatches=num_microbatches,
@@ -160,41 +160,53 @@ def simulate_tasks(
     start: dict[Task, float] = {}
     end: dict[Task, float] = {}
     timeline: list[list[tuple[float, float, ScheduleItem]]] = [[] for _ in range(num_ranks)]
+    # Per rank and step: the item, its tasks, and what it waits for from outside itself,
+    # with the transfer delay each of those adds.
+    steps = [
+        [
+            (
+                item,
+                item.parts,
+                tuple(
+                    (dep, transfer_cost if where[dep][0] != rank else 0.0)
+                    for task in item.parts
+                    for dep in needs[task]
+                    if dep not in item.parts
+                ),
+            )
+            for item in row
+        ]
+        for rank, row in enumerate(per_rank)
+    ]
     progressed = True
     while progressed:
         progressed = False
-        for rank, row in enumerate(per_rank):
+        for rank, row in enumerate(steps):
             while pos[rank] < len(row):
-                item = row[pos[rank]]
+                item, parts, waits = row[pos[rank]]
                 ready = free[rank]
-                blocked = False
-                for task in item.parts:
-                    for dep in dependencies(task, num_stages, where):
-                        if dep in item.parts:
-                            continue
-                        if dep not in avail:
-                            blocked = True
-                            break
-                        hop = transfer_cost if where[dep][0] != rank else 0.0
-                        ready = max(ready, avail[dep] + hop)
-                    if blocked:
+                for dep, hop in waits:
+                    done = avail.get(dep)
+                    if done is None:
                         break
-                if blocked:
-                    break
-                now = ready
-                for task in item.parts:
-                    start[task] = now
-                    now += cost(task)
-                    end[task] = now
-                for task in item.parts:
-                    avail[task] = now
-                timeline[rank].append((ready, now, item))
-                busy[rank] += now - ready
-                free[rank] = now
-                pos[rank] += 1
-                progressed = True
+                    ready = max(ready, done + hop)
+                else:
+                    now = ready
+                    for task in parts:
+                        start[task] = now
+                        now += cost(task)
+                        end[task] = now
+                    for task in parts:
+                        avail[task] = now
+                    timeline[rank].append((ready, now, item))
+                    busy[rank] += now - ready
+                    free[rank] = now
+                    pos[rank] += 1
+                    progressed = True
+                    continue
+                break
     if any(pos[rank] < len(row) for rank, row in enumerate(per_rank)):
-        raise _deadlock(per_rank, where, pos, avail, num_stages)
+        raise _deadlock(per_rank, where, needs, pos, avail)
     makespan = max(free, default=0.0)
     idle = num_ranks * makespan - sum(busy)
     bubble = idle / (num_ranks * makespan) if makespan > 0 else 0.0

@@ -43,6 +43,9 @@ class Task:
     microbatch: int
 
     def __post_init__(self) -> None:
+        if type(self.stage) is int and type(self.microbatch) is int:  # the common case, fast
+            if self.stage >= 0 and self.microbatch >= 0 and self.kind in _SHORT:
+                return
         if self.kind not in KINDS:
             raise ScheduleError(f"Task kind must be one of {KINDS}, got {self.kind!r}")
         _check_index("stage", self.stage)
