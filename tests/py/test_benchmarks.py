@@ -1,0 +1,105 @@
+"""The benchmarks' own code paths at tiny sizes, so that they cannot rot.
+
+``benchmarks/reference.py`` runs in this process through ``run_workload``, the
+function its command line calls; the schedule and partition-scaling scripts run
+as the commands README.md gives, with tiny sizes. Every benchmark also checks
+its pipelined numbers against plain ``jax.jit``: those checks are asserted here.
+"""
+
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return _load("reference")
+
+
+@pytest.fixture(scope="module")
+def tiny_w1_record(reference):
+    # W1's structure (8 layers, 4 stages, 8 microbatches, Std1F1B), tiny arrays; the
+    # partition-scaling measurement too, at 4x the microbatches.
+    spec = dataclasses.replace(
+        reference.WORKLOADS["W1"], width=16, microbatch_size=2, scaling_microbatches=32
+    )
+    return reference.run_workload(spec, steps=2, warmup=1, breakdown=True)
+
+
+def test_reference_matches_plain_jit_bit_for_bit(tiny_w1_record):
+    for key in (
+        "max_abs_diff_params_first_step",
+        "max_abs_diff_loss_first_step",
+        "max_abs_diff_params",
+        "max_abs_diff_loss",
+    ):
+        assert tiny_w1_record[key] == 0.0, key
+
+
+def test_reference_reports_every_figure(reference, tiny_w1_record, capsys):
+    for key, _, _ in reference.FIELDS:
+        assert key in tiny_w1_record, key
+    for key in ("lower_s", "partition_s", "compile_s", "first_call_s", "step_s", "jit_step_s"):
+        assert tiny_w1_record[key] > 0, key
+    assert tiny_w1_record["step_ratio"] == pytest.approx(
+        tiny_w1_record["step_s"] / tiny_w1_record["jit_step_s"]
+    )
+    assert "error" not in tiny_w1_record["breakdown"]
+    reference.print_table([tiny_w1_record], "tiny W1")
+    reference.print_breakdown(tiny_w1_record)
+    printed = capsys.readouterr().out
+    assert "step / plain jit" in printed and "4x microbatches / as given" in printed
+    json.dumps({k: v for k, v in tiny_w1_record.items() if k != "breakdown"})
+
+
+def _run_script(name: str, *args: str) -> list[dict]:
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / f"{name}.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def test_schedules_benchmark_runs_every_schedule_exactly():
+    records = _run_script(
+        "schedules",
+        *("--layers", "8", "--width", "8", "--microbatches", "8", "--microbatch-size", "2"),
+        *("--ranks", "4", "--steps", "1", "--warmup", "0"),
+    )
+    pipelined = [r for r in records if "max_abs_diff_params" in r]
+    names = {r["name"] for r in pipelined}
+    assert {"GPipe(4)", "Std1F1B(4)", "ZeroBubble(4)", "DualPipeV(8,4)"} <= names
+    for record in pipelined:
+        assert record["max_abs_diff_params"] == 0.0, record["name"]
+        assert record["max_abs_diff_losses"] == 0.0, record["name"]
+        assert record["sim_ratio_to_gpipe"] > 0
+
+
+def test_partition_scaling_benchmark_runs():
+    records = _run_script(
+        "partition_scaling", "--microbatches", "4,8", "--repeats", "1", "--width", "8"
+    )
+    assert [r["microbatches"] for r in records] == [4, 8]
+    assert records[1]["plan_instructions"] > records[0]["plan_instructions"]
