@@ -20,7 +20,10 @@ class AssignStages(ModulePass):
     Forward markers (``@jaxpp.enter_stage``, direction fwd) end a stage: a value
     computed from the output of the k-th marker on its path belongs to stage k
     (the ops after the last marker, typically the loss and its gradient seed,
-    join the last stage). Backward markers, the transposes autodiff places,
+    join the last stage). The number of stages is the longest chain of forward
+    markers, or of backward markers where that is longer (``jax.grad`` of a
+    model whose last stage's output only feeds the loss keeps the backward
+    marker but not the forward one). Backward markers, the transposes autodiff places,
     open the backward of a stage: a value downstream of c backward markers
     belongs to the backward of stage N - c. Ops that depend on no marker at all
     (casts of parameters, for instance) are placed with their earliest user, so
@@ -46,30 +49,41 @@ class AssignStages(ModulePass):
         block = ir_utils.stage_block(main)
         _check_marker_placement(main, block, in_loop=ir_utils.find_loop(main) is not None)
         top_ops = [op.operation for op in block.operations][:-1]
-        forward_markers = [
-            op
-            for op in top_ops
-            if jaxpp.is_stage_marker(op) and jaxpp.marker_direction(op) == jaxpp.FORWARD
-        ]
-        if not forward_markers:
+        markers = [op for op in top_ops if jaxpp.is_stage_marker(op)]
+        if not markers:
             raise diagnostics.error(
                 main,
                 "no stage markers found: mark the end of every stage with "
                 "jaxpp_mlir.pipeline_enter_stage (the last one after the last layer)",
             )
         forward_stage, backward_count, anchored = _propagate(top_ops)
-        num_stages = 1 + max(forward_stage[op] for op in forward_markers)
+        # Stage k's forward marker ends stage k; the backward markers on a path count the
+        # stages from the last. Under jax.grad (no loss value returned) JAX drops the last
+        # forward marker when nothing the backward needs depends on it: one more backward
+        # marker than forward markers on a path is that, more is an error.
+        forward_stages = max(
+            (1 + forward_stage[op] for op in markers if _is_forward(op)), default=0
+        )
+        backward_stages = 0
+        for op in markers:
+            if _is_forward(op):
+                continue
+            backward_stages = max(backward_stages, 1 + backward_count[op])
+            if 1 + backward_count[op] > forward_stages + 1:
+                raise diagnostics.error(
+                    op,
+                    f"this is backward marker {1 + backward_count[op]} on its path, but the "
+                    f"forward markers make {forward_stages} stage(s): more transposed markers "
+                    "than markers",
+                )
+        num_stages = max(forward_stages, backward_stages)
         positions = {}
         for op in top_ops:
             count = backward_count[op]
-            if count > num_stages:
-                raise diagnostics.error(
-                    op,
-                    f"{count} backward markers lie on one path but the program has "
-                    f"{num_stages} stage(s): more transposed markers than markers",
-                )
             if count > 0:
                 positions[op] = num_stages - 1 + count
+            elif jaxpp.is_stage_marker(op) and not _is_forward(op):
+                positions[op] = num_stages - 1  # the gradient seed enters the last stage
             elif anchored[op]:
                 positions[op] = min(forward_stage[op], num_stages - 1)
         _place_unanchored(top_ops, block, positions)
@@ -80,6 +94,10 @@ class AssignStages(ModulePass):
             else:
                 jaxpp.set_stage(op, 2 * num_stages - 1 - position, jaxpp.BACKWARD)
         jaxpp.set_int_attr(module, jaxpp.NUM_STAGES_ATTR, num_stages)
+
+
+def _is_forward(marker: ir.Operation) -> bool:
+    return jaxpp.marker_direction(marker) == jaxpp.FORWARD
 
 
 def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: bool) -> None:

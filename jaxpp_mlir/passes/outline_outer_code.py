@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from jax.extend.mlir import ir
 
@@ -22,8 +23,12 @@ class OutlineOuterCode(ModulePass):
     loop result lives on the rank of its state); other operands are sent
     there. Code that reads only arguments of ``@main`` (before the loop: casts
     of parameters; after it: an optimizer's step count and bias corrections)
-    is recomputed on every rank that consumes it rather than sent, since it is
-    as cheap to compute as to transfer. Constants are copied where needed.
+    runs on the ranks that consume it; an op consumed on several ranks is
+    recomputed on each of them when that costs no more than sending its
+    result: an elementwise or data-movement op (work linear in its result,
+    like a transfer), or any op on at most 1024 elements. Other ops
+    (contractions, reductions, sorts...) run once, on the lowest consuming
+    rank, and their results are sent. Constants are copied where needed.
     Ops are grouped into one task per (before/after, phase, rank), where the
     phase grows by one each time a value crosses ranks, so tasks stay in a
     topological order.
@@ -132,12 +137,47 @@ def _assign_ranks(
             continue
         first, *others = sorted(uses_by_rank)
         ranks[op] = first
+        if not _cheap_to_recompute(op):
+            continue  # computed once; jaxpp-insert-transfers sends it to the others
         for rank in others:
             copy = op.clone(ip=ir.InsertionPoint(op))
             copy = copy.operation if isinstance(copy, ir.OpView) else copy
             jaxpp.set_rank(copy, rank)
             for index, use in uses_by_rank[rank]:
                 ir_utils.use_owner(use).operands[use.operand_number] = copy.results[index]
+
+
+# Ops whose work is linear in the size of their result, like a transfer of it.
+_ELEMENTWISE_OR_LAYOUT = frozenset(
+    "stablehlo." + name
+    for name in (
+        "abs add and atan2 bitcast_convert broadcast_in_dim cbrt ceil clamp compare complex "
+        "concatenate constant convert cosine divide dynamic_slice exponential "
+        "exponential_minus_one floor get_tuple_element imag iota is_finite log log_plus_one "
+        "logistic maximum minimum multiply negate not or pad popcnt power real "
+        "reduce_precision remainder reshape reverse round_nearest_afz round_nearest_even "
+        "rsqrt select shift_left shift_right_arithmetic shift_right_logical sign sine slice "
+        "sqrt subtract tan tanh transpose tuple xor"
+    ).split()
+)
+_TINY_ELEMENTS = 1024
+
+
+def _cheap_to_recompute(op: ir.Operation) -> bool:
+    """Whether recomputing ``op`` costs no more than sending its results."""
+    if op.regions and any(len(region.blocks) for region in op.regions):
+        return _max_elements(op) <= _TINY_ELEMENTS
+    return op.name in _ELEMENTWISE_OR_LAYOUT or _max_elements(op) <= _TINY_ELEMENTS
+
+
+def _max_elements(op: ir.Operation) -> int:
+    sizes = [0]
+    for value in (*op.operands, *op.results):
+        if isinstance(value.type, ir.RankedTensorType):
+            tensor = ir.RankedTensorType(value.type)
+            if tensor.has_static_shape:
+                sizes.append(math.prod(tensor.shape))
+    return max(sizes)
 
 
 class _RankAttrs:

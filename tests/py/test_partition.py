@@ -125,6 +125,25 @@ def test_stage_without_parameters(batch):
     assert_trees_close(result, jax.jit(step)(params, *batch))
 
 
+def test_grad_without_the_last_forward_marker(batch):
+    """Under jax.grad, JAX drops the last forward marker when only the loss reads it."""
+    params = mlp_params(3, layers_per_stage=1)
+
+    def loss(params, x):
+        h = pp.pipeline_enter_stage(jnp.tanh(x @ params[0]))
+        h = pp.pipeline_enter_stage(jnp.tanh(h @ params[1]))
+        return jnp.mean(pp.pipeline_enter_stage(h @ params[2]))  # linear: no residual
+
+    step = jax.grad(loss)
+    lowered = jax.jit(step).lower(params, batch[0])
+    text = lowered.as_text()
+    assert text.count('jaxpp.direction = "fwd"') == 2
+    assert text.count('jaxpp.direction = "bwd"') == 3
+    program, result = run_pipelined(step, params, batch[0], num_ranks=3)
+    assert program.num_stages == 3
+    assert_trees_close(result, jax.jit(step)(params, batch[0]))
+
+
 @pytest.mark.parametrize("num_stages", [2, 4])
 def test_forward_only(num_stages, batch):
     params = mlp_params(num_stages)

@@ -151,6 +151,37 @@ def test_tied_weights_across_two_stages():
     assert new_params["embed"].devices() == {jax.devices()[0]}
 
 
+def test_argument_only_contraction_before_the_loop_runs_once():
+    """A costly value computed from parameters alone and read by two stages is sent, not
+    recomputed; cheap ones (the bf16 cast of each weight) run where they are read."""
+    width = 64  # 4096 elements: above the size below which any op is recomputed
+    keys = jax.random.split(jax.random.PRNGKey(3), 3)
+    params = [jax.random.normal(k, (width, width)) / np.sqrt(width) for k in keys]
+    xs = jax.random.normal(jax.random.PRNGKey(4), (4, 2, width))
+
+    def step(params, xs):
+        mixed = params[0] @ params[1]  # read by both stages
+
+        def loss(x):
+            h = pp.pipeline_enter_stage(jnp.tanh(x @ mixed))
+            h = pp.pipeline_enter_stage(jnp.tanh(h @ params[2].astype(jnp.bfloat16)) @ mixed)
+            return jnp.mean(h**2)
+
+        return pp.treduce(lambda x: jax.value_and_grad(loss)(x), xs, operation=(pp.Add, pp.Add))
+
+    lowered = jax.jit(step).lower(params, xs)
+    program = pp.partition(lowered, mesh=make_mesh(2))
+    dots_in = lowered.as_text().count("stablehlo.dot_general")
+    dots_out = sum(text.count("stablehlo.dot_general") for text in program.stage_modules.values())
+    assert dots_out == dots_in
+    result = program.compile()(params, xs)
+    expected = jax.jit(step)(params, xs)
+    for actual, wanted in zip(
+        jax.tree_util.tree_leaves(result), jax.tree_util.tree_leaves(expected), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(actual), np.asarray(wanted))
+
+
 def test_donated_input_cannot_be_used_again():
     params, batch = make_params(2), make_batch()
 

@@ -170,3 +170,35 @@ module @marker_with_two_leaves {
     return %4 : tensor<2x4xf32>
   }
 }
+
+// -----
+
+// jax.grad of a 2-stage model whose last stage is linear: JAX dropped the
+// forward marker of stage 1 (only the loss read it), the two backward markers
+// still count two stages. The gradient seed joins the last stage.
+
+// CHECK-LABEL: module @grad_without_last_forward_marker attributes {jaxpp.num_stages = 2 : i64}
+// CHECK-NEXT:    func.func @main(%[[W1:.*]]: tensor<4x4xf32>, %[[X:.*]]: tensor<2x4xf32>)
+// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[X]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 0 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}
+// CHECK-NEXT:      %[[SEED:.*]] = stablehlo.constant {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} dense<1.250000e-01>
+// CHECK-NEXT:      %[[B1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[SEED]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}
+// CHECK-NEXT:      %[[DW1:.*]] = stablehlo.dot_general %[[M0]], %[[B1]], {{.*}} {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64}
+// CHECK-NEXT:      %[[DX1:.*]] = stablehlo.dot_general %[[B1]], %[[W1]], {{.*}} {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64}
+// CHECK-NEXT:      %[[B0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[DX1]]) {{.*}}jaxpp.kind = "bwd", jaxpp.stage = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}
+// CHECK-NEXT:      %[[DX0:.*]] = stablehlo.multiply %[[B0]], %[[TANH]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      return %[[DW1]], %[[DX0]] : tensor<4x4xf32>, tensor<2x4xf32>
+// CHECK-NEXT:    }
+module @grad_without_last_forward_marker {
+  func.func @main(%arg0: tensor<4x4xf32>, %arg1: tensor<2x4xf32>) -> (tensor<4x4xf32>, tensor<2x4xf32>) {
+    %0 = stablehlo.tanh %arg1 : tensor<2x4xf32>
+    %1 = stablehlo.custom_call @jaxpp.enter_stage(%0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %2 = stablehlo.constant dense<1.250000e-01> : tensor<2x4xf32>
+    %3 = stablehlo.custom_call @jaxpp.enter_stage(%2) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %4 = stablehlo.dot_general %1, %3, contracting_dims = [0] x [0] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+    %5 = stablehlo.dot_general %3, %arg0, contracting_dims = [1] x [1] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %6 = stablehlo.custom_call @jaxpp.enter_stage(%5) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %7 = stablehlo.multiply %6, %0 : tensor<2x4xf32>
+    return %4, %7 : tensor<4x4xf32>, tensor<2x4xf32>
+  }
+}

@@ -96,3 +96,44 @@ module @no_loop attributes {jaxpp.num_ranks = 1 : i64, jaxpp.num_stages = 1 : i6
     return %0 : tensor<2x4xf32>
   }
 }
+
+// -----
+
+// Code before the loop that reads only arguments, consumed on both ranks: the
+// contraction (4096 elements, not linear work) runs once, on rank 0, and
+// rank 1 reads its result across ranks (jaxpp-insert-transfers sends it); the
+// elementwise negation of it is recomputed on each rank that reads it.
+
+// CHECK-LABEL: module @argument_only_contraction
+// CHECK-NEXT:    func.func @main(%[[W:.*]]: tensor<64x64xf32>)
+// CHECK-NEXT:      %[[PRE0:.*]]:2 = "jaxpp.task"(%[[W]]) {callee = @pre0_r0, jaxpp.kind = "pre", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>)
+// CHECK-NEXT:      %[[PRE1:.*]] = "jaxpp.task"(%[[PRE0]]#0) {callee = @pre1_r1, jaxpp.kind = "pre", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+// CHECK-NEXT:      %[[LOOP:.*]]:2 = "jaxpp.loop"(%[[PRE0]]#1, %[[PRE1]])
+// CHECK:         func.func private @pre0_r0(%{{.*}}: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+// CHECK-NEXT:      stablehlo.dot_general
+// CHECK-NEXT:      stablehlo.negate
+// CHECK-NEXT:      return
+// CHECK-LABEL:   func.func private @pre1_r1(%{{.*}}: tensor<64x64xf32>) -> tensor<64x64xf32> {
+// CHECK-NEXT:      stablehlo.negate
+// CHECK-NEXT:      return
+module @argument_only_contraction attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64} {
+  func.func @main(%arg0: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+    %0 = stablehlo.dot_general %arg0, %arg0, contracting_dims = [1] x [0] : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    %1 = stablehlo.negate %0 : tensor<64x64xf32>
+    %2:2 = "jaxpp.loop"(%1, %1) ({
+    ^bb0(%arg1: tensor<i32>, %arg2: tensor<64x64xf32>, %arg3: tensor<64x64xf32>):
+      %3 = "jaxpp.task"(%arg2) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+      %4 = "jaxpp.task"(%arg3) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+      "jaxpp.yield"(%3, %4) : (tensor<64x64xf32>, tensor<64x64xf32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64, jaxpp.state_ranks = [0, 1]} : (tensor<64x64xf32>, tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>)
+    return %2#0, %2#1 : tensor<64x64xf32>, tensor<64x64xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<64x64xf32>) -> tensor<64x64xf32> {
+    %0 = stablehlo.tanh %arg0 : tensor<64x64xf32>
+    return %0 : tensor<64x64xf32>
+  }
+  func.func private @stage1_fwd(%arg0: tensor<64x64xf32>) -> tensor<64x64xf32> {
+    %0 = stablehlo.sine %arg0 : tensor<64x64xf32>
+    return %0 : tensor<64x64xf32>
+  }
+}
