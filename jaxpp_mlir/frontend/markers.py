@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.extend.core import Primitive
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import stablehlo
@@ -98,6 +99,10 @@ def _lowering(ctx: mlir.LoweringRuleContext, *args: ir.Value, direction: str) ->
         backend_config=ir.DictAttr.get({}),
         api_version=mlir.i32_attr(4),
         output_operand_aliases=ir.ArrayAttr.get(aliases),
+        # The no-op handler's result is its operand's buffer: both must have one layout,
+        # or XLA may hand it, say, a row-major operand for a column-major result.
+        operand_layouts=_row_major_layouts([arg.type for arg in args]),
+        result_layouts=_row_major_layouts(result_types),
     )
     op.attributes[FRONTEND_ATTRIBUTES] = ir.DictAttr.get(
         {DIRECTION_ATTR: ir.StringAttr.get(direction)}
@@ -106,6 +111,17 @@ def _lowering(ctx: mlir.LoweringRuleContext, *args: ir.Value, direction: str) ->
     if rule is not None:
         op.attributes[_SHARDING_RULE_ATTR] = rule
     return op.results
+
+
+def _row_major_layouts(types: Sequence[ir.Type]) -> ir.ArrayAttr:
+    """XLA's default (row-major) layout of every type, as custom call layouts."""
+    index = ir.IndexType.get()
+    layouts = []
+    for t in types:
+        rank = ir.RankedTensorType(t).rank
+        minor_to_major = np.arange(rank - 1, -1, -1, dtype=np.int64)
+        layouts.append(ir.DenseIntElementsAttr.get(minor_to_major, type=index))
+    return ir.ArrayAttr.get(layouts)
 
 
 def _factor_name(index: int) -> str:

@@ -279,3 +279,32 @@ def test_sharded_input_keeps_sharding():
     out = f(x)
     assert out.sharding.is_equivalent_to(sharding, 2)
     np.testing.assert_array_equal(out, jax.jit(lambda x: jnp.sin(x * 2))(x))
+
+
+def test_marker_between_layouts_xla_chooses():
+    """Resharding the output of a step lets XLA pick a column-major layout around the
+    backward marker; the marker pins one layout, so its aliasing reads the right values."""
+    mesh = jax.make_mesh((2,), ("model",))
+    in_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "model"))
+    out_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("model", None))
+    w = jax.random.normal(jax.random.key(0), (4, 4))
+    x = jax.random.normal(jax.random.key(1), (2, 4))
+
+    def step(w, x, *, marked):
+        def loss(w):
+            h = jnp.tanh(x @ w)
+            return jnp.sum((pipeline_enter_stage(h) if marked else h) ** 2)
+
+        value, grad = jax.value_and_grad(loss)(w)
+        return w - 0.1 * grad, value
+
+    def run(marked):
+        fn = jax.jit(
+            lambda w, x: step(w, x, marked=marked),
+            in_shardings=(in_sharding, None),
+            out_shardings=(out_sharding, None),
+        )
+        return fn(w, x)
+
+    for got, want in zip(run(True), run(False), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
