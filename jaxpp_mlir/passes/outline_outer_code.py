@@ -19,9 +19,14 @@ class OutlineOuterCode(ModulePass):
     """Place the code before and after the microbatch loop on ranks and outline it into tasks.
 
     Code after the loop (the optimizer update, loss reductions) runs where its
-    inputs live: an op goes to the rank of its first operand that has one (a
-    loop result lives on the rank of its state); other operands are sent
-    there. Code that reads only arguments of ``@main`` (before the loop: casts
+    inputs live: an op goes to the rank, among those holding its operands (a
+    loop result lives on the rank of its state), that receives the fewest
+    elements from other ranks (on a tie, the rank of its earliest operand);
+    broadcasts count as the value they broadcast and run on the ranks of
+    their consumers. So ``p - lr * g`` runs where ``g`` lives even when the
+    scalar ``lr`` comes from another rank, and only ``lr`` is sent.
+
+    Code that reads only arguments of ``@main`` (before the loop: casts
     of parameters; after it: an optimizer's step count and bias corrections)
     runs on the ranks that consume it; an op consumed on several ranks is
     recomputed on each of them when that costs no more than sending its
@@ -107,12 +112,30 @@ def _assign_ranks(
             return state_ranks[list(loop.results).index(value)]
         return ranks.get(producer)
 
+    # Broadcasts follow their consumers (placed in the loop below, per consuming rank):
+    # sending the value they broadcast is cheaper than sending their result.
+    follow_users = {op for op in ops if op.name == _BROADCAST}
+
+    def source(value: ir.Value) -> ir.Value:
+        producer = ir_utils.defining_op(value)
+        while producer is not None and producer in follow_users:
+            value = producer.operands[0]
+            producer = ir_utils.defining_op(value)
+        return value
+
     for op in ops:
-        for value in ir_utils.external_operands(op):
-            rank = value_rank(value)
-            if rank is not None:
-                ranks[op] = rank
-                break
+        if op in follow_users:
+            continue
+        # The rank of an operand that minimizes the elements received from other ranks;
+        # on a tie, the rank of the earliest such operand.
+        sources = map(source, ir_utils.external_operands(op))
+        operands = [(value_rank(v), _num_elements(v)) for v in sources]
+        candidates = [rank for rank, _ in operands if rank is not None]
+        if candidates:
+            ranks[op] = min(
+                dict.fromkeys(candidates),
+                key=lambda rank: sum(size for r, size in operands if r is not None and r != rank),
+            )
 
     def use_rank(use: ir.OpOperand) -> int | None:
         owner = ir_utils.use_owner(use)
@@ -163,6 +186,17 @@ _ELEMENTWISE_OR_LAYOUT = frozenset(
 _TINY_ELEMENTS = 1024
 
 
+_BROADCAST = "stablehlo.broadcast_in_dim"
+
+
+def _num_elements(value: ir.Value) -> int:
+    if isinstance(value.type, ir.RankedTensorType):
+        tensor = ir.RankedTensorType(value.type)
+        if tensor.has_static_shape:
+            return math.prod(tensor.shape)
+    return 1
+
+
 def _cheap_to_recompute(op: ir.Operation) -> bool:
     """Whether recomputing ``op`` costs no more than sending its results."""
     if op.regions and any(len(region.blocks) for region in op.regions):
@@ -171,13 +205,7 @@ def _cheap_to_recompute(op: ir.Operation) -> bool:
 
 
 def _max_elements(op: ir.Operation) -> int:
-    sizes = [0]
-    for value in (*op.operands, *op.results):
-        if isinstance(value.type, ir.RankedTensorType):
-            tensor = ir.RankedTensorType(value.type)
-            if tensor.has_static_shape:
-                sizes.append(math.prod(tensor.shape))
-    return max(sizes)
+    return max((_num_elements(v) for v in (*op.operands, *op.results)), default=0)
 
 
 class _RankAttrs:

@@ -137,3 +137,51 @@ module @argument_only_contraction attributes {jaxpp.num_ranks = 2 : i64, jaxpp.n
     return %0 : tensor<64x64xf32>
   }
 }
+
+// -----
+
+// After the loop, p - lr * g with the scalar lr computed on rank 1 (from its
+// loop state) and g the state of rank 0: the update runs on rank 0, where g
+// lives, and reads only the scalar from rank 1 (the broadcast follows its
+// consumer), whatever the operand order.
+
+// CHECK-LABEL: module @update_where_the_gradient_lives
+// CHECK-NEXT:    func.func @main(%[[P:.*]]: tensor<64x64xf32>, %[[G0:.*]]: tensor<64x64xf32>, %[[L0:.*]]: tensor<f32>)
+// CHECK-NEXT:      %[[LOOP:.*]]:2 = "jaxpp.loop"(%[[G0]], %[[L0]])
+// CHECK:           }) {jaxpp.num_microbatches = 2 : i64, jaxpp.state_ranks = [0, 1]}
+// CHECK-NEXT:      %[[LR:.*]] = "jaxpp.task"(%[[LOOP]]#1) {callee = @post0_r1, jaxpp.kind = "post", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64} : (tensor<f32>) -> tensor<f32>
+// CHECK-NEXT:      %[[NEW:.*]]:2 = "jaxpp.task"(%[[LR]], %[[LOOP]]#0, %[[P]]) {callee = @post1_r0, jaxpp.kind = "post", jaxpp.rank = 0 : i64, jaxpp.stage = 1 : i64} : (tensor<f32>, tensor<64x64xf32>, tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>)
+// CHECK-NEXT:      return %[[NEW]]#0, %[[NEW]]#1 : tensor<64x64xf32>, tensor<64x64xf32>
+// CHECK:         func.func private @post1_r0(%{{.*}}: tensor<f32>, %{{.*}}: tensor<64x64xf32>, %{{.*}}: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+// CHECK-NEXT:      stablehlo.broadcast_in_dim
+// CHECK-NEXT:      stablehlo.multiply
+// CHECK-NEXT:      stablehlo.subtract
+// CHECK-NEXT:      stablehlo.multiply
+// CHECK-NEXT:      stablehlo.subtract
+// CHECK-NEXT:      return
+module @update_where_the_gradient_lives attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64} {
+  func.func @main(%arg0: tensor<64x64xf32>, %arg1: tensor<64x64xf32>, %arg2: tensor<f32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+    %0:2 = "jaxpp.loop"(%arg1, %arg2) ({
+    ^bb0(%arg3: tensor<i32>, %arg4: tensor<64x64xf32>, %arg5: tensor<f32>):
+      %1 = "jaxpp.task"(%arg4) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+      %2 = "jaxpp.task"(%arg5) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<f32>) -> tensor<f32>
+      "jaxpp.yield"(%1, %2) : (tensor<64x64xf32>, tensor<f32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64, jaxpp.state_ranks = [0, 1]} : (tensor<64x64xf32>, tensor<f32>) -> (tensor<64x64xf32>, tensor<f32>)
+    %cst = stablehlo.constant dense<1.000000e-01> : tensor<f32>
+    %3 = stablehlo.multiply %cst, %0#1 : tensor<f32>
+    %4 = stablehlo.broadcast_in_dim %3, dims = [] : (tensor<f32>) -> tensor<64x64xf32>
+    %5 = stablehlo.multiply %4, %0#0 : tensor<64x64xf32>
+    %6 = stablehlo.subtract %arg0, %5 : tensor<64x64xf32>
+    %7 = stablehlo.multiply %0#0, %4 : tensor<64x64xf32>
+    %8 = stablehlo.subtract %arg0, %7 : tensor<64x64xf32>
+    return %6, %8 : tensor<64x64xf32>, tensor<64x64xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<64x64xf32>) -> tensor<64x64xf32> {
+    %0 = stablehlo.tanh %arg0 : tensor<64x64xf32>
+    return %0 : tensor<64x64xf32>
+  }
+  func.func private @stage1_fwd(%arg0: tensor<f32>) -> tensor<f32> {
+    %0 = stablehlo.sine %arg0 : tensor<f32>
+    return %0 : tensor<f32>
+  }
+}
