@@ -11,7 +11,10 @@ from jaxpp_mlir import ir_context
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.mesh import MpmdMesh
-from jaxpp_mlir.passes import registry  # noqa: F401  (registers the passes)
+from jaxpp_mlir.passes import (
+    ir_utils,
+    registry,  # noqa: F401  (registers the passes)
+)
 from jaxpp_mlir.passes.assign_stages import AssignStages
 from jaxpp_mlir.passes.check_shardings import CheckShardings
 from jaxpp_mlir.passes.inline_calls import InlineCalls
@@ -32,6 +35,7 @@ from jaxpp_mlir.passes.verify_program import VerifyProgram
 from jaxpp_mlir.program import PartitionedProgram
 from jaxpp_mlir.schedules import Schedule, Std1F1B
 from jaxpp_mlir.schedules.base import uses_split_backward
+from jaxpp_mlir.schedules.parse import schedule_from_text
 
 DUMP_DIR_ENV = "JAXPP_MLIR_DUMP_DIR"
 
@@ -111,8 +115,10 @@ def partition(
 
     ``x`` is a ``jax.stages.Lowered``, an ``ir.Module`` or MLIR text (or
     bytecode). The input is copied; it is never modified. ``schedule`` orders
-    the microbatches of a ``treduce`` loop (default: ``Std1F1B``) and places
-    stages on ranks (default: stage s on rank s % mpmd_dim). ``dump_dir`` (or
+    the microbatches of a ``treduce`` loop and places stages on ranks (stage s
+    on rank s % mpmd_dim unless the schedule says otherwise); without it, the
+    schedule given to ``treduce`` (recorded in the module), else ``Std1F1B``.
+    A schedule given both here and to ``treduce`` must be the same. ``dump_dir`` (or
     the environment variable ``JAXPP_MLIR_DUMP_DIR``) receives the input
     module, the IR after every pass, every stage module and the schedule.
     """
@@ -121,6 +127,7 @@ def partition(
     if schedule is not None and not isinstance(schedule, Schedule):
         raise TypeError(f"schedule must be a jaxpp_mlir schedule, got {type(schedule).__name__}")
     module, tree_info = _import(x)
+    treduce_schedule = _treduce_schedule_text(module)
     dump_dir = dump_dir or os.environ.get(DUMP_DIR_ENV) or None
     runner = _Runner(module, dump_dir)
     submesh_size = len(mesh.rank_devices(0))
@@ -138,7 +145,7 @@ def partition(
         placement: tuple[int, ...] = ()
         split_backward = False
     else:
-        schedule = schedule or _default_schedule(num_stages, mesh)
+        schedule = _pick_schedule(schedule, treduce_schedule, num_stages, mesh)
         _check_schedule(schedule, num_stages, num_microbatches, mesh)
         placement = tuple(schedule.stage_rank(s) for s in range(num_stages))
         split_backward = uses_split_backward(schedule.tasks(num_microbatches))
@@ -193,6 +200,33 @@ def _num_microbatches(module: ir.Module) -> int | None:
                 if jaxpp.is_loop(nested):
                     return jaxpp.get_int_attr(nested, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
     return None
+
+
+def _treduce_schedule_text(module: ir.Module) -> str:
+    """The schedule ``treduce(..., schedule=...)`` recorded on its loop marker ("" if none)."""
+    for op in ir_utils.walk(module.operation):
+        if jaxpp.is_loop_marker(op):
+            return jaxpp.loop_schedule(op)
+    return ""
+
+
+def _pick_schedule(
+    given: Schedule | None, treduce_text: str, num_stages: int, mesh: MpmdMesh
+) -> Schedule:
+    """``partition``'s schedule, else the one given to ``treduce``, else the default."""
+    requested = (
+        schedule_from_text(treduce_text, num_stages=num_stages, mpmd_dim=mesh.mpmd_dim)
+        if treduce_text and (given is None or repr(given) != treduce_text)
+        else None
+    )
+    if given is None:
+        return requested or _default_schedule(num_stages, mesh)
+    if requested is not None and repr(requested) != repr(given):
+        raise ScheduleError(
+            f"treduce was given the schedule {treduce_text!r} but partition was given "
+            f"{given!r}: give the schedule in one place, or the same in both"
+        )
+    return given
 
 
 def _default_schedule(num_stages: int, mesh: MpmdMesh) -> Schedule:

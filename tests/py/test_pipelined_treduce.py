@@ -61,14 +61,20 @@ CASES = [
     (pp.Std1F1B(2), 2, 4),
     (pp.Std1F1B(2), 2, 5),  # not a multiple of the stage count
     (pp.Std1F1B(4), 4, 8),
+    (pp.Eager1F1B(2), 2, 4),
     (pp.Eager1F1B(4), 4, 6),
+    (pp.Eager1F1B(4), 4, 8),
     (pp.GPipe(4), 4, 6),
+    (pp.GPipe(4), 4, 8),
     (pp.Interleaved1F1B(8, 4), 4, 8),
     (pp.Interleaved1F1B(8, 4, fuse_steady_state=True), 4, 8),
     (pp.Interleaved1F1B(4, 2), 2, 6),
     (pp.ZeroBubble(4), 4, 4),
+    (pp.ZeroBubble(4), 4, 8),
     (pp.ZeroBubble(2), 2, 3),
+    (pp.ZeroBubble(2), 2, 4),
     (pp.DualPipeV(6, 3), 3, 6),
+    (pp.DualPipeV(6, 3), 3, 7),  # not a multiple of the stage count
 ]
 
 
@@ -95,6 +101,59 @@ def test_default_schedule_and_state_fed_back():
     assert_same(ours, reference)
     for rank, w in enumerate(ours):
         assert w.devices() == {jax.devices()[rank]}
+
+
+def step_with_treduce_schedule(schedule):
+    def step(params, batch):
+        losses, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss_fn)(params, mb),
+            batch,
+            schedule=schedule,
+            operation=(pp.Concat(), pp.Add),
+        )
+        return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
+
+    return step
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["lowered", "mlir_text"])
+def test_schedule_given_to_treduce_is_used(text):
+    """treduce records its schedule in the module: a module read back as text keeps it."""
+    params, batch = make_params(4), make_batch(4)
+    step = step_with_treduce_schedule(pp.Interleaved1F1B(4, 2))
+    lowered = jax.jit(step).lower(params, batch)
+    program = pp.partition(lowered.as_text() if text else lowered, mesh=make_mesh(2))
+    assert repr(program.schedule) == repr(pp.Interleaved1F1B(4, 2))
+    args = jax.tree_util.tree_leaves((params, batch)) if text else (params, batch)
+    assert_same(program.compile()(*args), jax.jit(step)(params, batch))
+
+
+def test_schedule_name_given_to_treduce():
+    params, batch = make_params(2), make_batch(4)
+    lowered = jax.jit(step_with_treduce_schedule("GPipe")).lower(params, batch)
+    program = pp.partition(lowered, mesh=make_mesh(2), schedule=pp.GPipe(2))
+    assert isinstance(program.schedule, pp.GPipe)
+    assert isinstance(pp.partition(lowered, mesh=make_mesh(2)).schedule, pp.GPipe)
+
+
+def test_conflicting_schedules_in_treduce_and_partition():
+    params, batch = make_params(2), make_batch(4)
+    lowered = jax.jit(step_with_treduce_schedule(pp.GPipe(2))).lower(params, batch)
+    with pytest.raises(
+        pp.ScheduleError,
+        match=r"treduce was given the schedule 'GPipe\(num_stages=2\)' but partition was given ZeroBubble",
+    ):
+        pp.partition(lowered, mesh=make_mesh(2), schedule=pp.ZeroBubble(2))
+
+
+def test_custom_schedule_given_to_treduce_must_go_to_partition():
+    params, batch = make_params(2), make_batch(2)
+    custom = pp.CustomSchedule(pp.GPipe(2).tasks(2), num_stages=2)
+    lowered = jax.jit(step_with_treduce_schedule(custom)).lower(params, batch)
+    with pytest.raises(pp.ScheduleError, match="pass it to partition"):
+        pp.partition(lowered, mesh=make_mesh(2))
+    program = pp.partition(lowered, mesh=make_mesh(2), schedule=custom)
+    assert program.schedule is custom
 
 
 def test_fused_task_is_one_executable():

@@ -25,6 +25,7 @@ from jaxpp_mlir.schedules import (
     ZeroBubble,
 )
 from jaxpp_mlir.schedules.deps import dependencies
+from jaxpp_mlir.schedules.parse import schedule_from_text
 
 EQUAL = {"fwd": 1, "bwd": 1}
 ZB_COSTS = {"fwd": 1, "bwd": 2, "bwd_i": 1, "bwd_w": 1}
@@ -408,3 +409,48 @@ def test_custom_schedule() -> None:
 def test_invalid_parameters(make, match: str) -> None:
     with pytest.raises(ScheduleError, match=match):
         make()
+
+
+# ------------------------------------------------ schedules recorded by treduce
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        GPipe(4),
+        Std1F1B(3),
+        Eager1F1B(4),
+        Interleaved1F1B(8, 4),
+        Interleaved1F1B(8, 4, fuse_steady_state=True),
+        ZeroBubble(4),
+        DualPipeV(8, 4),
+    ],
+    ids=repr,
+)
+def test_schedule_from_its_repr(schedule):
+    rebuilt = schedule_from_text(repr(schedule), num_stages=1, mpmd_dim=1)
+    assert type(rebuilt) is type(schedule) and repr(rebuilt) == repr(schedule)
+    assert rebuilt.tasks(8) == schedule.tasks(8)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("GPipe", GPipe(6)), ("Std1F1B", Std1F1B(6)), ("Interleaved1F1B", Interleaved1F1B(6, 3))],
+)
+def test_schedule_from_a_bare_name(text, expected):
+    assert repr(schedule_from_text(text, num_stages=6, mpmd_dim=3)) == repr(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("Wavy1F1B(num_stages=4)", "unknown schedule 'Wavy1F1B\\(num_stages=4\\)'"),
+        ("GPipe(num_stages=n)", "arguments that are not literals"),
+        ("GPipe(stages=4)", "unexpected keyword argument 'stages'"),
+        ("3 + 4", "not a schedule name or repr"),
+        ("CustomSchedule(num_stages=2, mpmd_dim=2, num_microbatches=4)", "pass it to partition"),
+    ],
+)
+def test_schedule_from_bad_text(text, message):
+    with pytest.raises(ScheduleError, match=message):
+        schedule_from_text(text, num_stages=4, mpmd_dim=2)
