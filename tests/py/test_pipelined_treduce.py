@@ -141,7 +141,8 @@ def test_conflicting_schedules_in_treduce_and_partition():
     lowered = jax.jit(step_with_treduce_schedule(pp.GPipe(2))).lower(params, batch)
     with pytest.raises(
         pp.ScheduleError,
-        match=r"treduce was given the schedule 'GPipe\(num_stages=2\)' but partition was given ZeroBubble",
+        match=r"treduce was given the schedule 'GPipe\(num_stages=2\)' but partition was "
+        r"given ZeroBubble",
     ):
         pp.partition(lowered, mesh=make_mesh(2), schedule=pp.ZeroBubble(2))
 
