@@ -139,13 +139,19 @@ class CompiledProgram:
         self.program = program
         self.executable = executable
         self._index_arrays = index_arrays  # microbatch indices, placed once on their ranks
+        # An input the step returns unchanged is that output: donated or not, it stays alive.
+        returned = {output.value for output in program.plan.outputs}
+        self._donated_not_returned = tuple(
+            index for index in sorted(program.donated_inputs) if index not in returned
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         flat = self._flatten_inputs(args, kwargs)
         outputs = self.executable(*flat, *self._index_arrays)
-        for index in self.program.donated_inputs:
-            if isinstance(flat[index], jax.Array) and not flat[index].is_deleted():
-                flat[index].delete()  # donated: the caller may not use it again, as with jax.jit
+        for index in self._donated_not_returned:
+            donated = flat[index]
+            if isinstance(donated, jax.Array) and not donated.is_deleted():
+                donated.delete()  # donated: the caller may not use it again, as with jax.jit
         if self.program.out_tree is None:
             return outputs
         return jax.tree_util.tree_unflatten(self.program.out_tree, outputs)

@@ -260,6 +260,26 @@ def test_donated_input_cannot_be_used_again():
     jax.block_until_ready(again)
 
 
+def test_donated_input_returned_unchanged_stays_alive():
+    params, batch = make_params(2), make_batch()
+    frozen = jnp.arange(WIDTH, dtype=jnp.float32)
+
+    def step(params, frozen, batch):
+        losses, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss_fn)(params, mb),
+            batch,
+            operation=(pp.Concat(), pp.Add),
+        )
+        return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), frozen, losses
+
+    lowered = jax.jit(step, donate_argnums=(0, 1)).lower(params, frozen, batch)
+    compiled = pp.partition(lowered, mesh=make_mesh(2)).compile()
+    donated_frozen = jnp.arange(WIDTH, dtype=jnp.float32)
+    _, returned, _ = compiled(params, donated_frozen, batch)
+    assert not returned.is_deleted()  # as jax.jit: the output is the donated buffer, alive
+    np.testing.assert_array_equal(np.asarray(returned), np.asarray(frozen))
+
+
 def sgd_program(schedule, num_microbatches):
     params, batch = make_params(), make_batch(num_microbatches)
 
