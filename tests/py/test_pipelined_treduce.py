@@ -258,5 +258,7 @@ def test_schedule_out_of_microbatch_order_for_an_accumulator_is_rejected():
     schedule = pp.CustomSchedule(
         [[t(0, "fwd", 1), t(0, "fwd", 0), t(0, "bwd", 1), t(0, "bwd", 0)]], num_stages=1
     )
-    with pytest.raises(pp.ScheduleError, match="must run in microbatch order"):
+    with pytest.raises(pp.ScheduleError, match="broken dependency order") as info:
         pp.partition(jax.jit(train_step).lower(params, batch), mesh=make_mesh(1), schedule=schedule)
+    assert "bwd_0__1 needs bwd_0__0, which comes later on the same rank" in str(info.value)
+    assert "rank 0 |>>F0.1   F0.0 >>B0.1   B0.0" in str(info.value)

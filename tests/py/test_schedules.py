@@ -329,16 +329,29 @@ def test_render_shows_fusion_and_splits() -> None:
 def test_deadlock_is_reported_with_grid() -> None:
     # rank 0 waits for bwd_1__0 before sending fwd_0__1; rank 1 waits for fwd_0__1 first
     sched = CustomSchedule(
-        [[F(0, 0), B(0, 0), F(0, 1), B(0, 1)], [F(1, 1), F(1, 0), B(1, 0), B(1, 1)]],
+        [[F(0, 0), B(0, 0), F(0, 1), B(0, 1)], [F(1, 0), F(1, 1), B(1, 0), B(1, 1)]],
         num_stages=2,
     )
     with pytest.raises(ScheduleError, match="deadlock") as info:
         sched.validate(2)
     message = str(info.value)
     assert "rank 0 step 1: bwd_0__0 waits for bwd_1__0" in message
-    assert "rank 1 step 0: fwd_1__1 waits for fwd_0__1" in message
+    assert "rank 1 step 1: fwd_1__1 waits for fwd_0__1" in message
     assert "rank 0 |  F0.0 >>B0.0" in message
-    assert "rank 1 |>>F1.1" in message
+    assert "rank 1 |  F1.0 >>F1.1" in message
+
+
+def test_microbatches_out_of_order_are_reported_with_grid() -> None:
+    # The backwards of stage 0 accumulate gradients microbatch after microbatch.
+    sched = CustomSchedule(
+        [[F(0, 0), F(0, 1), B(0, 1), B(0, 0)], [F(1, 0), B(1, 0), F(1, 1), B(1, 1)]],
+        num_stages=2,
+    )
+    with pytest.raises(ScheduleError, match="broken dependency") as info:
+        sched.validate(2)
+    message = str(info.value)
+    assert "bwd_0__1 needs bwd_0__0, which comes later on the same rank (step 3)" in message
+    assert "rank 0 |  F0.0   F0.1 >>B0.1" in message
 
 
 def test_broken_dependency_is_reported_with_grid() -> None:
