@@ -20,7 +20,14 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import FusedTask, Schedule, ScheduleItem
-from jaxpp_mlir.stage_modules import donated_arguments, fused_module, standalone_module
+from jaxpp_mlir.stage_modules import (
+    Source,
+    boundary_shardings,
+    donated_arguments,
+    fused_boundary_shardings,
+    fused_module,
+    standalone_module,
+)
 
 _FLOAT_TYPES = (
     (ir.F32Type, "float32"),
@@ -131,6 +138,8 @@ class _Builder:
         self.next_id = self.num_inputs + len(self.index_ids)
         self.instructions: list[rt.Instruction] = []
         self.executables: dict[str, rt.StageExecutable] = {}
+        # fused executable -> its callees, their wiring and its input types
+        self.fused: dict[str, tuple[list[str], list[list[Source]], list[ir.Type]]] = {}
         self.channels: dict[tuple[int, int | None], int] = {}
         self.loop: ir.Operation | None = None
         self.loop_yield: ir.Operation | None = None
@@ -396,6 +405,7 @@ class _Builder:
         callees = [jaxpp.task_callee(t) for t in tasks]
         name = "fused__" + "__".join(callees)
         if name not in self.executables:
+            self.fused[name] = (callees, wiring, input_types)
             self.executables[name] = rt.StageExecutable(
                 name=name,
                 rank=rank,
@@ -453,7 +463,10 @@ class _Builder:
 
         Only a task that runs once per step (code before or after the loop,
         the optimizer update) may consume the buffer, and only where the input
-        is its argument once and a result has the same shape and dtype.
+        is its argument once and a result has the same shape, dtype and
+        sharding (XLA updates a buffer in place only shard for shard; without
+        a match the input is just freed after its last use, as ``jax.jit``
+        does with a donation it cannot use).
         """
         if not donated:
             return
@@ -481,14 +494,39 @@ class _Builder:
                 stage = self.executables[inst.executable]
                 position = inst.inputs.index(index)
                 taken = set(aliases.get(inst.executable, {}).values())
+                in_shardings, out_shardings = self._boundary_shardings(inst.executable)
                 for output, spec in enumerate(stage.output_specs):
-                    if spec == stage.input_specs[position] and output not in taken:
+                    if (
+                        spec == stage.input_specs[position]
+                        and _same_sharding(out_shardings[output], in_shardings[position])
+                        and output not in taken
+                    ):
                         aliases.setdefault(inst.executable, {})[position] = output
                         break
         for name, mapping in aliases.items():
             stage = self.executables[name]
-            text = standalone_module(self.module, name, mapping)
+            if name in self.fused:
+                callees, wiring, input_types = self.fused[name]
+                text = fused_module(self.module, callees, wiring, input_types, mapping)
+            else:
+                text = standalone_module(self.module, name, mapping)
             self.executables[name] = dataclasses.replace(stage, mlir_module=text)
+
+    def _boundary_shardings(
+        self, name: str
+    ) -> tuple[list[ir.Attribute | None], list[ir.Attribute | None]]:
+        """The ``sdy.sharding`` of each input and output of executable ``name``."""
+        if name in self.fused:
+            callees, wiring, input_types = self.fused[name]
+            return fused_boundary_shardings(self.module, callees, wiring, len(input_types))
+        return boundary_shardings(self.module, name)
+
+
+def _same_sharding(a: ir.Attribute | None, b: ir.Attribute | None) -> bool:
+    """Whether two boundary shardings are the same (both absent on an unsharded step)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return a == b
 
 
 def _number_index_inputs(block: ir.Block, *, first_id: int) -> dict[tuple[int, int], int]:

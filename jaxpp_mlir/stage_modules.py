@@ -12,13 +12,16 @@ from jax.extend.mlir.dialects import func, sdy
 # module, ("part", j, r) is result r of the earlier part j.
 Source = tuple[str, int] | tuple[str, int, int]
 
+SHARDING_ATTR = "sdy.sharding"
+
 
 def standalone_module(module: ir.Module, callee: str, aliases: dict[int, int] | None = None) -> str:
     """``@callee`` of the partitioned module as the public ``@main`` of a new module.
 
-    ``aliases`` maps an argument to the result that may reuse its buffer
-    (``tf.aliasing_output``): XLA then writes that result in place and the
-    runtime's input buffer is consumed.
+    The function keeps its argument and result attributes (the ``sdy.sharding``
+    of each boundary value on a sharded step). ``aliases`` maps an argument to
+    the result that may reuse its buffer (``tf.aliasing_output``): XLA then
+    writes that result in place and the runtime's input buffer is consumed.
     """
     with module.context, ir.Location.unknown():
         standalone = _new_module(module)
@@ -27,17 +30,21 @@ def standalone_module(module: ir.Module, callee: str, aliases: dict[int, int] | 
         clone.attributes["sym_visibility"] = ir.StringAttr.get("public")
         if aliases:
             num_args = len(clone.regions[0].blocks[0].arguments)
-            i32 = ir.IntegerType.get_signless(32)
-            arg_attrs = [
-                ir.DictAttr.get(
-                    {"tf.aliasing_output": ir.IntegerAttr.get(i32, aliases[i])}
-                    if i in aliases
-                    else {}
-                )
-                for i in range(num_args)
-            ]
-            clone.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
+            arg_attrs = _attr_dicts(clone, "arg_attrs", num_args)
+            _set_aliases(arg_attrs, aliases)
+            clone.attributes["arg_attrs"] = _attr_array(arg_attrs)
         return str(standalone)
+
+
+def boundary_shardings(
+    module: ir.Module, callee: str
+) -> tuple[list[ir.Attribute | None], list[ir.Attribute | None]]:
+    """The ``sdy.sharding`` of each argument and result of ``@callee`` (None where absent)."""
+    function = _function(module, callee)
+    function_type = ir.FunctionType(function.attributes["function_type"].value)
+    arguments = _attr_dicts(function, "arg_attrs", len(function_type.inputs))
+    results = _attr_dicts(function, "res_attrs", len(function_type.results))
+    return [a.get(SHARDING_ATTR) for a in arguments], [r.get(SHARDING_ATTR) for r in results]
 
 
 def donated_arguments(module: ir.Module) -> set[int]:
@@ -58,10 +65,16 @@ def fused_module(
     callees: Sequence[str],
     wiring: Sequence[Sequence[Source]],
     input_types: Sequence[ir.Type],
+    aliases: dict[int, int] | None = None,
 ) -> str:
     """A module whose ``@main`` calls ``callees`` in order and returns all their results.
 
-    XLA compiles it as one executable, so it can fuse across the parts.
+    XLA compiles it as one executable, so it can fuse across the parts. On a
+    sharded step ``@main`` carries the mesh and, on each argument, the
+    ``sdy.sharding`` of the first part argument it feeds and, on each result,
+    that of the part result it returns: the same boundary layouts the parts
+    have as standalone modules, so the runtime moves values exactly as it
+    would between unfused tasks. ``aliases`` is as for ``standalone_module``.
     """
     with module.context, ir.Location.unknown():
         fused = _new_module(module)
@@ -75,6 +88,16 @@ def fused_module(
         ]
         with ir.InsertionPoint(fused.body):
             main = func.FuncOp("main", (list(input_types), result_types))
+        argument_shardings, result_shardings = fused_boundary_shardings(
+            module, callees, wiring, len(input_types)
+        )
+        arg_attrs = [{SHARDING_ATTR: s} if s is not None else {} for s in argument_shardings]
+        res_attrs = [{SHARDING_ATTR: s} if s is not None else {} for s in result_shardings]
+        _set_aliases(arg_attrs, aliases or {})
+        if any(arg_attrs):
+            main.attributes["arg_attrs"] = _attr_array(arg_attrs)
+        if any(res_attrs):
+            main.attributes["res_attrs"] = _attr_array(res_attrs)
         entry = main.add_entry_block()
         with ir.InsertionPoint(entry):
             part_results: list[list[ir.Value]] = []
@@ -88,6 +111,28 @@ def fused_module(
                 part_results.append(list(call.results))
             func.ReturnOp([v for results in part_results for v in results])
         return str(fused)
+
+
+def fused_boundary_shardings(
+    module: ir.Module,
+    callees: Sequence[str],
+    wiring: Sequence[Sequence[Source]],
+    num_inputs: int,
+) -> tuple[list[ir.Attribute | None], list[ir.Attribute | None]]:
+    """The ``sdy.sharding`` of each argument and result of a fused group's ``@main``.
+
+    Input ``i`` takes the sharding of the first part argument wired to it;
+    the results are the parts' results, in order.
+    """
+    arguments: list[ir.Attribute | None] = [None] * num_inputs
+    results: list[ir.Attribute | None] = []
+    for callee, sources in zip(callees, wiring, strict=True):
+        part_arguments, part_results = boundary_shardings(module, callee)
+        for source, sharding in zip(sources, part_arguments, strict=True):
+            if source[0] == "input" and arguments[source[1]] is None:
+                arguments[source[1]] = sharding
+        results += part_results
+    return arguments, results
 
 
 def _new_module(source: ir.Module) -> ir.Module:
@@ -108,3 +153,24 @@ def _new_module(source: ir.Module) -> ir.Module:
 
 def _function(module: ir.Module, name: str) -> ir.Operation:
     return ir.SymbolTable(module.operation)[name].operation
+
+
+def _attr_dicts(function: ir.Operation, key: str, count: int) -> list[dict[str, ir.Attribute]]:
+    """``function``'s ``arg_attrs`` or ``res_attrs`` as one dict per argument or result."""
+    if key not in function.attributes:
+        return [{} for _ in range(count)]
+    return [
+        {named.name: named.attr for named in ir.DictAttr(attrs)}
+        for attrs in ir.ArrayAttr(function.attributes[key])
+    ]
+
+
+def _attr_array(dicts: Sequence[dict[str, ir.Attribute]]) -> ir.Attribute:
+    return ir.ArrayAttr.get([ir.DictAttr.get(d) for d in dicts])
+
+
+def _set_aliases(arg_attrs: list[dict[str, ir.Attribute]], aliases: dict[int, int]) -> None:
+    """Marks argument ``a`` as reusable for result ``aliases[a]`` (``tf.aliasing_output``)."""
+    i32 = ir.IntegerType.get_signless(32)
+    for argument, result in aliases.items():
+        arg_attrs[argument]["tf.aliasing_output"] = ir.IntegerAttr.get(i32, result)

@@ -103,6 +103,10 @@ class _SlotTable:
         self.plan = plan
         self.slots: list[_Slot] = []
         self.where: dict[tuple[int, int], int] = {}  # (rank, value) -> slot
+        # (slot, layout) -> the slot holding that slot's value in that other layout
+        self.resharded: dict[tuple[int, Any], int] = {}
+        # instruction index -> (source slot, resharded slot, sharding) made just before it
+        self.reshards: dict[int, list[tuple[int, int, Sharding]]] = {}
 
     def _at(self, at: int) -> str:
         return "its input binding" if at < 0 else f"instruction {at} ({self._inst(at)})"
@@ -124,7 +128,11 @@ class _SlotTable:
         """The slot instruction ``at`` reads ``value`` from, checked against ``spec``.
 
         ``sharding`` is the layout the reader needs (None: any); the first
-        reader fixes the layout of a value that has none yet.
+        reader fixes the layout of a value that has none yet. A reader that
+        needs another layout than the one the rank holds reads a resharded
+        copy, made on the rank's devices just before the first such reader
+        and shared by the later ones (one process holds every device of a
+        rank, so a reshard is a ``jax.device_put``).
         """
         slot = self.where.get((rank, value))
         if slot is None:
@@ -140,12 +148,23 @@ class _SlotTable:
             if info.sharding is None:
                 info.sharding = sharding
             elif not _transfer.same_layout(info.sharding, sharding, len(spec.shape)):
-                raise ScheduleError(
-                    f"{self._at(at)} needs value {value} sharded as {sharding}, but rank "
-                    f"{rank} holds it as {info.sharding}"
-                )
+                return self._reshard(slot, sharding, at)
         info.last_use = at
         return slot
+
+    def _reshard(self, slot: int, sharding: Sharding, at: int) -> int:
+        """The slot of ``slot``'s value laid out as ``sharding``, read by instruction ``at``."""
+        info = self.slots[slot]
+        key = (slot, sharding._to_xla_hlo_sharding(len(info.spec.shape)))
+        copy = self.resharded.get(key)
+        if copy is None:
+            copy = len(self.slots)
+            self.slots.append(_Slot(info.key, info.spec, sharding, at))
+            self.resharded[key] = copy
+            self.reshards.setdefault(at, []).append((slot, copy, sharding))
+            info.last_use = at
+        self.slots[copy].last_use = at
+        return copy
 
 
 class CompiledPlan:
@@ -242,7 +261,7 @@ class CompiledPlan:
                         strict=True,
                     )
                 ]
-                steps.append((_RUN, inst, ins, outs))
+                steps.append((_RUN, inst, ins, outs, table.reshards.get(at, [])))
             elif isinstance(inst, Send):
                 self._check_rank(inst.peer, f"instruction {at}")
                 src = where.get((inst.rank, inst.value))
@@ -365,7 +384,7 @@ class CompiledPlan:
         while at < len(steps):
             kind, inst = steps[at][0], steps[at][1]
             if kind == _RUN:
-                _, _, ins, outs = steps[at]
+                _, _, ins, outs, reshards = steps[at]
                 stage = self.plan.executables[inst.executable]
                 handlers = [
                     xc.array_result_handler(
@@ -378,6 +397,10 @@ class CompiledPlan:
                 ]
                 dead = {s for s in outs if slots[s].last_use == -1}  # results nobody reads
                 code = [
+                    *(
+                        f"env[{dst}] = device_put(env[{src}], reshard_{k})  # {_name(slots[dst])}"
+                        for k, (src, dst, _) in enumerate(reshards)
+                    ),
                     f"r = execute(({_items(ins)})).consume_with_handlers(handlers)",
                     *(
                         f"env[{s}] = r[{k}]  # {_name(slots[s])}"
@@ -389,6 +412,8 @@ class CompiledPlan:
                 namespace = {
                     "execute": self.executables[inst.executable].execute_sharded,
                     "handlers": handlers,
+                    "device_put": jax.device_put,
+                    **{f"reshard_{k}": sh for k, (_, _, sh) in enumerate(reshards)},
                 }
                 ops.append(_generate("run", _describe(inst), code, free, namespace))
                 at += 1
