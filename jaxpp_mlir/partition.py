@@ -30,6 +30,7 @@ from jaxpp_mlir.passes.pipeline import (
 )
 from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
+from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
 from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.verify_program import VerifyProgram
 from jaxpp_mlir.program import PartitionedProgram
@@ -58,6 +59,7 @@ def stage_pipeline(
         *(propagation if sharded else []),
         make_element(NormalizeLoop()),
         make_element(AssignStages()),
+        make_element(SplitAccumulators()),
     ]
 
 

@@ -10,6 +10,7 @@ from jaxpp_mlir.passes import (  # noqa: F401
     outline_stages,
     place_stages,
     restore_sharding_constraints,
+    split_accumulators,
     split_backward,
     verify_program,
 )
