@@ -440,7 +440,10 @@ class _Builder:
             outputs.append(rt.OutputBinding(self.use(value, rank), rank, tensor_spec(value.type)))
         inputs = [
             rt.InputBinding(
-                index, tensor_spec(argument.type), tuple(sorted(self.input_ranks[index]))
+                index,
+                tensor_spec(argument.type),
+                tuple(sorted(self.input_ranks[index])),
+                _argument_name(argument),
             )
             for index, argument in enumerate(self.block.arguments)
         ]
@@ -543,6 +546,12 @@ def _number_index_inputs(block: ir.Block, *, first_id: int) -> dict[tuple[int, i
         pairs = [(m, r) for m in range(count) for r in sorted(ranks)]
         return {pair: first_id + i for i, pair in enumerate(pairs)}
     return {}
+
+
+def _argument_name(argument: ir.Value) -> str:
+    """The path jax's lowering names an argument of ``@main`` with (``params['w'][0]``)."""
+    location = ir.Location.from_attr(argument.location.attr)
+    return location.name_str if isinstance(location, ir.NameLoc) else ""
 
 
 def _label(task: ir.Operation, microbatch: int | None) -> str:

@@ -70,6 +70,7 @@ class _InputCheck:
     """How argument ``index`` is checked and where its copies go."""
 
     index: int
+    what: str  # "argument params['w'][0] (input 3)", for messages
     spec: TensorSpec
     shape: tuple[int, ...]
     dtype: np.dtype
@@ -347,6 +348,7 @@ class CompiledPlan:
         self._inputs = tuple(
             _InputCheck(
                 index=i,
+                what=b.describe(),
                 spec=b.spec,
                 shape=tuple(b.spec.shape),
                 dtype=np.dtype(b.spec.dtype),
@@ -509,13 +511,13 @@ class CompiledPlan:
             if type(x) is _ArrayImpl or isinstance(x, jax.Array):
                 if type(x) is not _ArrayImpl and isinstance(x, jax.core.Tracer):
                     raise CallError(
-                        f"argument {check.index} is a tracer: a compiled plan runs on "
+                        f"{check.what} is a tracer: a compiled plan runs on "
                         f"concrete arrays and cannot be called inside jax transformations"
                     )
                 if x.shape != check.shape or x.dtype != check.dtype:
                     raise _mismatch(check, x.shape, x.dtype)
                 if x.is_deleted():
-                    raise CallError(f"argument {check.index} is a deleted (or donated) array")
+                    raise CallError(f"{check.what} is a deleted (or donated) array")
                 current = x.sharding
                 for t in check.targets:
                     if current is t.sharding or current == t.sharding:
@@ -538,7 +540,7 @@ class CompiledPlan:
                 x = _scalar(check, x)
             else:
                 raise CallError(
-                    f"argument {check.index} is a {type(x).__name__}; expected an array "
+                    f"{check.what} is a {type(x).__name__}; expected an array "
                     f"of shape {check.shape} and dtype {check.dtype} (a jax or numpy array)"
                 )
             for t in check.targets:
@@ -613,7 +615,7 @@ def _commit(check: _InputCheck, target: _Target, x: jax.Array) -> jax.Array:
 
 def _mismatch(check: _InputCheck, shape: tuple[int, ...], dtype: Any) -> CallError:
     return CallError(
-        f"argument {check.index} has shape {tuple(shape)} and dtype {np.dtype(dtype).name}, "
+        f"{check.what} has shape {tuple(shape)} and dtype {np.dtype(dtype).name}, "
         f"but the program expects shape {check.shape} and dtype {check.dtype.name}"
     )
 
@@ -631,13 +633,13 @@ def _scalar(check: _InputCheck, x: bool | int | float | complex) -> np.ndarray:
         ok = jax.numpy.issubdtype(dtype, np.complexfloating)
     if check.shape != () or not ok:
         raise CallError(
-            f"argument {check.index} is a python {type(x).__name__}, but the program expects "
+            f"{check.what} is a python {type(x).__name__}, but the program expects "
             f"shape {check.shape} and dtype {dtype.name}"
         )
     try:
         return np.asarray(x, dtype=dtype)
     except (OverflowError, ValueError) as e:
-        raise CallError(f"argument {check.index}: {x!r} does not fit in {dtype.name}") from e
+        raise CallError(f"{check.what}: {x!r} does not fit in {dtype.name}") from e
 
 
 def compile_plan(plan: ExecutionPlan, rank_devices: Sequence[Sequence[jax.Device]]) -> CompiledPlan:

@@ -78,6 +78,13 @@ class InputBinding:
     index: int
     spec: TensorSpec
     ranks: tuple[int, ...]
+    name: str = ""  # where the caller passes it, e.g. "params['w'][0]", for messages
+
+    def describe(self) -> str:
+        """``argument params['w'][0] (input 3)``, or ``argument 3`` without a name."""
+        if self.name:
+            return f"argument {self.name} (input {self.index})"
+        return f"argument {self.index}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -290,13 +290,21 @@ def compiled_two_stage(batch):
 
 def test_call_with_wrong_shape(compiled_two_stage, batch):
     params, compiled = compiled_two_stage
-    with pytest.raises(pp.CallError, match=r"shape"):
+    with pytest.raises(
+        pp.CallError,
+        match=r"^argument x \(input \d+\) has shape \(2, 8\) and dtype float32, but the "
+        r"program expects shape \(4, 8\) and dtype float32$",
+    ):
         compiled(params, batch[0][:2], batch[1])
 
 
 def test_call_with_wrong_dtype(compiled_two_stage, batch):
     params, compiled = compiled_two_stage
-    with pytest.raises(pp.CallError, match=r"dtype|float32"):
+    with pytest.raises(
+        pp.CallError,
+        match=r"^argument x \(input \d+\) has shape \(4, 8\) and dtype int32, but the "
+        r"program expects shape \(4, 8\) and dtype float32$",
+    ):
         compiled(params, batch[0].astype(jnp.int32), batch[1])
 
 
