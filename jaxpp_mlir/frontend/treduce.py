@@ -143,6 +143,11 @@ class AddOp(ReduceOp):
         return "add"
 
     def init(self, num_microbatches: int, value: jax.ShapeDtypeStruct) -> jax.Array:
+        if np.dtype(value.dtype) == np.bool_:
+            raise TreduceError(
+                "Add cannot sum boolean results: use Max (any microbatch) or Concat(), or "
+                "return them as integers"
+            )
         return jnp.zeros(value.shape, value.dtype)
 
     def update(self, state: jax.Array, value: jax.Array, index: jax.Array) -> jax.Array:

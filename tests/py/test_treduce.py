@@ -293,6 +293,11 @@ def test_max_rejects_complex():
         treduce(lambda mb: mb, jnp.zeros((2, 3), jnp.complex64), operation=Max)
 
 
+def test_add_rejects_booleans():
+    with pytest.raises(TreduceError, match="Add cannot sum boolean results: use Max"):
+        treduce(lambda mb: mb > 0, jnp.zeros((2, 3)), operation=Add)
+
+
 # ---------------------------------------------------------------- lowering
 
 
