@@ -5,23 +5,44 @@ its dataclass fields are its options (``field(metadata={"help": ...})``), and
 the first line of its docstring is the summary ``jaxpp-opt --list-passes``
 prints. ``@register_pass`` makes it available by name to ``jaxpp-opt`` and
 pipelines; a new pass needs nothing else.
+
+Option values are checked when the pass is built (from ``{key=value}`` text or
+in Python): an ``int`` field, or each entry of a ``tuple[int, ...]`` field,
+whose metadata has ``"min": m`` must be at least ``m``; a pass with other
+rules overrides ``validate()``.
+
+Pass order is checked before a pass runs, from what each pass declares about
+itself: ``finished(module)`` finds the evidence that the pass already ran,
+``unfinished(module)`` the evidence that work it does is still left. A pass
+refuses to run a second time (its own ``finished``), before the passes named
+in its ``required_by`` are done with their work (``unfinished`` of those that
+name it), and after those named in its ``must_precede`` (their ``finished``).
+Each refusal is a located error naming the pass and what to run instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from jax.extend.mlir import ir
 
+from jaxpp_mlir import diagnostics
 from jaxpp_mlir.diagnostics import PassFailed
 
 _REGISTRY: dict[str, type[ModulePass]] = {}
 
 
 class PassOptionError(ValueError):
-    """A pass option is unknown or its value does not parse."""
+    """A pass option is unknown, or its value does not parse or is out of range."""
+
+
+class Evidence(NamedTuple):
+    """An op that shows where the module stands in the pipeline, and what it shows."""
+
+    op: ir.Operation
+    what: str  # e.g. "the stages are already outlined (found jaxpp.task @stage0_fwd)"
 
 
 @dataclasses.dataclass
@@ -29,14 +50,71 @@ class ModulePass:
     """Base class of every jaxpp pass (operates on a ``builtin.module``)."""
 
     name: ClassVar[str] = ""
+    # Passes that must not run while ``unfinished`` finds work of this pass left.
+    required_by: ClassVar[tuple[str, ...]] = ()
+    # Passes after which this pass must not run (their ``finished`` finds evidence).
+    must_precede: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raises ``PassOptionError`` for an option value out of range (see the module doc)."""
+        for field in self.option_fields():
+            minimum = field.metadata.get("min")
+            if minimum is None:
+                continue
+            value = getattr(self, field.name)
+            values = value if isinstance(value, (tuple, list)) else (value,)
+            for item in values:
+                if isinstance(item, int) and item < minimum:
+                    key = field.name.replace("_", "-")
+                    entries = "entries " if values is value else ""
+                    raise PassOptionError(
+                        f"pass '{self.name}': option '{key}' {entries}must be at least "
+                        f"{minimum}, got {item}"
+                    )
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        """Evidence that this pass already ran on ``module`` (default: none is looked for)."""
+        return None
+
+    @classmethod
+    def unfinished(cls, module: ir.Operation) -> Evidence | None:
+        """Evidence that work this pass does is left in ``module`` (default: none)."""
+        return None
 
     def run(self, module: ir.Operation) -> None:
         raise NotImplementedError
+
+    def check_order(self, module: ir.Operation) -> None:
+        """Fails with a located error if ``module`` is not where this pass belongs."""
+        for earlier in _REGISTRY.values():
+            if self.name in earlier.required_by:
+                found = earlier.unfinished(module)
+                if found is not None:
+                    raise diagnostics.error(
+                        found.op, f"{self.name}: {found.what}: run {earlier.name} first"
+                    )
+        found = self.finished(module)
+        if found is not None:
+            raise diagnostics.error(
+                found.op, f"{self.name}: {found.what}: run {self.name} only once"
+            )
+        for later_name in self.must_precede:
+            later = _REGISTRY.get(later_name)
+            found = later.finished(module) if later is not None else None
+            if found is not None:
+                raise diagnostics.error(
+                    found.op, f"{self.name}: {found.what}: run {self.name} before {later_name}"
+                )
 
     def __call__(self, module: ir.Operation, pass_: Any) -> None:
         """Entry point used by MLIR's PassManager."""
         try:
             with module.location:
+                self.check_order(module)
                 self.run(module)
         except PassFailed:
             pass_.signal_pass_failure()
@@ -105,6 +183,19 @@ def registered_passes() -> dict[str, type[ModulePass]]:
 
 def get_pass_class(name: str) -> type[ModulePass] | None:
     return _REGISTRY.get(name)
+
+
+def find_main(module: ir.Operation) -> ir.Operation | None:
+    """The ``func.func @main`` of ``module``, or None (no diagnostic: for ``finished`` & co)."""
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if (
+            op.name == "func.func"
+            and "sym_name" in op.attributes
+            and ir.StringAttr(op.attributes["sym_name"]).value == "main"
+        ):
+            return op
+    return None
 
 
 def _parse_option(pass_name: str, key: str, text: str, field: dataclasses.Field) -> Any:

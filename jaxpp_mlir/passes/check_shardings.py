@@ -32,7 +32,7 @@ class CheckShardings(ModulePass):
         default="", metadata={"help": "name of the mpmd axis ('' skips the axis checks)"}
     )
     submesh_size: int = dataclasses.field(
-        default=0, metadata={"help": "devices per submesh (0: not checked)"}
+        default=0, metadata={"help": "devices per submesh (0: not checked)", "min": 0}
     )
 
     def run(self, module: ir.Operation) -> None:

@@ -8,7 +8,7 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.passes import ir_utils
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
 
 
 @register_pass
@@ -29,9 +29,19 @@ class InlineCalls(ModulePass):
     """
 
     name = "jaxpp-inline-calls"
+    required_by = ("jaxpp-normalize-loop",)  # it looks for the loop marker in @main only
     max_depth: int = dataclasses.field(
-        default=64, metadata={"help": "maximum nesting of inlined calls"}
+        default=64, metadata={"help": "maximum nesting of inlined calls (at least 1)", "min": 1}
     )
+
+    @classmethod
+    def unfinished(cls, module: ir.Operation) -> Evidence | None:
+        main = find_main(module)
+        calls = ir_utils.collect_ops(main, "func.call") if main is not None else []
+        if not calls:
+            return None
+        callee = ir.FlatSymbolRefAttr(calls[0].attributes["callee"]).value
+        return Evidence(calls[0], f"@main still calls @{callee}")
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)

@@ -10,7 +10,7 @@ from jax.extend.mlir.dialects import sdy, stablehlo
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils, shardings
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
 
 
 @register_pass
@@ -36,6 +36,21 @@ class NormalizeLoop(ModulePass):
     """
 
     name = "jaxpp-normalize-loop"
+    # They split the loop body (the stage block) into stages, and see none without it.
+    required_by = ("jaxpp-assign-stages", "jaxpp-split-backward", "jaxpp-outline-stages")
+
+    @classmethod
+    def unfinished(cls, module: ir.Operation) -> Evidence | None:
+        main = find_main(module)
+        if main is None:
+            return None
+        for op in ir_utils.walk(main):
+            if jaxpp.is_loop_marker(op):
+                loop = _parent(op)
+                if loop is not None and loop.name == "stablehlo.while":
+                    return Evidence(loop, _NOT_NORMALIZED)
+                return Evidence(op, "the step still holds a @jaxpp.loop_marker")
+        return None
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
@@ -58,6 +73,9 @@ class NormalizeLoop(ModulePass):
         if num_microbatches is None or num_microbatches < 1:
             raise diagnostics.error(marker, "the loop marker has no valid jaxpp.num_microbatches")
         _rewrite(loop, marker, num_microbatches)
+
+
+_NOT_NORMALIZED = "the microbatch loop is still a stablehlo.while holding @jaxpp.loop_marker"
 
 
 def _parent(op: ir.Operation) -> ir.Operation | None:

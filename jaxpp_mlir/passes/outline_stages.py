@@ -9,7 +9,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils, outlining
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
 
 
 @register_pass
@@ -25,14 +25,26 @@ class OutlineStages(ModulePass):
     alone (iota, broadcast, reshape, convert) are copied into every group that
     needs them instead of being passed around; nothing else is computed twice.
 
-    Precondition: every top-level op of ``@main`` but the terminator carries
-    ``jaxpp.stage`` and ``jaxpp.kind`` (jaxpp-assign-stages).
+    Precondition: every top-level op of the stage block (``@main``, or the body
+    of its ``jaxpp.loop``) but the terminator carries ``jaxpp.stage`` and
+    ``jaxpp.kind`` (jaxpp-assign-stages) and none is a ``jaxpp.task`` yet.
     Postcondition: ``@main`` holds only ``jaxpp.task`` ops (forward stages in
     ascending order, then backward stages in descending order, a topological
     order) and its return; stage functions hold no stage marker.
     """
 
     name = "jaxpp-outline-stages"
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        main = find_main(module)
+        if main is None:
+            return None
+        for op in ir_utils.stage_block(main).operations:
+            if jaxpp.is_task(op):
+                found = f"found jaxpp.task @{jaxpp.task_callee(op)}"
+                return Evidence(op.operation, f"the stages are already outlined ({found})")
+        return None
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)

@@ -9,7 +9,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
 
 
 @register_pass
@@ -17,8 +17,8 @@ from jaxpp_mlir.passes.base import ModulePass, register_pass
 class PlaceStages(ModulePass):
     """Place every stage on a rank: stage s on rank placement[s], else s % mpmd-dim.
 
-    Precondition: ``@main`` holds ``jaxpp.task`` ops (jaxpp-outline-stages) and
-    the module carries ``jaxpp.num_stages``.
+    Precondition: ``@main`` holds ``jaxpp.task`` ops (jaxpp-outline-stages), none
+    of them placed yet, and the module carries ``jaxpp.num_stages``.
     Postcondition: every ``jaxpp.task`` of the stage block carries
     ``jaxpp.rank`` in ``[0, mpmd-dim)``; the module carries
     ``jaxpp.num_ranks``; a ``jaxpp.loop`` carries ``jaxpp.state_ranks``, the
@@ -30,11 +30,24 @@ class PlaceStages(ModulePass):
 
     name = "jaxpp-place-stages"
     mpmd_dim: int = dataclasses.field(
-        default=0, metadata={"help": "number of ranks (0: one rank per stage)"}
+        default=0, metadata={"help": "number of ranks (0: one rank per stage)", "min": 0}
     )
     placement: tuple[int, ...] = dataclasses.field(
-        default=(), metadata={"help": "rank of each stage, comma separated (default s % mpmd-dim)"}
+        default=(),
+        metadata={"help": "rank of each stage, comma separated (default s % mpmd-dim)", "min": 0},
     )
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        main = find_main(module)
+        if main is None:
+            return None
+        for op in ir_utils.stage_block(main).operations:
+            op = op.operation
+            if jaxpp.is_task(op) and jaxpp.has_rank(op):
+                found = f"found jaxpp.rank on jaxpp.task @{jaxpp.task_callee(op)}"
+                return Evidence(op, f"the stages are already placed ({found})")
+        return None
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
@@ -43,9 +56,11 @@ class PlaceStages(ModulePass):
             raise diagnostics.error(
                 module, "module has no jaxpp.num_stages: run jaxpp-assign-stages first"
             )
-        num_ranks = self.mpmd_dim or num_stages
-        if num_ranks < 1:
-            raise diagnostics.error(module, f"mpmd-dim must be positive, got {num_ranks}")
+        if num_stages < 1:
+            raise diagnostics.error(
+                module, f"jaxpp.num_stages is {num_stages}: run jaxpp-assign-stages to set it"
+            )
+        num_ranks = self.mpmd_dim or num_stages  # mpmd-dim >= 0 (ModulePass.validate)
         if self.placement:
             if len(self.placement) != num_stages:
                 raise diagnostics.error(

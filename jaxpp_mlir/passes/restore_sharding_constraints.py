@@ -7,8 +7,9 @@ import dataclasses
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import sdy
 
+from jaxpp_mlir import diagnostics
 from jaxpp_mlir.passes import ir_utils
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
 
 
 @register_pass
@@ -21,15 +22,41 @@ class RestoreShardingConstraints(ModulePass):
     import of a stage module rejects; a constraint with the same sharding is
     what JAX itself hands to XLA, and XLA inserts the same collectives for it.
 
-    Precondition: none.
+    The rewrite is the exact inverse of Shardy's ``sdy-sharding-constraint-to-reshard``
+    and cannot fail (both ops are verified alike).
+
+    Precondition: Shardy's propagation ran (``sdy-propagation-pipeline``). That
+    pipeline always removes ``sdy.sharding_group`` ops (from
+    ``jax.experimental.shard_alike``), so one left in the module shows it has
+    not run: an error at the group, as the pass would find nothing to restore
+    and the reshards of a later propagation would be left.
     Postcondition: no ``sdy.reshard`` remains; each became an
     ``sdy.sharding_constraint`` with the same operand, sharding and location.
+    jaxpp-outline-stages checks it (``unfinished``): a reshard left would reach
+    a stage module.
     """
 
     name = "jaxpp-restore-sharding-constraints"
+    required_by = ("jaxpp-outline-stages",)  # a reshard left would reach a stage module
+
+    @classmethod
+    def unfinished(cls, module: ir.Operation) -> Evidence | None:
+        for op in ir_utils.walk(module):
+            if op.name == "sdy.reshard":
+                what = "an sdy.reshard made by Shardy's propagation is left (XLA rejects it)"
+                return Evidence(op, what)
+        return None
 
     def run(self, module: ir.Operation) -> None:
-        for op in [op for op in ir_utils.walk(module) if op.name == "sdy.reshard"]:
+        ops = list(ir_utils.walk(module))
+        for op in ops:
+            if op.name == "sdy.sharding_group":
+                raise diagnostics.error(
+                    op,
+                    f"{self.name}: Shardy's propagation has not run (found sdy.sharding_group, "
+                    "which sdy-propagation-pipeline removes): run sdy-propagation-pipeline first",
+                )
+        for op in [op for op in ops if op.name == "sdy.reshard"]:
             with ir.InsertionPoint(op), op.location:
                 constraint = sdy.ShardingConstraintOp(op.operands[0], op.attributes["sharding"])
             for name in ("sdy.sharding",):

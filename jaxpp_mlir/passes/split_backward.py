@@ -9,7 +9,9 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
+
+SPLIT_KINDS = (jaxpp.BACKWARD_INPUT, jaxpp.BACKWARD_WEIGHT)
 
 
 @register_pass
@@ -26,13 +28,27 @@ class SplitBackward(ModulePass):
     the loop state or the results of ``@main`` read. Values both parts need
     are computed once, in bwd_i, and passed to bwd_w.
 
-    Precondition: ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages)
-    and none is split yet.
+    Precondition: ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages),
+    none is split yet and the stages are not outlined yet (it runs before
+    jaxpp-outline-stages, which it checks).
     Postcondition: no op has kind ``bwd``; each former backward op has kind
     ``bwd_i`` or ``bwd_w`` (a stage may have only one of the two).
     """
 
     name = "jaxpp-split-backward"
+    must_precede = ("jaxpp-outline-stages",)  # it relabels ops, which outlining groups
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        main = find_main(module)
+        if main is None:
+            return None
+        for op in ir_utils.stage_block(main).operations:
+            op = op.operation
+            if jaxpp.has_stage(op) and jaxpp.get_kind(op) in SPLIT_KINDS:
+                found = f"found '{op.name}' of kind {jaxpp.get_kind(op)}"
+                return Evidence(op, f"the backward is already split ({found})")
+        return None
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
@@ -44,10 +60,7 @@ class SplitBackward(ModulePass):
                 raise diagnostics.error(
                     op, f"'{op.name}' has no stage: run jaxpp-assign-stages first"
                 )
-            kind = jaxpp.get_kind(op)
-            if kind in (jaxpp.BACKWARD_INPUT, jaxpp.BACKWARD_WEIGHT):
-                raise diagnostics.error(op, "the backward is already split")
-            if kind == jaxpp.BACKWARD:
+            if jaxpp.get_kind(op) == jaxpp.BACKWARD:
                 groups.setdefault(jaxpp.get_stage(op), []).append(op)
         for stage, group in groups.items():
             for op in _input_gradient_ops(group, block):

@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import os
 import re
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -44,6 +46,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1  # the input does not parse, a pass failed, or diagnostics did not verify
 EXIT_USAGE = 2  # the command line is wrong (unknown pass or flag, bad option)
 EXIT_INTERNAL = 3  # a bug in jaxpp-opt or in a pass
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # the reader of the output went away, as for `cat`
 
 _REGISTRY_MODULE = "jaxpp_mlir.passes.registry"
 
@@ -65,13 +68,15 @@ Diagnostics print as FILE:LINE:COL: error: MESSAGE, with the lines of the input
 file (also with --split-input-file). Exit status: 0 on success, 1 when the input
 does not parse, a pass fails or --verify-diagnostics finds a mismatch, 2 for a
 wrong command line, 3 for an internal error (rerun with --debug for the Python
-traceback).
+traceback), 141 without a word when the output is closed early (`| head`), as
+for a tool killed by SIGPIPE.
 
 Writing and registering a new pass: put one pass in jaxpp_mlir/passes/<name>.py
 as a dataclass subclass of jaxpp_mlir.passes.base.ModulePass with a kebab-case
 name (name = "jaxpp-<verb>-<object>"), a docstring whose first line is the
 summary --list-passes shows, options as dataclass fields with
-field(default=..., metadata={"help": ...}), and run(self, module) that edits the
+field(default=..., metadata={"help": ..., "min": 0}) ("min": a lower bound
+checked when the pass is built), and run(self, module) that edits the
 module in place and reports user errors with `raise diagnostics.error(op, msg)`
 (warnings: diagnostics.warning(op, msg)); decorate the class with
 @register_pass, import the module from jaxpp_mlir/passes/registry.py so that
@@ -105,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _InputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    except BrokenPipeError:  # `jaxpp-opt ... | head`: the reader went away; nobody to tell
+        _discard_output()
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
@@ -116,6 +124,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return EXIT_INTERNAL
+
+
+def _discard_output() -> None:
+    """Points stdout and stderr at /dev/null, so that the interpreter's final flush of
+    what is still buffered for a closed pipe neither fails nor prints a warning."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError):  # not a real file (a test's capture)
+                pass
+    finally:
+        os.close(devnull)
 
 
 # ----------------------------------------------------------------------------

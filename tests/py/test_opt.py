@@ -3,12 +3,15 @@
 A test-only pass (registered by a fixture, removed afterwards) emits an error on
 every ``"test.bad"`` op, a warning on every ``"test.warn"`` op and crashes on a
 ``"test.crash"`` op, so that diagnostics can be checked without depending on
-the real passes.
+the real passes. Other test-only passes break the IR (for the verifier run
+after each pass) and declare an order (for ``ModulePass.check_order``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,8 +20,11 @@ import pytest
 from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
-from jaxpp_mlir.passes import base
-from jaxpp_mlir.passes.base import ModulePass, registered_passes
+from jaxpp_mlir.passes import base, registry  # noqa: F401  (registers the real passes)
+from jaxpp_mlir.passes.base import Evidence, ModulePass, PassOptionError, registered_passes
+from jaxpp_mlir.passes.check_shardings import CheckShardings
+from jaxpp_mlir.passes.inline_calls import InlineCalls
+from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.tools import opt
 from jaxpp_mlir.tools.opt import main
 
@@ -138,6 +144,27 @@ def test_help_documents_pipeline_forms_and_new_passes(capsys, test_pass):
     assert f"--{TEST_PASS}[='key=value ...']" in out
 
 
+def _opt_process(*argv: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "jaxpp_mlir.tools.opt", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+
+
+@pytest.mark.parametrize("argv", [["INPUT"], ["--list-passes"]], ids=["module", "list"])
+def test_closed_stdout_exits_quietly(tmp_path, argv):
+    """``jaxpp-opt ... | head -1``: the reader went away; no traceback, no internal error."""
+    path = write(tmp_path, FINE)
+    process = _opt_process(*[path if a == "INPUT" else a for a in argv])
+    process.stdout.close()  # before the tool writes: its first write meets a closed pipe
+    err = process.stderr.read().decode()
+    status = process.wait(timeout=300)
+    assert err == ""
+    assert status == opt.EXIT_BROKEN_PIPE == 128 + signal.SIGPIPE
+
+
 def test_runs_as_python_module():
     result = subprocess.run(
         [sys.executable, "-m", "jaxpp_mlir.tools.opt", "--help"],
@@ -210,6 +237,26 @@ def test_output_file(capsys, tmp_path):
         (["-p", "cse", "--canonicalize"], "cannot be combined with pass flags", 2),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag", 2),
         (["--print-ir-after=no-such-pass"], "--print-ir-after: unknown pass 'no-such-pass'", 2),
+        (
+            ["-p", "jaxpp-inline-calls{max-depth=-3}"],
+            "pass 'jaxpp-inline-calls': option 'max-depth' must be at least 1, got -3",
+            2,
+        ),
+        (
+            ["--jaxpp-check-shardings=submesh-size=-1"],
+            "pass 'jaxpp-check-shardings': option 'submesh-size' must be at least 0, got -1",
+            2,
+        ),
+        (
+            ["-p", "jaxpp-place-stages{mpmd-dim=-2}"],
+            "pass 'jaxpp-place-stages': option 'mpmd-dim' must be at least 0, got -2",
+            2,
+        ),
+        (
+            ["-p", "jaxpp-place-stages{placement=1,-1}"],
+            "pass 'jaxpp-place-stages': option 'placement' entries must be at least 0, got -1",
+            2,
+        ),
     ],
 )
 def test_command_line_errors(capsys, tmp_path, test_pass, argv, message, status):
@@ -217,6 +264,27 @@ def test_command_line_errors(capsys, tmp_path, test_pass, argv, message, status)
     assert got == status
     assert message in err
     assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: InlineCalls(max_depth=0),
+        lambda: CheckShardings(submesh_size=-1),
+        lambda: PlaceStages(mpmd_dim=-1),
+        lambda: PlaceStages(placement=(0, -3)),
+    ],
+    ids=["max-depth", "submesh-size", "mpmd-dim", "placement"],
+)
+def test_option_bounds_hold_for_passes_built_in_python(make):
+    """``partition`` builds passes directly: the same bounds apply there."""
+    with pytest.raises(PassOptionError, match="must be at least"):
+        make()
+
+
+def test_option_bounds_accept_the_bound():
+    assert InlineCalls(max_depth=1).max_depth == 1
+    assert PlaceStages(mpmd_dim=0, placement=(0, 0)).placement == (0, 0)
 
 
 def test_malformed_input(capsys, tmp_path):
@@ -381,3 +449,143 @@ def test_pass_failing_without_an_error_is_reported(capsys, tmp_path, test_pass):
     status, out, err = run(capsys, path, "-p", TEST_PASS)
     assert status == opt.EXIT_INTERNAL
     assert f"pass '{TEST_PASS}' failed without reporting an error" in err
+
+
+# ----------------------------------------------------------------------------
+# Verification after each pass
+
+
+BREAK_PASS = "jaxpp-test-break-ir"
+
+
+@dataclasses.dataclass
+class BreakIR(ModulePass):
+    """Test only: gives every func.func one more input than its block has arguments."""
+
+    name = BREAK_PASS
+
+    def run(self, module: ir.Operation) -> None:
+        for op in _walk(module):
+            if op.name == "func.func":
+                old = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+                new = ir.FunctionType.get([*old.inputs, *old.inputs], list(old.results))
+                op.attributes["function_type"] = ir.TypeAttr.get(new)
+
+
+@pytest.fixture
+def break_pass(monkeypatch: pytest.MonkeyPatch) -> type[ModulePass]:
+    monkeypatch.setitem(base._REGISTRY, BREAK_PASS, BreakIR)
+    return BreakIR
+
+
+def test_verifier_after_each_pass_catches_invalid_ir(capsys, tmp_path, break_pass):
+    path = write(tmp_path, FINE)
+    status, out, err = run(capsys, path, "-p", f"{BREAK_PASS},cse")
+    assert status == opt.EXIT_FAILURE
+    assert out == ""
+    assert (
+        f"{path}:1:1: error: 'func.func' op entry block must have 2 arguments to match "
+        "function signature" in err
+    )
+    assert "Traceback" not in err
+
+
+def test_no_verify_each_lets_invalid_ir_through(capsys, tmp_path, break_pass):
+    path = write(tmp_path, FINE)
+    status, out, err = run(capsys, path, "-p", BREAK_PASS, "--no-verify-each")
+    assert status == 0, err
+    assert "error" not in err
+    assert "function_type = (i32, i32) -> i32" in out  # printed in generic form, unverified
+
+
+# ----------------------------------------------------------------------------
+# Pass order (ModulePass.check_order), on test-only passes
+
+
+@dataclasses.dataclass
+class MakeTodo(ModulePass):
+    """Test only: erases every "test.todo" op.
+
+    A ``test.todo`` op is work it leaves for the pass in ``required_by``; a
+    ``test.done`` op stands for the evidence that it already ran.
+    """
+
+    name = "jaxpp-test-first"
+    required_by = ("jaxpp-test-second",)
+    must_precede = ("jaxpp-test-second",)
+
+    @classmethod
+    def unfinished(cls, module: ir.Operation) -> Evidence | None:
+        found = [op for op in _walk(module) if op.name == "test.todo"]
+        return Evidence(found[0], "a test.todo is left") if found else None
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        found = [op for op in _walk(module) if op.name == "test.done"]
+        return Evidence(found[0], "test.done is there") if found else None
+
+    def run(self, module: ir.Operation) -> None:
+        for op in [op for op in _walk(module) if op.name == "test.todo"]:
+            op.erase()
+
+
+@dataclasses.dataclass
+class Second(ModulePass):
+    """Test only: marks the module with "test.second"; a "test.second" op shows it ran."""
+
+    name = "jaxpp-test-second"
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        found = [op for op in _walk(module) if op.name == "test.second"]
+        return Evidence(found[0], "test.second is there") if found else None
+
+    def run(self, module: ir.Operation) -> None:
+        pass
+
+
+@pytest.fixture
+def order_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(base._REGISTRY, MakeTodo.name, MakeTodo)
+    monkeypatch.setitem(base._REGISTRY, Second.name, Second)
+
+
+def _body(*ops: str) -> str:
+    lines = "".join(f'  "{op}"() : () -> ()\n' for op in ops)
+    return f"func.func @f() {{\n{lines}  return\n}}\n"
+
+
+@pytest.mark.parametrize(
+    "ops, pipeline, message",
+    [
+        (
+            ["test.fine", "test.todo"],
+            "jaxpp-test-second",
+            "3:3: error: jaxpp-test-second: a test.todo is left: run jaxpp-test-first first",
+        ),
+        (
+            ["test.done"],
+            "jaxpp-test-first",
+            "2:3: error: jaxpp-test-first: test.done is there: run jaxpp-test-first only once",
+        ),
+        (
+            ["test.second"],
+            "jaxpp-test-first",
+            "2:3: error: jaxpp-test-first: test.second is there: "
+            "run jaxpp-test-first before jaxpp-test-second",
+        ),
+    ],
+    ids=["required-by", "twice", "must-precede"],
+)
+def test_pass_order_is_checked(capsys, tmp_path, order_passes, ops, pipeline, message):
+    path = write(tmp_path, _body(*ops))
+    status, out, err = run(capsys, path, "-p", pipeline)
+    assert status == opt.EXIT_FAILURE
+    assert err.startswith(f"{path}:{message}\n"), err
+
+
+def test_pass_order_in_order_runs(capsys, tmp_path, order_passes):
+    path = write(tmp_path, _body("test.fine", "test.todo"))
+    status, out, err = run(capsys, path, "-p", "jaxpp-test-first,jaxpp-test-second")
+    assert status == 0, err
+    assert "test.todo" not in out and "test.fine" in out

@@ -26,7 +26,7 @@ module @task_without_rank attributes {jaxpp.num_stages = 2 : i64} {
 module @transfers_already_inserted attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = "jaxpp.task"(%arg0) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
-    // expected-error @+1 {{the module already has transfers}}
+    // expected-error @+1 {{jaxpp-insert-transfers: the transfers are already inserted (found jaxpp.send on channel 0): run jaxpp-insert-transfers only once}}
     "jaxpp.send"(%0) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
     %1 = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : () -> tensor<2x4xf32>
     %2 = "jaxpp.task"(%1) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>

@@ -75,3 +75,21 @@ module @loop_state_on_two_ranks attributes {jaxpp.num_stages = 2 : i64} {
     return %0 : tensor<4x4xf32>
   }
 }
+
+// -----
+
+// Running the pass twice is refused at the first placed task.
+module @already_placed attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64} {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    // expected-error @+1 {{jaxpp-place-stages: the stages are already placed (found jaxpp.rank on jaxpp.task @stage0_fwd): run jaxpp-place-stages only once}}
+    %0 = "jaxpp.task"(%arg0) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %1 = "jaxpp.task"(%0) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %1 : tensor<2x4xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+  func.func private @stage1_fwd(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %arg0 : tensor<2x4xf32>
+  }
+}

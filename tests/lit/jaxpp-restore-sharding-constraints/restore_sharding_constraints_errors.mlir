@@ -1,11 +1,12 @@
 // RUN: jaxpp-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-restore-sharding-constraints)' | filecheck %s
 
-// The pass has no error of its own: sdy.reshard and sdy.sharding_constraint
+// The rewrite itself cannot fail: sdy.reshard and sdy.sharding_constraint
 // take the same operand and sharding and Shardy verifies them alike, so any
-// valid reshard makes a valid constraint. This file checks, with
-// --verify-diagnostics (no diagnostic expected), the unusual but valid cases
-// the pass must get through without a diagnostic and without touching what
-// is not an sdy.reshard.
+// valid reshard makes a valid constraint (a sharding naming an undefined mesh
+// is rejected by that verifier when the input is parsed). What the pass checks
+// is its precondition, that Shardy's propagation ran (last case). The other
+// cases are the unusual but valid ones it must get through without a
+// diagnostic and without touching what is not an sdy.reshard.
 
 // A reshard nobody reads is rewritten, not erased (dead code is not this
 // pass's business); a reshard of a scalar keeps its empty sharding.
@@ -65,6 +66,26 @@ module @lookalikes {
   func.func @main(%arg0: tensor<4x8xf32>) -> tensor<4x8xf32> {
     %0 = stablehlo.custom_call @Sharding(%arg0) {mhlo.sharding = "{devices=[2,1]<=[2]}"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
     %1 = stablehlo.custom_call @sdy.reshard(%0) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %1 : tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// Shardy's propagation removes every sdy.sharding_group (what
+// jax.experimental.shard_alike lowers to) and turns every
+// sdy.sharding_constraint into an sdy.reshard: a group left shows that it has
+// not run, so there is nothing to restore yet and the reshards it makes later
+// would be left for XLA. The error blames the first group.
+
+module @propagation_not_run {
+  sdy.mesh @mesh = <["stage"=1, "data"=2, "model"=2]>
+  func.func @main(%arg0: tensor<4x8xf32>, %arg1: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    // expected-error @+1 {{jaxpp-restore-sharding-constraints: Shardy's propagation has not run (found sdy.sharding_group, which sdy-propagation-pipeline removes): run sdy-propagation-pipeline first}}
+    sdy.sharding_group %arg0 group_id=0 : tensor<4x8xf32>
+    sdy.sharding_group %arg1 group_id=0 : tensor<4x8xf32>
+    %0 = sdy.sharding_constraint %arg0 <@mesh, [{"data"}, {}]> : tensor<4x8xf32>
+    %1 = stablehlo.add %0, %arg1 : tensor<4x8xf32>
     return %1 : tensor<4x8xf32>
   }
 }

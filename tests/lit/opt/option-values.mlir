@@ -1,0 +1,27 @@
+// Option values out of range are refused when the pipeline is read, before the
+// input is: one message naming the pass, the option, the bound and the value,
+// exit status 2 (a wrong command line), like an option that does not parse.
+
+// RUN: not jaxpp-opt %s -p 'jaxpp-inline-calls{max-depth=-3}' 2>&1 | filecheck %s --check-prefix=DEPTH
+// RUN: not jaxpp-opt %s --jaxpp-inline-calls=max-depth=0 2>&1 | filecheck %s --check-prefix=DEPTH-ZERO
+// DEPTH-NOT: Traceback
+// DEPTH: jaxpp-opt: error: pass 'jaxpp-inline-calls': option 'max-depth' must be at least 1, got -3
+// DEPTH-ZERO: jaxpp-opt: error: pass 'jaxpp-inline-calls': option 'max-depth' must be at least 1, got 0
+
+// RUN: not jaxpp-opt %s -p 'jaxpp-check-shardings{submesh-size=-1}' 2>&1 | filecheck %s --check-prefix=SUBMESH
+// SUBMESH: jaxpp-opt: error: pass 'jaxpp-check-shardings': option 'submesh-size' must be at least 0, got -1
+
+// RUN: not jaxpp-opt %s -p 'jaxpp-place-stages{mpmd-dim=-4}' 2>&1 | filecheck %s --check-prefix=MPMD-DIM
+// MPMD-DIM: jaxpp-opt: error: pass 'jaxpp-place-stages': option 'mpmd-dim' must be at least 0, got -4
+
+// RUN: not jaxpp-opt %s --pass-pipeline='builtin.module(jaxpp-place-stages{placement=0,-1,1})' 2>&1 \
+// RUN:   | filecheck %s --check-prefix=PLACEMENT
+// PLACEMENT: jaxpp-opt: error: pass 'jaxpp-place-stages': option 'placement' entries must be at least 0, got -1
+
+// The bounds themselves are accepted.
+// RUN: jaxpp-opt %s -p 'jaxpp-inline-calls{max-depth=1},jaxpp-check-shardings{submesh-size=0}' | filecheck %s
+// CHECK-LABEL: func.func @main
+
+func.func @main(%a: i32) -> i32 {
+  return %a : i32
+}
