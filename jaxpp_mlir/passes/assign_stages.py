@@ -110,11 +110,25 @@ def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: boo
                     "stage marker outside the microbatch loop: with treduce, every stage "
                     "marker must be inside the function treduce applies to each microbatch",
                 )
+            if in_loop and not _is_forward(op):
+                raise diagnostics.error(
+                    op,
+                    "a backward stage marker inside a loop: jax.grad of a function that "
+                    "calls treduce is not supported; take the gradient inside treduce, as "
+                    "in treduce(lambda mb: jax.value_and_grad(loss)(params, mb), batch)",
+                )
+            where = "the function treduce applies to each microbatch" if in_loop else "the step"
+            hint = (
+                "unroll the loop over layers (a lax.scan or fori_loop cannot hold markers)"
+                if parent.name == "stablehlo.while"
+                else "move the markers out of the conditional"
+            )
+            if not in_loop:
+                hint += "; for the microbatch loop use jaxpp_mlir.treduce"
             raise diagnostics.error(
                 op,
                 f"stage marker inside '{parent.name}' is not supported: stage boundaries "
-                "must sit at the top level of the step (use jaxpp_mlir.treduce for the "
-                "microbatch loop)",
+                f"must sit at the top level of {where}: {hint}",
             )
         if op.name == "func.call":
             raise diagnostics.error(op, "func.call in @main: run jaxpp-inline-calls first")

@@ -37,7 +37,12 @@ class NormalizeLoop(ModulePass):
 
     name = "jaxpp-normalize-loop"
     # They split the loop body (the stage block) into stages, and see none without it.
-    required_by = ("jaxpp-assign-stages", "jaxpp-split-backward", "jaxpp-outline-stages")
+    required_by = (
+        "jaxpp-assign-stages",
+        "jaxpp-split-accumulators",
+        "jaxpp-split-backward",
+        "jaxpp-outline-stages",
+    )
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
@@ -58,8 +63,13 @@ class NormalizeLoop(ModulePass):
         if not markers:
             return
         if len(markers) > 1:
+            # Blamed on the second loop, whose location reaches the user's treduce call
+            # (the marker's own location stops inside treduce).
+            second = _parent(markers[1]) or markers[1]
             raise diagnostics.error(
-                markers[1], "a step may hold only one microbatch loop (treduce)"
+                second,
+                "a step may hold only one microbatch loop (treduce): call treduce once and "
+                "return everything the microbatches compute from the function it applies",
             )
         marker = markers[0]
         loop = _parent(marker)

@@ -46,6 +46,7 @@ class SplitAccumulators(ModulePass):
     """
 
     name = "jaxpp-split-accumulators"
+    must_precede = ("jaxpp-outline-stages",)  # it regroups ops that outlining moves away
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)

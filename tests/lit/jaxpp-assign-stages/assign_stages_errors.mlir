@@ -58,7 +58,7 @@ module @marker_in_loop {
     } do {
       %c_1 = stablehlo.constant dense<1> : tensor<i32>
       %1 = stablehlo.add %iterArg, %c_1 : tensor<i32>
-      // expected-error @+1 {{stage marker inside 'stablehlo.while' is not supported: stage boundaries must sit at the top level of the step (use jaxpp_mlir.treduce for the microbatch loop)}}
+      // expected-error @+1 {{stage marker inside 'stablehlo.while' is not supported: stage boundaries must sit at the top level of the step: unroll the loop over layers (a lax.scan or fori_loop cannot hold markers); for the microbatch loop use jaxpp_mlir.treduce}}
       %2 = stablehlo.custom_call @jaxpp.enter_stage(%iterArg_0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
       stablehlo.return %1, %2 : tensor<i32>, tensor<2x4xf32>
     }
@@ -90,5 +90,59 @@ module @more_backward_than_forward_markers {
     %3 = stablehlo.custom_call @jaxpp.enter_stage(%2) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
     %4 = stablehlo.tanh %3 : tensor<2x4xf32>
     return %4 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// A lax.scan over layers inside the function treduce applies to a microbatch.
+module @marker_in_scan_inside_treduce {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = "jaxpp.loop"(%arg0) ({
+    ^bb0(%arg1: tensor<i32>, %arg2: tensor<2x4xf32>):
+      %c = stablehlo.constant dense<0> : tensor<i32>
+      %1:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %arg2) : tensor<i32>, tensor<2x4xf32>
+       cond {
+        %c_1 = stablehlo.constant dense<3> : tensor<i32>
+        %2 = stablehlo.compare  LT, %iterArg, %c_1 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        stablehlo.return %2 : tensor<i1>
+      } do {
+        %c_1 = stablehlo.constant dense<1> : tensor<i32>
+        %2 = stablehlo.add %iterArg, %c_1 : tensor<i32>
+        // expected-error @+1 {{stage marker inside 'stablehlo.while' is not supported: stage boundaries must sit at the top level of the function treduce applies to each microbatch: unroll the loop over layers (a lax.scan or fori_loop cannot hold markers)}}
+        %3 = stablehlo.custom_call @jaxpp.enter_stage(%iterArg_0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+        stablehlo.return %2, %3 : tensor<i32>, tensor<2x4xf32>
+      }
+      "jaxpp.yield"(%1#1) : (tensor<2x4xf32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %0 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// jax.grad of a function that calls treduce: the transposed loop holds the
+// backward markers.
+module @gradient_of_treduce {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = "jaxpp.loop"(%arg0) ({
+    ^bb0(%arg1: tensor<i32>, %arg2: tensor<2x4xf32>):
+      %1 = stablehlo.custom_call @jaxpp.enter_stage(%arg2) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      "jaxpp.yield"(%1) : (tensor<2x4xf32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %c = stablehlo.constant dense<0> : tensor<i32>
+    %1:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %0) : tensor<i32>, tensor<2x4xf32>
+     cond {
+      %c_1 = stablehlo.constant dense<2> : tensor<i32>
+      %2 = stablehlo.compare  LT, %iterArg, %c_1 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %2 : tensor<i1>
+    } do {
+      %c_1 = stablehlo.constant dense<1> : tensor<i32>
+      %2 = stablehlo.add %iterArg, %c_1 : tensor<i32>
+      // expected-error @+1 {{a backward stage marker inside a loop: jax.grad of a function that calls treduce is not supported; take the gradient inside treduce, as in treduce(lambda mb: jax.value_and_grad(loss)(params, mb), batch)}}
+      %3 = stablehlo.custom_call @jaxpp.enter_stage(%iterArg_0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      stablehlo.return %2, %3 : tensor<i32>, tensor<2x4xf32>
+    }
+    return %1#1 : tensor<2x4xf32>
   }
 }

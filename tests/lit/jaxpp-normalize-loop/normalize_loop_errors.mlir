@@ -4,6 +4,7 @@ module @two_loop_markers {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %c = stablehlo.constant dense<0> : tensor<i32>
     %c_0 = stablehlo.constant dense<0> : tensor<i32>
+    // expected-error @+1 {{a step may hold only one microbatch loop (treduce): call treduce once and return everything the microbatches compute from the function it applies}}
     %0:3 = stablehlo.while(%iterArg = %c, %iterArg_1 = %c_0, %iterArg_2 = %arg0) : tensor<i32>, tensor<i32>, tensor<2x4xf32>
     cond {
       %c_3 = stablehlo.constant dense<2> : tensor<i32>
@@ -14,7 +15,6 @@ module @two_loop_markers {
       %1 = stablehlo.add %iterArg, %c_3 : tensor<i32>
       %2 = stablehlo.add %iterArg_1, %c_3 : tensor<i32>
       %3 = stablehlo.custom_call @jaxpp.loop_marker(%iterArg_1) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "2", jaxpp.reductions = "add", jaxpp.schedule = ""}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<i32>) -> tensor<i32>
-      // expected-error @+1 {{a step may hold only one microbatch loop (treduce)}}
       %5 = stablehlo.custom_call @jaxpp.loop_marker(%iterArg_1) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "2", jaxpp.reductions = "add", jaxpp.schedule = ""}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<i32>) -> tensor<i32>
       %4 = stablehlo.tanh %iterArg_2 : tensor<2x4xf32>
       stablehlo.return %1, %2, %4 : tensor<i32>, tensor<i32>, tensor<2x4xf32>
