@@ -7,6 +7,17 @@ value_and_grad over a marked model, then optax's Adam update. It is lowered
 with jax.jit, partitioned into stage programs over 4 of the 8 CPU devices and
 run; each step's loss is printed next to plain jax.jit's, and the script exits
 non-zero if the losses, parameters or optimizer state differ beyond RTOL.
+
+The same script runs as several processes (jax.distributed), one pipelined
+training whose 4 ranks are spread over the processes:
+
+    python -m jaxpp_mlir.launch --nproc 2 --devices-per-proc 4 examples/train_mlp.py
+    python -m jaxpp_mlir.launch --nproc 4 --devices-per-proc 1 examples/train_mlp.py
+
+Every process lowers and partitions the same step, compiles and runs its own
+ranks' stages; each step's loss (held by the last stage's process) is gathered
+to every process, and process 0 prints the same lines as a single-process run.
+Each process checks against jax.jit on its own devices.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402
+from jaxpp_mlir.launch import initialize_from_env, pipeline_devices  # noqa: E402
 
 NUM_STAGES = 4
 LAYERS_PER_STAGE = 2
@@ -80,6 +92,13 @@ def main() -> int:
     parser.add_argument("--schedule", choices=sorted(SCHEDULES), default="1f1b")
     parser.add_argument("--dump-dir", default=None, help="write the IR of every pass here")
     args = parser.parse_args()
+    # jax.distributed under jaxpp_mlir.launch (or Slurm, Open MPI); nothing in one process.
+    several = initialize_from_env()
+    me = jax.process_index()
+
+    def say(*text: object) -> None:  # process 0 speaks for all
+        if me == 0:
+            print(*text, flush=True)
 
     key_params, key_x, key_y = jax.random.split(jax.random.PRNGKey(0), 3)
     params = init_params(key_params)
@@ -87,37 +106,43 @@ def main() -> int:
     shape = (MICROBATCHES, MICROBATCH_SIZE, WIDTH)
     batch = (jax.random.normal(key_x, shape), jax.random.normal(key_y, shape))
 
-    devices = np.array(jax.devices()[:NUM_STAGES])
+    devices = pipeline_devices(NUM_STAGES).reshape(-1)  # ranks spread over the processes
     mesh = pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
     lowered = jax.jit(train_step).lower(params, opt_state, batch)
+    dump_dir = args.dump_dir
+    if dump_dir is not None and several:
+        dump_dir = os.path.join(dump_dir, f"process{me}")
     program = pp.partition(
-        lowered, mesh=mesh, schedule=SCHEDULES[args.schedule](), dump_dir=args.dump_dir
+        lowered, mesh=mesh, schedule=SCHEDULES[args.schedule](), dump_dir=dump_dir
     )
-    print(program)
-    print(f"peak bytes per rank: {program.peak_bytes_per_rank()}")
+    say(program)
+    say(f"peak bytes per rank: {program.peak_bytes_per_rank()}")
     step = program.compile()
+    if several:
+        say(f"{jax.process_count()} processes; {step.executable!r}".splitlines()[0])
 
-    reference_step = jax.jit(train_step)
+    reference_step = jax.jit(train_step)  # on this process's own devices
     ours = theirs = (params, opt_state)
     ok = True
     for index in range(args.steps):
-        *ours, loss = step(*ours, batch)
+        *ours, loss = step(*ours, batch)  # outputs held by other processes: RemoteOutput
         *theirs, reference_loss = reference_step(*theirs, batch)
-        loss, reference_loss = float(loss), float(reference_loss)
+        loss, reference_loss = float(step.gather(loss)), float(reference_loss)
         agrees = bool(np.isclose(loss, reference_loss, rtol=RTOL, atol=0))
         ok &= agrees
-        print(
+        say(
             f"step {index}: pipelined loss {loss:.8f}   jax.jit loss {reference_loss:.8f}"
             f"   {'ok' if agrees else 'MISMATCH'}"
         )
+    gathered = step.gather(ours)  # every process calls it (a collective with several)
     for a, b in zip(
-        jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs), strict=True
+        jax.tree_util.tree_leaves(gathered), jax.tree_util.tree_leaves(theirs), strict=True
     ):
-        if not np.allclose(np.asarray(a), np.asarray(b), rtol=RTOL, atol=1e-7):
+        if not np.allclose(a, np.asarray(b), rtol=RTOL, atol=1e-7):
             ok = False
             print("parameters or optimizer state differ from jax.jit's", file=sys.stderr)
             break
-    print("pipelined training matches jax.jit" if ok else "MISMATCH against jax.jit")
+    say("pipelined training matches jax.jit" if ok else "MISMATCH against jax.jit")
     return 0 if ok else 1
 
 

@@ -18,12 +18,16 @@ works under Slurm or Open MPI, and alone, without any of these variables).
 Output lines are prefixed with ``[pN]``. When a process fails, the others get
 ``--grace`` seconds to stop by themselves (the runtime's watchdog makes them
 exit), then every process still running is killed by PID; the launcher exits
-with the first failing process's code (128 + signal for a signal).
+with the first failing process's code (128 + signal for a signal). At the end
+it prints a summary on stderr: which process failed first and how (exit code
+or signal), and what became of every other one (exited by itself, how long
+after, or killed by the launcher).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import signal
@@ -153,6 +157,24 @@ def _pump(stream: IO[bytes], out: IO[bytes], prefix: bytes) -> None:
     stream.close()
 
 
+@dataclasses.dataclass
+class _End:
+    code: int
+    at: float  # seconds after the launch started
+    killed_by_launcher: int | None = None  # the signal the launcher sent, if it did
+
+
+def describe_exit(code: int) -> str:
+    """``exited with code 3``, ``killed by signal 9 (SIGKILL)``."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = "unknown signal"
+    return f"killed by signal {-code} ({name})"
+
+
 class Launch:
     """Child processes of one launch; ``wait`` supervises them, ``kill`` ends them."""
 
@@ -169,8 +191,10 @@ class Launch:
         self.port = port or free_port()
         self.started = time.monotonic()
         self.procs: list[subprocess.Popen] = []
-        self.ended: dict[int, float] = {}
+        self.ends: dict[int, _End] = {}  # filled by the reaper threads
+        self._signalled: dict[int, int] = {}  # process -> signal the launcher sent
         self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
         base = dict(os.environ if env is None else env)
         try:
             for i in range(nproc):
@@ -183,6 +207,7 @@ class Launch:
                     start_new_session=True,  # its own process group, killed with it
                 )
                 self.procs.append(proc)
+                threading.Thread(target=self._reap, args=(i, proc), daemon=True).start()
                 if prefix:
                     tag = f"[p{i}] ".encode()
                     for stream, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
@@ -195,31 +220,46 @@ class Launch:
             self.kill()
             raise
 
+    def _reap(self, i: int, proc: subprocess.Popen) -> None:
+        """Waits for child ``i``; records when it ended (to the millisecond) and how."""
+        code = proc.wait()
+        with self._lock:
+            self.ends[i] = _End(code, time.monotonic() - self.started, self._signalled.get(i))
+
     def poll(self) -> list[int | None]:
-        now = time.monotonic()
-        codes = []
-        for i, proc in enumerate(self.procs):
-            code = proc.poll()
-            if code is not None and i not in self.ended:
-                self.ended[i] = now - self.started
-            codes.append(code)
-        return codes
+        with self._lock:
+            return [self.ends[i].code if i in self.ends else None for i in range(len(self.procs))]
+
+    def first_failure(self) -> int | None:
+        """The process that failed first (by the time it ended), if any failed by itself."""
+        with self._lock:
+            failed = [
+                (e.at, i)
+                for i, e in self.ends.items()
+                if e.code != 0 and e.killed_by_launcher is None
+            ]
+        return min(failed)[1] if failed else None
 
     def kill(self, grace_s: float = 3.0) -> None:
         """SIGTERM, then SIGKILL after ``grace_s``, to every child still running (by PID,
         with its process group)."""
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-            alive = [p for p in self.procs if p.poll() is None]
+            alive = [i for i, p in enumerate(self.procs) if p.poll() is None]
             if not alive:
                 break
-            for proc in alive:
-                _signal(proc.pid, sig)
+            for i in alive:
+                with self._lock:
+                    if i not in self.ends:
+                        self._signalled.setdefault(i, sig)
+                _signal(self.procs[i].pid, sig)
             deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and any(p.poll() is None for p in alive):
+            while time.monotonic() < deadline and any(self.procs[i].poll() is None for i in alive):
                 time.sleep(0.05)
         for proc in self.procs:  # children that exited may leave a process group behind
             _signal(proc.pid, signal.SIGKILL, group_only=True)
-        self.poll()
+        deadline = time.monotonic() + 5.0  # the reapers record the ends
+        while len(self.ends) < len(self.procs) and time.monotonic() < deadline:
+            time.sleep(0.01)
         for t in self._threads:
             t.join(timeout=1.0)
 
@@ -229,38 +269,71 @@ class Launch:
         After the first failure, the others have ``grace_s`` to exit; then they
         are killed. ``timeout_s`` bounds the whole launch (exit code 124).
         """
-        first_failure: tuple[int, int] | None = None
         failed_at = None
+        timed_out = False
         try:
             while True:
                 codes = self.poll()
-                for i, code in enumerate(codes):
-                    if code not in (None, 0) and first_failure is None:
-                        first_failure, failed_at = (i, code), time.monotonic()
+                if failed_at is None and any(c not in (None, 0) for c in codes):
+                    failed_at = time.monotonic()
                 if all(c is not None for c in codes):
                     break
                 now = time.monotonic()
                 if failed_at is not None and now - failed_at > grace_s:
                     _say(
                         f"processes still running {grace_s:.0f} s after process "
-                        f"{first_failure[0]} failed; killing them"
+                        f"{self.first_failure()} failed; killing them"
                     )
                     self.kill()
                     break
                 if timeout_s is not None and now - self.started > timeout_s:
                     _say(f"timeout after {timeout_s:.0f} s; killing every process")
+                    timed_out = True
                     self.kill()
-                    return 124
+                    break
                 time.sleep(0.05)
         finally:
             self.kill()
-        for i, proc in enumerate(self.procs):
-            took = self.ended.get(i, time.monotonic() - self.started)
-            _say(f"process {i} (pid {proc.pid}) exited with {proc.returncode} after {took:.1f} s")
-        if first_failure is None:
+        for line in self.summary():
+            _say(line)
+        if timed_out:
+            return 124
+        first = self.first_failure()
+        if first is None:
             return 0
-        code = first_failure[1]
+        code = self.ends[first].code
         return 128 - code if code < 0 else code
+
+    def summary(self) -> list[str]:
+        """What became of every process: the first failure, then the others."""
+        first = self.first_failure()
+        lines = []
+        order = sorted(range(len(self.procs)), key=lambda i: (i != first, i))
+        for i in order:
+            proc, end = self.procs[i], self.ends.get(i)
+            who = f"process {i} (pid {proc.pid})"
+            if end is None:
+                lines.append(f"{who}: still running (could not be killed)")
+                continue
+            how = describe_exit(end.code)
+            if end.killed_by_launcher is not None:
+                sent = signal.Signals(end.killed_by_launcher).name
+                if end.code == -end.killed_by_launcher:
+                    how = f"killed by the launcher ({sent})"
+                else:
+                    how = f"{how} (after the launcher sent {sent})"
+            if i == first:
+                lines.append(f"{who} failed first: {how} after {end.at:.1f} s")
+            elif first is None:
+                lines.append(f"{who}: {how} after {end.at:.1f} s")
+            else:
+                after = end.at - self.ends[first].at
+                lines.append(f"{who}: {how}, {after:.1f} s after process {first} failed")
+        if first is not None:
+            code = self.ends[first].code
+            exit_code = 128 - code if code < 0 else code
+            lines.append(f"exit code {exit_code}: process {first} {describe_exit(code)}")
+        return lines
 
 
 def _signal(pid: int, sig: int, group_only: bool = False) -> None:

@@ -3,13 +3,14 @@
 Every wait here is bounded: a process publishes its part under a key, then
 polls for the other processes' keys until all are there, a process reports an
 error under the ``error/`` key of the same exchange (it is raised here, naming
-that process), or the timeout passes.
+that process), the watchdog detects a lost peer (``check``), or the timeout
+passes.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from jaxpp_mlir.errors import RuntimeFailure
@@ -37,11 +38,19 @@ class Exchange:
     every other process's pending or later ``gather`` under this prefix raise.
     """
 
-    def __init__(self, prefix: str, process: int, num_processes: int, timeout_s: float):
+    def __init__(
+        self,
+        prefix: str,
+        process: int,
+        num_processes: int,
+        timeout_s: float,
+        check: Callable[[], None] | None = None,
+    ):
         self.prefix = f"{ROOT}/{prefix}"
         self.process = process
         self.num_processes = num_processes
         self.timeout_s = timeout_s
+        self.check = check  # raises when a failure is known (the watchdog's check)
 
     def fail(self, message: str) -> None:
         """Tells the other processes that this one failed (best effort)."""
@@ -74,6 +83,8 @@ class Exchange:
             missing = [p for p in wanted if str(p) not in parts]
             if not missing:
                 return [parts[str(p)] for p in wanted]
+            if self.check is not None:
+                self.check()
             if time.monotonic() > deadline:
                 raise RuntimeFailure(
                     f"process {self.process} timed out after {self.timeout_s:.0f} s waiting for "

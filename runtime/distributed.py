@@ -225,6 +225,7 @@ class DistributedPlan:
             self.process,
             self.num_processes,
             self.options.setup_timeout_s,
+            check=self._dog.check,
         )
         for p in range(self.num_processes):
             ranks = [r for r, q in enumerate(self.process_of) if q == p]
@@ -233,7 +234,8 @@ class DistributedPlan:
         try:
             self._setup()
         except BaseException as e:
-            self._exchange.fail(f"{type(e).__name__}: {e}")
+            if not self._dog.kv_lost:  # its calls would hang
+                self._exchange.fail(f"{type(e).__name__}: {e}")
             raise
         self._dog.set_state(f"program {self.serial} ready")
 

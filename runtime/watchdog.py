@@ -27,10 +27,23 @@ shutdown barrier for peers that may be gone. Process 0 hosts the coordination
 service, so it first waits (at most ``grace_s`` + a few seconds) for the others
 to stop, letting them report their own errors.
 
-``jax.distributed``'s coordination service also terminates every process
-(SIGABRT, naming the unhealthy task) once a process misses heartbeats for
-``heartbeat_timeout_seconds``; the watchdog covers stalls, peers that exited
-early, and gives a jaxpp-level message first.
+The heartbeat carries what the process does now: a change of state (every
+call of a program) wakes the thread, which publishes it (at most every
+``STATE_GAP_S``) and reads the peers' states, so a lost peer's last report is
+current.
+
+``jax.distributed`` aborts every process (C++ ``LOG(FATAL)``, SIGABRT) when its
+coordination service reports an error: at once when process 0, which hosts
+the service, dies, and ``heartbeat_timeout_seconds`` after a process stops
+(dies during setup, freezes). Its Python callback cannot be used in jax 0.10
+(the status argument does not convert), so the watchdog installs a SIGABRT
+handler: it names the lost peer (process 0 when the service's port refuses
+connections or the service stopped answering, else the peer whose heartbeat
+stopped), lets the main thread raise its own error for ``grace_s`` (a
+runtime call raises ``RuntimeFailure``, a transfer with the lost peer fails),
+then exits with ``EXIT_CODE``. The key-value store is not used after that (its
+calls would hang). An abort with no lost peer in sight (a crash elsewhere in
+XLA) is left to proceed, after a line saying so.
 """
 
 from __future__ import annotations
@@ -39,6 +52,8 @@ import atexit
 import contextlib
 import dataclasses
 import os
+import signal
+import socket
 import sys
 import threading
 import time
@@ -51,7 +66,9 @@ from jaxpp_mlir.errors import RuntimeFailure
 from . import coordination
 
 EXIT_CODE = 70
+STATE_GAP_S = 0.1  # the least time between two heartbeats published for a change of state
 _HEARTBEAT_DIR = f"{coordination.ROOT}/hb/"
+_REPORT_TIMEOUT_MS = 500
 
 
 def _env_float(name: str, default: float) -> float:
@@ -109,6 +126,7 @@ class Watchdog:
         self.failure: str | None = None  # set once a failure is detected
         self.peer_roles: dict[int, str] = {}  # process -> "ranks 2, 3", for messages
         self._state = "started"
+        self._changed = threading.Event()  # the state changed: publish it now
         self._counter = 0
         self._peers: dict[int, _Peer] = {}
         self._pending: deque[tuple[float, Any, str, int]] = deque()
@@ -116,6 +134,8 @@ class Watchdog:
         self._stop = threading.Event()
         self._exiting = False
         self._kv_down_since: float | None = None
+        self._kv_ok_at = time.monotonic()  # the last key-value round trip that succeeded
+        self.kv_lost = False  # jax.distributed is aborting: its key-value calls would hang
         self._peer_failed_at: float | None = None
         self._thread = threading.Thread(target=self._run, name="jaxpp-watchdog", daemon=True)
 
@@ -125,8 +145,10 @@ class Watchdog:
         self._thread.start()
 
     def set_state(self, state: str) -> None:
-        """What this process does now (shown to peers in failure messages)."""
+        """What this process does now (shown to peers in failure messages); published
+        by the thread at once (at most every ``STATE_GAP_S``)."""
         self._state = state
+        self._changed.set()
 
     def check(self) -> None:
         """Raises ``RuntimeFailure`` if a failure was detected (called at runtime entry)."""
@@ -182,22 +204,29 @@ class Watchdog:
         """What ``peer`` last published, read now: "process 1 (ranks 2, 3) failed: ...",
         "... exited" or "... is probably lost (it last reported: ...)"."""
         try:
-            value = coordination.client().key_value_try_get(f"{_HEARTBEAT_DIR}{peer}")
+            if self.kv_lost or peer < 0:
+                raise RuntimeFailure("no heartbeat to read")
+            # Bounded: a plain read waits for a coordination service that may be gone.
+            value = coordination.client().blocking_key_value_get(
+                f"{_HEARTBEAT_DIR}{peer}", _REPORT_TIMEOUT_MS
+            )
             state = value.partition("|")[2]
-        except Exception:  # the store may be gone
+            last = state or "nothing"
+        except Exception:  # the store may be gone: what this process read last
             info = self._peers.get(peer)
             state = info.state if info is not None else ""
+            last = self._last_state(peer)
         if state.startswith("failed"):
             return f"{self._describe(peer)} {state}"
         if state == "bye":
             return f"{self._describe(peer)} exited"
-        return f"{self._describe(peer)} is probably lost (it last reported: {state or 'nothing'})"
+        return f"{self._describe(peer)} is probably lost (it last reported: {last})"
 
     def wait_for_peers(self, timeout_s: float) -> None:
         """Waits until every peer has stopped (a final state, or silent for 2 intervals)."""
         deadline = time.monotonic() + timeout_s
         silent_after = 2 * self.options.interval_s + 1.0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.kv_lost:
             try:
                 entries = coordination.client().key_value_dir_get(_HEARTBEAT_DIR)
             except Exception:
@@ -214,16 +243,28 @@ class Watchdog:
 
     # ------------------------------------------------------------ the thread
     def _run(self) -> None:
-        while not self._stop.wait(self.options.interval_s):
+        interval = self.options.interval_s
+        next_check = time.monotonic() + interval
+        while not self._stop.is_set():
+            changed = self._changed.wait(max(0.0, next_check - time.monotonic()))
+            if self._stop.is_set():
+                return
             try:
+                self._changed.clear()
                 self._beat()
-                self._check_peers()
-                self._check_transfers()
+                if time.monotonic() >= next_check:
+                    self._check_peers()
+                    self._check_transfers()
+                    next_check = time.monotonic() + interval
+                elif changed:
+                    self._stop.wait(STATE_GAP_S)
             except Exception as e:  # the watchdog must not die silently
                 self._fatal(f"the jaxpp watchdog failed: {type(e).__name__}: {e}")
 
     def _publish(self, state: str) -> None:
         self._counter += 1
+        if self.kv_lost:
+            return
         try:
             coordination.client().key_value_set(
                 f"{_HEARTBEAT_DIR}{self.process}", f"{self._counter}|{state}", True
@@ -233,6 +274,8 @@ class Watchdog:
 
     def _beat(self) -> None:
         self._counter += 1
+        if self.kv_lost:
+            return
         kv = coordination.client()
         try:
             kv.key_value_set(
@@ -252,6 +295,7 @@ class Watchdog:
                 )
             return
         self._kv_down_since = None
+        self._kv_ok_at = time.monotonic()
         for _ in self._update_peers(entries, time.monotonic()):
             pass
 
@@ -324,6 +368,80 @@ class Watchdog:
                 f"{self._describe(peer)} is alive and reports: {state}"
             )
 
+    def lost_peer(self) -> str | None:
+        """Which peer is lost, from what this process can still see without the
+        key-value store: process 0 when its coordination service refuses connections or
+        stopped answering, else the peer that reported a failure or whose heartbeat
+        stopped. None when every peer looks alive."""
+        now = time.monotonic()
+        silent_after = 2 * self.options.interval_s + 1.0
+        if self.process != 0:
+            reason = _probe_coordinator()
+            quiet = now - self._kv_ok_at
+            if reason is None and quiet > silent_after:
+                reason = f"it has not answered for {quiet:.0f} s"
+            if reason is not None:
+                return (
+                    f"lost peer {self._describe(0)}, which hosts jax.distributed's "
+                    f"coordination service: {reason}; it died, froze or became unreachable "
+                    f"(it last reported: {self._last_state(0)})"
+                )
+        for peer, info in sorted(self._peers.items()):
+            if info.state.startswith("failed"):
+                return f"peer {self._describe(peer)} {info.state}"
+        silent = [
+            (now - info.changed, peer)
+            for peer, info in self._peers.items()
+            if info.state != "bye" and now - info.changed > silent_after
+        ]
+        if silent:
+            quiet, peer = max(silent)
+            return (
+                f"lost peer {self._describe(peer)}: no heartbeat for {quiet:.0f} s (it last "
+                f"reported: {self._last_state(peer)}); it died, froze or became unreachable"
+            )
+        return None
+
+    def _last_state(self, peer: int) -> str:
+        """The state ``peer`` published last, as this process read it, with its age."""
+        info = self._peers.get(peer)
+        if info is None or not info.state:
+            return "nothing"
+        return f"{info.state}, {time.monotonic() - info.changed:.2f} s ago"
+
+    def on_abort(self) -> None:
+        """Called in the thread that jax.distributed aborts (SIGABRT); see the module
+        docstring. Does not return when a lost peer is found."""
+        self.kv_lost = True
+        try:
+            lost = self.lost_peer()
+        except Exception as e:  # the handler must not fail
+            lost = None
+            _write_fd(f"jaxpp: process {self.process}: no diagnosis: {type(e).__name__}: {e}\n")
+        me = f"jaxpp: process {self.process}"
+        if lost is None:
+            states = "; ".join(
+                f"{self._describe(p)}: {self._last_state(p)}" for p in sorted(self._peers)
+            )
+            _write_fd(
+                f"\n{me}: aborted (SIGABRT; jax.distributed aborts a process when its "
+                f"coordination service reports an error, logged above); no peer looks lost "
+                f"(last reports: {states or 'none'})\n"
+            )
+            return
+        text = f"{me}: {lost}"
+        if self.failure is None:
+            self.failure = text
+        self._exiting = True  # the watchdog thread reports nothing more
+        _write_fd(
+            f"\n{text}\n{me}: jax.distributed aborts this process (its coordination "
+            f"service reported the error logged above); exiting with code {EXIT_CODE} "
+            f"unless the main thread raises first\n"
+        )
+        time.sleep(self.options.grace_s)  # the main thread may raise and exit meanwhile
+        _write_fd(f"{me} exits with code {EXIT_CODE}\n")
+        os._exit(EXIT_CODE)
+
     def _fatal(self, message: str) -> None:
         """Reports ``message`` and ends the process (it may be blocked inside XLA)."""
         if self._exiting:
@@ -344,6 +462,32 @@ def _failed(array: Any) -> bool:
     except Exception:
         return True
     return False
+
+
+def _probe_coordinator() -> str | None:
+    """Why the coordination service's address refuses a TCP connection (None if it
+    accepts one, or if the address is unknown)."""
+    from jax._src import distributed
+
+    address = distributed.global_state.coordinator_address
+    if not address or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+            return None
+    except ConnectionRefusedError:
+        return f"{address} refuses connections"
+    except (OSError, ValueError) as e:
+        return f"{address} is unreachable ({e})"
+
+
+def _write_fd(text: str) -> None:
+    """Writes to stderr's file descriptor, bypassing Python's buffers and locks."""
+    try:
+        os.write(2, text.encode(errors="replace"))
+    except OSError:
+        pass
 
 
 def _write(text: str) -> None:
@@ -376,6 +520,7 @@ def ensure_started(options: WatchdogOptions | None = None) -> Watchdog:
             )
             dog.start()
             _install_exit_hooks(dog)
+            _install_abort_handler(dog)
             _current = dog
         return _current
 
@@ -400,3 +545,35 @@ def _install_exit_hooks(dog: Watchdog) -> None:
     sys.excepthook = excepthook
     # Registered after jax's own atexit (jax.distributed.shutdown), so it runs first.
     atexit.register(dog.close)
+
+
+_abort_handler: Any = None  # the ctypes callback, kept alive
+_abort_lock = threading.Lock()
+
+
+def _install_abort_handler(dog: Watchdog) -> None:
+    """Makes a SIGABRT (jax.distributed's fatal error) call ``dog.on_abort`` first.
+
+    Python's ``signal`` module cannot: its handlers run in the main thread, after
+    ``abort`` has ended the process. A C-level handler (ctypes) runs in the aborting
+    thread; it takes the GIL like any thread. When it returns, ``abort`` proceeds.
+    """
+    global _abort_handler
+    import ctypes
+
+    def handler(signum: int) -> None:
+        if not _abort_lock.acquire(blocking=False):  # another thread aborts too
+            time.sleep(dog.options.grace_s + 5.0)  # the first handler ends the process
+            os._exit(EXIT_CODE)
+        dog.on_abort()  # returns when no peer looks lost: abort() then ends the process
+
+    try:
+        kind = ctypes.CFUNCTYPE(None, ctypes.c_int)
+        callback = kind(handler)
+        libc = ctypes.CDLL(None)
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = [ctypes.c_int, kind]
+        libc.signal(signal.SIGABRT, callback)
+    except (OSError, AttributeError):  # no C library to call: jax's abort stays silent
+        return
+    _abort_handler = callback
