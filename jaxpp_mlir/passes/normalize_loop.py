@@ -49,12 +49,16 @@ class NormalizeLoop(ModulePass):
         main = find_main(module)
         if main is None:
             return None
-        for op in ir_utils.walk(main):
+        # A loop marker this pass would rewrite sits at the top of a while's body, or (an
+        # error for run()) at the top of @main: looking there avoids walking the module.
+        for op in ir_utils.body(main).operations:
+            op = op.operation
             if jaxpp.is_loop_marker(op):
-                loop = _parent(op)
-                if loop is not None and loop.name == "stablehlo.while":
-                    return Evidence(loop, _NOT_NORMALIZED)
                 return Evidence(op, "the step still holds a @jaxpp.loop_marker")
+            if op.name == "stablehlo.while":
+                for nested in op.regions[1].blocks[0].operations:
+                    if jaxpp.is_loop_marker(nested):
+                        return Evidence(op, _NOT_NORMALIZED)
         return None
 
     def run(self, module: ir.Operation) -> None:
