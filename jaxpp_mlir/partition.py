@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from jax.extend.mlir import ir
@@ -124,6 +127,37 @@ def partition(
     the environment variable ``JAXPP_MLIR_DUMP_DIR``) receives the input
     module, the IR after every pass, every stage module and the schedule.
     """
+    with _host_heap_frozen():
+        return _partition(x, mesh=mesh, schedule=schedule, dump_dir=dump_dir)
+
+
+@contextlib.contextmanager
+def _host_heap_frozen() -> Iterator[None]:
+    """Keeps Python's cyclic collector, while partitioning, to the objects it allocates.
+
+    Partitioning allocates many objects (IR wrappers, schedule tasks, plan entries), so
+    the collector runs during it; without this, a full collection would also walk the
+    host program's whole heap (a training script's arrays, jax's own modules), which
+    costs more than partitioning itself. Nothing changes if the program froze objects
+    itself (``gc.freeze``).
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _partition(
+    x: Any,
+    *,
+    mesh: MpmdMesh,
+    schedule: Schedule | None,
+    dump_dir: str | os.PathLike | None,
+) -> PartitionedProgram:
     if not isinstance(mesh, MpmdMesh):
         raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
     if schedule is not None and not isinstance(schedule, Schedule):

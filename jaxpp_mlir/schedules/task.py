@@ -11,7 +11,7 @@ it ends.
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 from jaxpp_mlir.errors import ScheduleError
 
@@ -31,25 +31,28 @@ def _check_index(name: str, value: object) -> None:
         raise ScheduleError(f"Task {name} must be a non-negative int, got {value!r}")
 
 
-@dataclasses.dataclass(frozen=True, order=True)
-class Task:
-    """One pass (``kind``) of one pipeline ``stage`` over one ``microbatch``.
-
-    ``str(Task(2, "fwd", 0))`` is ``"fwd_2__0"``.
-    """
-
+class _TaskFields(NamedTuple):
     stage: int
     kind: str
     microbatch: int
 
-    def __post_init__(self) -> None:
-        if type(self.stage) is int and type(self.microbatch) is int:  # the common case, fast
-            if self.stage >= 0 and self.microbatch >= 0 and self.kind in _SHORT:
-                return
-        if self.kind not in KINDS:
-            raise ScheduleError(f"Task kind must be one of {KINDS}, got {self.kind!r}")
-        _check_index("stage", self.stage)
-        _check_index("microbatch", self.microbatch)
+
+class Task(_TaskFields):
+    """One pass (``kind``) of one pipeline ``stage`` over one ``microbatch``.
+
+    ``str(Task(2, "fwd", 0))`` is ``"fwd_2__0"``. An immutable named tuple: schedules
+    build, hash and compare thousands of them, which a tuple does in C.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, stage: int, kind: str, microbatch: int) -> Task:
+        if not (type(stage) is int and type(microbatch) is int and stage >= 0 and microbatch >= 0):
+            _check_index("stage", stage)
+            _check_index("microbatch", microbatch)
+        if type(kind) is not str or kind not in _SHORT:
+            raise ScheduleError(f"Task kind must be one of {KINDS}, got {kind!r}")
+        return super().__new__(cls, stage, kind, microbatch)
 
     def __str__(self) -> str:
         return f"{self.kind}_{self.stage}__{self.microbatch}"
