@@ -103,3 +103,21 @@ def test_partition_scaling_benchmark_runs():
     )
     assert [r["microbatches"] for r in records] == [4, 8]
     assert records[1]["plan_instructions"] > records[0]["plan_instructions"]
+
+
+def test_train_step_benchmark_runs_the_main_job_exactly():
+    records = _run_script(
+        "train_step",
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+        "--microbatches",
+        "4",
+        "--schedules",
+        "gpipe,1f1b",
+    )
+    assert [r["schedule"] for r in records] == ["gpipe", "1f1b"]
+    for record in records:
+        assert record["loss_rel_diff"] == 0.0
+        assert len(record["peak_bytes_per_rank"]) == 4
