@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.diagnostics import PassFailed
+from jaxpp_mlir.passes import ir_utils
 
 _REGISTRY: dict[str, type[ModulePass]] = {}
 
@@ -183,6 +185,21 @@ def registered_passes() -> dict[str, type[ModulePass]]:
 
 def get_pass_class(name: str) -> type[ModulePass] | None:
     return _REGISTRY.get(name)
+
+
+def find_in_stage_block(
+    module: ir.Operation, what_it_shows: Callable[[ir.Operation], str | None]
+) -> Evidence | None:
+    """The first op of the stage block (the loop body, else ``@main``) for which
+    ``what_it_shows`` says something, as evidence for ``finished``/``unfinished``."""
+    main = find_main(module)
+    if main is None:
+        return None
+    for op in ir_utils.stage_block(main).operations:
+        what = what_it_shows(op.operation)
+        if what is not None:
+            return Evidence(op.operation, what)
+    return None
 
 
 def find_main(module: ir.Operation) -> ir.Operation | None:

@@ -9,7 +9,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils, outlining
-from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
+from jaxpp_mlir.passes.base import Evidence, ModulePass, find_in_stage_block, register_pass
 
 
 @register_pass
@@ -37,14 +37,14 @@ class OutlineStages(ModulePass):
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
-        main = find_main(module)
-        if main is None:
-            return None
-        for op in ir_utils.stage_block(main).operations:
-            if jaxpp.is_task(op):
-                found = f"found jaxpp.task @{jaxpp.task_callee(op)}"
-                return Evidence(op.operation, f"the stages are already outlined ({found})")
-        return None
+        return find_in_stage_block(
+            module,
+            lambda op: (
+                f"the stages are already outlined (found jaxpp.task @{jaxpp.task_callee(op)})"
+                if jaxpp.is_task(op)
+                else None
+            ),
+        )
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)

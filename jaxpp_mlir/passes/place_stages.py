@@ -9,7 +9,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils
-from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
+from jaxpp_mlir.passes.base import Evidence, ModulePass, find_in_stage_block, register_pass
 
 
 @register_pass
@@ -39,15 +39,15 @@ class PlaceStages(ModulePass):
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
-        main = find_main(module)
-        if main is None:
-            return None
-        for op in ir_utils.stage_block(main).operations:
-            op = op.operation
-            if jaxpp.is_task(op) and jaxpp.has_rank(op):
-                found = f"found jaxpp.rank on jaxpp.task @{jaxpp.task_callee(op)}"
-                return Evidence(op, f"the stages are already placed ({found})")
-        return None
+        return find_in_stage_block(
+            module,
+            lambda op: (
+                "the stages are already placed (found jaxpp.rank on jaxpp.task "
+                f"@{jaxpp.task_callee(op)})"
+                if jaxpp.is_task(op) and jaxpp.has_rank(op)
+                else None
+            ),
+        )
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)

@@ -9,7 +9,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils
-from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
+from jaxpp_mlir.passes.base import Evidence, ModulePass, find_in_stage_block, register_pass
 
 SPLIT_KINDS = (jaxpp.BACKWARD_INPUT, jaxpp.BACKWARD_WEIGHT)
 
@@ -40,15 +40,14 @@ class SplitBackward(ModulePass):
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
-        main = find_main(module)
-        if main is None:
-            return None
-        for op in ir_utils.stage_block(main).operations:
-            op = op.operation
-            if jaxpp.has_stage(op) and jaxpp.get_kind(op) in SPLIT_KINDS:
-                found = f"found '{op.name}' of kind {jaxpp.get_kind(op)}"
-                return Evidence(op, f"the backward is already split ({found})")
-        return None
+        return find_in_stage_block(
+            module,
+            lambda op: (
+                f"the backward is already split (found '{op.name}' of kind {jaxpp.get_kind(op)})"
+                if jaxpp.has_stage(op) and jaxpp.get_kind(op) in SPLIT_KINDS
+                else None
+            ),
+        )
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
