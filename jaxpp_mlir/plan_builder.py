@@ -140,6 +140,7 @@ class _Builder:
         self.executables: dict[str, rt.StageExecutable] = {}
         # fused executable -> its callees, their wiring and its input types
         self.fused: dict[str, tuple[list[str], list[list[Source]], list[ir.Type]]] = {}
+        self.fused_names: dict[tuple, str] = {}  # (callees, wiring, input types) -> name
         self.channels: dict[tuple[int, int | None], int] = {}
         self.loop: ir.Operation | None = None
         self.loop_yield: ir.Operation | None = None
@@ -403,7 +404,14 @@ class _Builder:
                 defined_by[value_id] = (part, index)
                 outputs.append(value_id)
         callees = [jaxpp.task_callee(t) for t in tasks]
-        name = "fused__" + "__".join(callees)
+        # One executable per way of wiring the parts: a schedule may fuse the same tasks
+        # with different values shared between them (within a microbatch or across two).
+        key = (tuple(callees), tuple(map(tuple, wiring)), tuple(map(str, input_types)))
+        if key not in self.fused_names:
+            base = "fused__" + "__".join(callees)
+            taken = sum(1 for other in self.fused_names if other[0] == key[0])
+            self.fused_names[key] = base if not taken else f"{base}__v{taken + 1}"
+        name = self.fused_names[key]
         if name not in self.executables:
             self.fused[name] = (callees, wiring, input_types)
             self.executables[name] = rt.StageExecutable(

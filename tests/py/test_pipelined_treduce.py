@@ -262,3 +262,28 @@ def test_schedule_out_of_microbatch_order_for_an_accumulator_is_rejected():
         pp.partition(jax.jit(train_step).lower(params, batch), mesh=make_mesh(1), schedule=schedule)
     assert "bwd_0__1 needs bwd_0__0, which comes later on the same rank" in str(info.value)
     assert "rank 0 |>>F0.1   F0.0 >>B0.1   B0.0" in str(info.value)
+
+
+def test_same_tasks_fused_with_two_wirings():
+    """fwd+bwd of the last stage fused within one microbatch, and across two microbatches
+    (the backward then reads the residuals of an earlier forward): two executables."""
+    params, batch = make_params(2), make_batch(3)
+    t, fused = pp.Task, pp.FusedTask
+    schedule = pp.CustomSchedule(
+        [
+            [t(0, "fwd", 0), t(0, "fwd", 1), t(0, "fwd", 2)]
+            + [t(0, "bwd", 0), t(0, "bwd", 1), t(0, "bwd", 2)],
+            [
+                fused((t(1, "fwd", 0), t(1, "bwd", 0))),
+                t(1, "fwd", 1),
+                fused((t(1, "fwd", 2), t(1, "bwd", 1))),
+                t(1, "bwd", 2),
+            ],
+        ],
+        num_stages=2,
+    )
+    program = pp.partition(
+        jax.jit(train_step).lower(params, batch), mesh=make_mesh(2), schedule=schedule
+    )
+    assert len([name for name in program.plan.executables if name.startswith("fused__")]) == 2
+    assert_same(program.compile()(params, batch), jax.jit(train_step)(params, batch))
