@@ -143,7 +143,6 @@ class _Builder:
         self.fused_names: dict[tuple, str] = {}  # (callees, wiring, input types) -> name
         self.channels: dict[tuple[int, int | None], int] = {}
         self.loop: ir.Operation | None = None
-        self.loop_yield: ir.Operation | None = None
         self.loop_arguments: dict[ir.Value, int] = {}
         self.local: dict[ir.Value, int] = {}  # loop body value -> its index in the body
         self.local_ids: dict[tuple[int, int], int] = {}  # (body index, microbatch) -> id
@@ -325,11 +324,10 @@ class _Builder:
         self.loop = loop
         self.loop_arguments = {a: i for i, a in enumerate(body.arguments)}
         body_ops = [op.operation for op in body.operations]
-        self.loop_yield = body_ops[-1]
         for op in body_ops:
             for result in op.results:
                 self.local[result] = len(self.local)
-        self.state_sources = [self._state_source(v) for v in self.loop_yield.operands]
+        self.state_sources = [self._state_source(v) for v in body_ops[-1].operands]
         num_microbatches = jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
         units = _task_units(body)
         templates: dict[tuple[int, str], list] = {}

@@ -183,16 +183,12 @@ def _rewrite(loop: ir.Operation, splits: list[_Split]) -> None:
 def _zeros(value_type: ir.Type) -> ir.Value:
     tensor = ir.RankedTensorType(value_type)
     element = tensor.element_type
-    zero = ir.FloatAttr.get(element, 0.0) if _is_float(element) else ir.IntegerAttr.get(element, 0)
+    if isinstance(element, ir.FloatType):
+        zero = ir.FloatAttr.get(element, 0.0)
+    else:
+        zero = ir.IntegerAttr.get(element, 0)
     splat = ir.DenseElementsAttr.get_splat(tensor, zero)
     return stablehlo.ConstantOp(splat).result
-
-
-def _is_float(element: ir.Type) -> bool:
-    return any(
-        isinstance(element, cls)
-        for cls in (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type, ir.FloatType)
-    )
 
 
 def _sum(values: list[ir.Value], like: ir.Operation, tags: ir.Operation) -> ir.Value:
