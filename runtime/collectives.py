@@ -24,33 +24,15 @@ from jaxlib import xla_client as xc
 
 from jaxpp_mlir.errors import RuntimeFailure
 
+from .dtypes import element_type
 from .plan import TensorSpec
-
-_ELEMENT_TYPES = {
-    "float32": "f32",
-    "float64": "f64",
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "bool": "i1",
-    "int8": "i8",
-    "int16": "i16",
-    "int32": "i32",
-    "int64": "i64",
-    "uint8": "ui8",
-    "uint16": "ui16",
-    "uint32": "ui32",
-    "uint64": "ui64",
-    "complex64": "complex<f32>",
-    "complex128": "complex<f64>",
-}
 
 
 def tensor_type(shape: Sequence[int], dtype: str) -> str:
     """The MLIR tensor type of ``shape`` and numpy dtype name ``dtype``."""
-    try:
-        element = _ELEMENT_TYPES[dtype]
-    except KeyError:
-        raise RuntimeFailure(f"cannot transfer dtype {dtype} between processes") from None
+    element = element_type(dtype)
+    if element is None:
+        raise RuntimeFailure(f"cannot transfer dtype {dtype} between processes")
     dims = "".join(f"{d}x" for d in shape)
     return f"tensor<{dims}{element}>"
 

@@ -22,7 +22,7 @@ from jaxlib import xla_client as xc
 
 from jaxpp_mlir.errors import RuntimeFailure
 
-from .plan import TensorSpec
+from .plan import ExecutionPlan, TensorSpec
 
 # Compilations done by this process through ``compile_stage`` (tests check that
 # calling a compiled plan never compiles again).
@@ -146,3 +146,39 @@ def check_signature(
                 raise RuntimeFailure(
                     f"executable {name!r} {what} {i} is {got} but the plan says {spec}"
                 )
+
+
+def compile_plan_executables(
+    plan: ExecutionPlan,
+    rank_devices: Sequence[Sequence[jax.Device]],
+    names: Sequence[str],
+) -> tuple[dict[str, xc.LoadedExecutable], int]:
+    """Compiles the executables ``names`` of ``plan``, each on its rank's devices, checked.
+
+    One compilation per distinct (module text, devices): names that share both
+    share one executable. Returns the executables by name and how many
+    compilations that took.
+    """
+    keys: dict[tuple[str, tuple[int, ...]], int] = {}
+    jobs: list[tuple[str, str, tuple[jax.Device, ...]]] = []
+    job_of: dict[str, int] = {}
+    for name in names:
+        stage = plan.executables[name]
+        devices = tuple(rank_devices[stage.rank])
+        key = (stage.mlir_module, tuple(d.id for d in devices))
+        if key not in keys:
+            keys[key] = len(jobs)
+            jobs.append((name, stage.mlir_module, devices))
+        job_of[name] = keys[key]
+    compiled = compile_stages(jobs)
+    executables = {name: compiled[job] for name, job in job_of.items()}
+    for name in names:
+        stage = plan.executables[name]
+        check_signature(
+            name,
+            executables[name],
+            stage.input_specs,
+            stage.output_specs,
+            len(rank_devices[stage.rank]),
+        )
+    return executables, len(jobs)

@@ -20,25 +20,10 @@ def peak_bytes_per_rank(plan: ExecutionPlan) -> list[int]:
     the receive. Temporary buffers inside an executable are not counted.
     """
     sizes: dict[tuple[int, int], int] = {}
-    last_use: dict[tuple[int, int], int] = {}
-    end = len(plan.instructions)
     for binding in plan.inputs:
         for rank in binding.ranks:
             sizes[(rank, binding.index)] = spec_bytes(binding.spec)
-    specs = {b.index: b.spec for b in plan.inputs}
-    for at, inst in enumerate(plan.instructions):
-        if isinstance(inst, RunStage):
-            stage = plan.executables[inst.executable]
-            for value in inst.inputs:
-                last_use[(inst.rank, value)] = at
-            for value, spec in zip(inst.outputs, stage.output_specs, strict=True):
-                specs[value] = spec
-        elif isinstance(inst, Send):
-            last_use[(inst.rank, inst.value)] = at
-        elif isinstance(inst, Recv):
-            specs[inst.value] = inst.spec
-    for output in plan.outputs:
-        last_use[(output.rank, output.value)] = end
+    specs, last_use = _specs_and_last_uses(plan)
     live = [0] * plan.num_ranks
     peak = [0] * plan.num_ranks
     for (rank, _), size in sizes.items():
@@ -66,6 +51,29 @@ def peak_bytes_per_rank(plan: ExecutionPlan) -> list[int]:
             if last_use.get(key, at) <= at and key in sizes:
                 live[key[0]] -= sizes.pop(key)
     return peak
+
+
+def _specs_and_last_uses(
+    plan: ExecutionPlan,
+) -> tuple[dict[int, TensorSpec], dict[tuple[int, int], int]]:
+    """Each value's spec, and the index of each (rank, value)'s last use (outputs: the end)."""
+    last_use: dict[tuple[int, int], int] = {}
+    end = len(plan.instructions)
+    specs = {b.index: b.spec for b in plan.inputs}
+    for at, inst in enumerate(plan.instructions):
+        if isinstance(inst, RunStage):
+            stage = plan.executables[inst.executable]
+            for value in inst.inputs:
+                last_use[(inst.rank, value)] = at
+            for value, spec in zip(inst.outputs, stage.output_specs, strict=True):
+                specs[value] = spec
+        elif isinstance(inst, Send):
+            last_use[(inst.rank, inst.value)] = at
+        elif isinstance(inst, Recv):
+            specs[inst.value] = inst.spec
+    for output in plan.outputs:
+        last_use[(output.rank, output.value)] = end
+    return specs, last_use
 
 
 def _read(inst: RunStage | Send | Recv) -> tuple[int, ...]:
