@@ -9,6 +9,7 @@ passes.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -116,3 +117,21 @@ class Exchange:
             client().key_value_delete(f"{self.prefix}/{name}/{self.process}")
         except Exception:
             pass
+
+
+def probe_coordinator() -> str | None:
+    """Why the coordination service's address refuses a TCP connection (None if it
+    accepts one, or if the address is unknown)."""
+    from jax._src import distributed
+
+    address = distributed.global_state.coordinator_address
+    if not address or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+            return None
+    except ConnectionRefusedError:
+        return f"{address} refuses connections"
+    except (OSError, ValueError) as e:
+        return f"{address} is unreachable ({e})"

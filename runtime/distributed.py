@@ -30,7 +30,6 @@ the process with a message naming the lost peer (see ``watchdog``).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import os
@@ -39,19 +38,30 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Sharding
-from jaxlib import xla_client as xc
 
-from jaxpp_mlir.errors import CallError, JaxppError, MeshError, RuntimeFailure, ScheduleError
+from jaxpp_mlir.errors import CallError, JaxppError, MeshError, ScheduleError
 
-from . import collectives, ordering
-from . import compile as _compile
-from . import transfer as _transfer
+from . import collectives
 from . import watchdog as _watchdog
 from .coordination import Exchange
-from .executor import CompiledPlan
-from .local_plan import Extra, Feed, LocalPlanBuilder
-from .plan import ExecutionPlan, RunStage, TensorSpec
+from .distributed_setup import (
+    Placement,
+    plan_transfers,
+    rank_processes,
+    set_up,
+    warm_up_order,
+)
+from .plan import ExecutionPlan, TensorSpec
+
+__all__ = [
+    "DistributedOptions",
+    "DistributedPlan",
+    "RemoteOutput",
+    "compile_distributed",
+    "gather",
+    "plan_transfers",
+    "rank_processes",
+]
 
 _program_serials = itertools.count()
 
@@ -148,38 +158,6 @@ class RemoteOutput:
         return f"RemoteOutput({self.spec} on rank {self.rank}, process {self.process})"
 
 
-def plan_transfers(
-    plan: ExecutionPlan, process_of: Sequence[int], num_processes: int
-) -> list[ordering.TransferGroup]:
-    """The plan's cross-process transfer groups, checked: pairing, held values, no deadlock.
-
-    Pure (no jax.distributed needed): ``process_of[r]`` is rank r's process.
-    Raises ``ScheduleError`` for a plan that cannot run on these processes.
-    """
-    transfers = ordering.cross_transfers(plan, process_of)
-    groups = ordering.group_transfers(transfers)
-    input_ranks = {b.index: set(b.ranks) for b in plan.inputs}
-    ordering.check_sender_holds_values(plan, groups, input_ranks)
-    ordering.check_deadlock(groups, num_processes)
-    return groups
-
-
-def rank_processes(rank_devices: Sequence[Sequence[jax.Device]]) -> tuple[int, ...]:
-    """Rank r's process; raises ``MeshError`` if a rank's devices span processes."""
-    result = []
-    for rank, devices in enumerate(rank_devices):
-        processes = sorted({d.process_index for d in devices})
-        if len(processes) != 1:
-            ids = [d.id for d in devices]
-            raise MeshError(
-                f"rank {rank}'s devices {ids} belong to processes {processes}; every device of "
-                f"a rank must belong to one process (build the mesh so that each submesh is "
-                f"in one process, e.g. with jaxpp_mlir.launch.pipeline_devices)"
-            )
-        result.append(processes[0])
-    return tuple(result)
-
-
 class DistributedPlan:
     """This process's part of a plan spread over processes; call it like ``CompiledPlan``.
 
@@ -241,215 +219,32 @@ class DistributedPlan:
 
     # ------------------------------------------------------------------ setup
     def _setup(self) -> None:
-        plan = self.plan
-        self.groups = plan_transfers(plan, self.process_of, self.num_processes)
-        self._check_fingerprints()
-        local_stage_names = [n for n, s in plan.executables.items() if s.rank in self.local_ranks]
-        stage_exes, compiled = self._compile_stages(local_stage_names)
-        sharded = any(len(d) > 1 for d in self.rank_devices)
-        src_shardings = self._transfer_shardings(stage_exes, sharded)
-        self._feeds = self._find_feeds()
-        feed_shardings = self._feed_shardings(stage_exes, sharded)
-        local_plan, extra = self._local_plan(src_shardings, feed_shardings)
-        extra_exes = self._compile_extra(extra)
-        executables = {**stage_exes, **extra_exes}
-        self.local = CompiledPlan(local_plan, self.rank_devices, executables, compiled + len(extra))
-        self.local_plan = local_plan
+        where = Placement(
+            self.rank_devices, self.process, self.num_processes, self.process_of, self.local_ranks
+        )
+        setup = set_up(
+            self.plan,
+            where,
+            num_user_inputs=self.num_user_inputs,
+            exchange=self._exchange,
+            dog=self._dog,
+            serial=self.serial,
+        )
+        self.groups = setup.groups
+        self.local = setup.local
+        self.local_plan = setup.local_plan
+        self._feeds = setup.feeds
+        self._transfers = setup.transfers
         self._exchange.gather("compiled", "ok")  # nobody transfers before all have compiled
-        self._warm_up()
+        self._warm_up(warm_up_order(setup, self.process))
         self._exchange.gather("ready", "ok")
 
-    def _check_fingerprints(self) -> None:
-        digest = hashlib.sha256()
-        digest.update(repr(self.plan.inputs).encode())
-        digest.update(repr(self.plan.outputs).encode())
-        digest.update(repr(self.plan.instructions).encode())
-        for name in sorted(self.plan.executables):
-            stage = self.plan.executables[name]
-            digest.update(f"{name}|{stage.rank}|{stage.input_specs}|{stage.output_specs}".encode())
-            digest.update(hashlib.sha256(stage.mlir_module.encode()).digest())
-        digest.update(repr([[d.id for d in ds] for ds in self.rank_devices]).encode())
-        mine = digest.hexdigest()[:16]
-        prints = self._exchange.gather("plan", mine)
-        differ = [p for p, fp in enumerate(prints) if fp != prints[0]]
-        if differ:
-            raise RuntimeFailure(
-                f"the processes partitioned different programs (program {self.serial}): plan "
-                f"fingerprints {prints}; every process must lower and partition the same step "
-                f"with the same arguments, mesh and schedule"
-            )
-
-    def _compile_stages(self, names: list[str]) -> tuple[dict[str, Any], int]:
-        keys: dict[tuple[str, tuple[int, ...]], int] = {}
-        jobs: list[tuple[str, str, tuple[jax.Device, ...]]] = []
-        job_of: dict[str, int] = {}
-        for name in names:
-            stage = self.plan.executables[name]
-            devices = self.rank_devices[stage.rank]
-            key = (stage.mlir_module, tuple(d.id for d in devices))
-            if key not in keys:
-                keys[key] = len(jobs)
-                jobs.append((name, stage.mlir_module, devices))
-            job_of[name] = keys[key]
-        compiled = _compile.compile_stages(jobs)
-        exes = {name: compiled[job] for name, job in job_of.items()}
-        for name in names:
-            stage = self.plan.executables[name]
-            _compile.check_signature(
-                name,
-                exes[name],
-                stage.input_specs,
-                stage.output_specs,
-                len(self.rank_devices[stage.rank]),
-            )
-        return exes, len(jobs)
-
-    # ------------------------------------------------------------- shardings
-    def _value_sharding(self, exes: dict[str, Any], rank: int, value: int) -> Sharding:
-        """How ``rank`` holds ``value``: its producer's output layout, else its first
-        reader's input layout, else replicated."""
-        devices = self.rank_devices[rank]
-        if len(devices) == 1:
-            return jax.sharding.SingleDeviceSharding(devices[0])
-        for inst in self.plan.instructions:
-            if isinstance(inst, RunStage) and inst.rank == rank and value in inst.outputs:
-                shardings = _transfer.executable_shardings(
-                    exes[inst.executable], devices, len(inst.outputs), outputs=True
-                )
-                return shardings[inst.outputs.index(value)]
-        for inst in self.plan.instructions:
-            if isinstance(inst, RunStage) and inst.rank == rank and value in inst.inputs:
-                shardings = _transfer.executable_shardings(
-                    exes[inst.executable], devices, len(inst.inputs), outputs=False
-                )
-                return shardings[inst.inputs.index(value)]
-        return _transfer.replicated_sharding(devices)
-
-    def _share(self, name: str, mine: dict[str, str], sharded: bool) -> dict[str, str]:
-        """Merges every process's ``mine`` (HLO sharding strings) through the store."""
-        if not sharded:
-            return {}
-        merged: dict[str, str] = {}
-        for part in self._exchange.gather(name, json.dumps(mine)):
-            merged.update(json.loads(part))
-        return merged
-
-    def _transfer_shardings(self, exes: dict[str, Any], sharded: bool) -> dict[str, str]:
-        """Per transfer (key ``group/position``), the sender's layout as HLO sharding text."""
-        mine = {}
-        for group in self.groups:
-            if group.src_process != self.process:
-                continue
-            for n, t in enumerate(group.transfers):
-                sharding = self._value_sharding(exes, t.src_rank, t.value)
-                mine[f"{group.index}/{n}"] = str(sharding._to_xla_hlo_sharding(len(t.spec.shape)))
-        return self._share("transfer-shardings", mine, sharded)
-
-    def _feed_shardings(self, exes: dict[str, Any], sharded: bool) -> dict[str, str]:
-        mine = {}
-        for feed in self._feeds:
-            if feed.src_process == self.process:
-                out = self.plan.outputs[feed.output]
-                sharding = self._value_sharding(exes, out.rank, out.value)
-                mine[str(feed.output)] = str(sharding._to_xla_hlo_sharding(len(out.spec.shape)))
-        return self._share("feed-shardings", mine, sharded)
-
-    def _sharding(self, rank: int, text: str | None) -> Sharding:
-        devices = self.rank_devices[rank]
-        if text is None or len(devices) == 1:
-            return jax.sharding.SingleDeviceSharding(devices[0])
-        from jax._src.sharding_impls import GSPMDSharding
-
-        return GSPMDSharding(xc.DeviceList(devices), xc.HloSharding.from_string(text))
-
-    # ------------------------------------------------------------- feeds
-    def _find_feeds(self) -> list[Feed]:
-        """Outputs that may come back as an input needed on several processes."""
-        feeds = []
-        for k, binding in enumerate(self.plan.inputs[: self.num_user_inputs]):
-            processes = {self.process_of[r] for r in binding.ranks}
-            if len(processes) < 2:
-                continue
-            for j, out in enumerate(self.plan.outputs):
-                src = self.process_of[out.rank]
-                if out.spec != binding.spec or src not in processes:
-                    continue
-                for dst in sorted(processes - {src}):
-                    dst_rank = next(r for r in binding.ranks if self.process_of[r] == dst)
-                    feeds.append(Feed(j, k, out.rank, dst_rank, src, dst))
-        return feeds
-
-    # ------------------------------------------------------------- local plan
-    def _local_plan(
-        self, src_shardings: dict[str, str], feed_shardings: dict[str, str]
-    ) -> tuple[ExecutionPlan, list[Extra]]:
-        """This process's plan and the extra executables it needs (see ``local_plan``)."""
-        builder = LocalPlanBuilder(
-            self.plan, self.rank_devices, self.process, self.local_ranks, self._sharding
-        )
-        for group in self.groups:
-            builder.add_group(group, src_shardings)
-        self._feeds = [builder.add_feed(feed, feed_shardings) for feed in self._feeds]
-        local_plan = builder.build()
-        self._uses = builder.uses
-        return local_plan, builder.extra
-
-    def _compile_extra(self, extra: list[Extra]) -> dict[str, Any]:
-        """Compiles the transfer and receive-buffer modules; one executable per transfer use."""
-        jobs = [(name, stage.mlir_module, devices) for name, stage, devices, _ in extra]
-        compiled = dict(
-            zip([name for name, _, _, _ in extra], _compile.compile_stages(jobs), strict=True)
-        )
-        result: dict[str, Any] = {}
-        bases = {}
-        for name, stage, devices, layouts in extra:
-            if layouts:  # receive buffers, rebuilt from their shards like transfer results
-                result[name] = collectives.TransferExecutable(
-                    compiled[name],
-                    f"making rank {stage.rank}'s receive buffers",
-                    self.process,
-                    stage.output_specs,
-                    layouts,
-                    None,
-                    None,
-                    takes_inputs=False,
-                )
-            else:
-                bases[name] = (stage, devices)
-        self._first_use: dict[str, str] = {}  # transfer executable -> its first use
-        for name, use in self._uses.items():
-            stage, devices = bases[use.base]
-            result[name] = collectives.TransferExecutable(
-                compiled[use.base],
-                use.description,
-                use.peer,
-                stage.output_specs,
-                use.local_shardings,
-                self._dog,
-                devices,
-            )
-            self._first_use.setdefault(use.base, name)
-        self._extra = result
-        return result
-
-    def _warm_up(self) -> None:
+    def _warm_up(self, order: list[tuple[str, int]]) -> None:
         """Runs every transfer executable once, in the global order of first use, so
         connections exist before the first step (both sides meet in the same order)."""
-        first = set(self._first_use.values())
-        order = [
-            (inst.executable, inst.rank)
-            for inst in self.local_plan.instructions
-            if isinstance(inst, RunStage) and inst.executable in first
-        ]
-        seen = {name for name, _ in order}
-        for feed in self._feeds:
-            if feed.executable in first and feed.executable not in seen:
-                seen.add(feed.executable)
-                side = feed.src_rank if feed.src_process == self.process else feed.dst_rank
-                order.append((feed.executable, side))
         self._dog.set_state(f"program {self.serial}: connecting transfers")
         for name, rank in order:
-            exe = self._extra[name]
+            exe = self._transfers[name]
             self._run_transfer(
                 name, [self._zeros(rank, a, i, name) for i, a in enumerate(exe.avals)]
             )
@@ -457,14 +252,14 @@ class DistributedPlan:
 
     def _zeros(self, rank: int, aval: Any, position: int, name: str) -> jax.Array:
         """A cached array of zeros laid out as input ``position`` of transfer ``name``."""
-        sharding = self._extra[name].local_shardings[position]
+        sharding = self._transfers[name].local_shardings[position]
         key = (rank, aval.shape, str(aval.dtype), str(sharding))
         if key not in self._zero_cache:
             self._zero_cache[key] = jax.device_put(np.zeros(aval.shape, aval.dtype), sharding)
         return self._zero_cache[key]
 
     def _run_transfer(self, name: str, arguments: list[jax.Array]) -> list[jax.Array]:
-        return self._extra[name].execute_sharded(arguments).consume_with_handlers()
+        return self._transfers[name].execute_sharded(arguments).consume_with_handlers()
 
     # ------------------------------------------------------------------- call
     def __call__(self, *args: Any) -> list[Any]:
@@ -554,7 +349,7 @@ class DistributedPlan:
                 value = self._forwardable[j]
                 self._run_transfer(feed.executable, [value])
             elif feed.dst_process == me:
-                aval = self._extra[feed.executable].avals[0]
+                aval = self._transfers[feed.executable].avals[0]
                 buffer = self._zeros(feed.dst_rank, aval, 0, feed.executable)
                 args[k] = self._run_transfer(feed.executable, [buffer])[0]
 

@@ -19,42 +19,21 @@ when:
 
 A process blocked inside XLA cannot be interrupted by an exception, so the
 watchdog ends it with ``os._exit`` instead of letting it hang; a runtime call
-made after a failure was detected raises ``RuntimeFailure``. When an exception
-escapes the script, the exit hook publishes it (peers stop within ``grace_s``),
-prints what the watchdog knows (a failed transfer, a lost peer) under the
-traceback, and exits at once rather than wait in ``jax.distributed``'s
-shutdown barrier for peers that may be gone. Process 0 hosts the coordination
-service, so it first waits (at most ``grace_s`` + a few seconds) for the others
-to stop, letting them report their own errors.
+made after a failure was detected raises ``RuntimeFailure``. The
+process-global hooks (an exception escaping the script, jax.distributed's
+SIGABRT) are installed with the first watchdog, see ``exit_hooks``.
 
 The heartbeat carries what the process does now: a change of state (every
 call of a program) wakes the thread, which publishes it (at most every
 ``STATE_GAP_S``) and reads the peers' states, so a lost peer's last report is
 current.
-
-``jax.distributed`` aborts every process (C++ ``LOG(FATAL)``, SIGABRT) when its
-coordination service reports an error: at once when process 0, which hosts
-the service, dies, and ``heartbeat_timeout_seconds`` after a process stops
-(dies during setup, freezes). Its Python callback cannot be used in jax 0.10
-(the status argument does not convert), so the watchdog installs a SIGABRT
-handler: it names the lost peer (process 0 when the service's port refuses
-connections or the service stopped answering, else the peer whose heartbeat
-stopped), lets the main thread raise its own error for ``grace_s`` (a
-runtime call raises ``RuntimeFailure``, a transfer with the lost peer fails),
-then exits with ``EXIT_CODE``. The key-value store is not used after that (its
-calls would hang). An abort with no lost peer in sight (a crash elsewhere in
-XLA) is left to proceed, after a line saying so.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
 import os
-import signal
-import socket
-import sys
 import threading
 import time
 from collections import deque
@@ -64,6 +43,7 @@ from typing import Any
 from jaxpp_mlir.errors import RuntimeFailure
 
 from . import coordination
+from .stderr import write as _write
 
 EXIT_CODE = 70
 STATE_GAP_S = 0.1  # the least time between two heartbeats published for a change of state
@@ -376,7 +356,7 @@ class Watchdog:
         now = time.monotonic()
         silent_after = 2 * self.options.interval_s + 1.0
         if self.process != 0:
-            reason = _probe_coordinator()
+            reason = coordination.probe_coordinator()
             quiet = now - self._kv_ok_at
             if reason is None and quiet > silent_after:
                 reason = f"it has not answered for {quiet:.0f} s"
@@ -409,38 +389,13 @@ class Watchdog:
             return "nothing"
         return f"{info.state}, {time.monotonic() - info.changed:.2f} s ago"
 
-    def on_abort(self) -> None:
-        """Called in the thread that jax.distributed aborts (SIGABRT); see the module
-        docstring. Does not return when a lost peer is found."""
-        self.kv_lost = True
-        try:
-            lost = self.lost_peer()
-        except Exception as e:  # the handler must not fail
-            lost = None
-            _write_fd(f"jaxpp: process {self.process}: no diagnosis: {type(e).__name__}: {e}\n")
-        me = f"jaxpp: process {self.process}"
-        if lost is None:
-            states = "; ".join(
-                f"{self._describe(p)}: {self._last_state(p)}" for p in sorted(self._peers)
-            )
-            _write_fd(
-                f"\n{me}: aborted (SIGABRT; jax.distributed aborts a process when its "
-                f"coordination service reports an error, logged above); no peer looks lost "
-                f"(last reports: {states or 'none'})\n"
-            )
-            return
-        text = f"{me}: {lost}"
-        if self.failure is None:
-            self.failure = text
-        self._exiting = True  # the watchdog thread reports nothing more
-        _write_fd(
-            f"\n{text}\n{me}: jax.distributed aborts this process (its coordination "
-            f"service reported the error logged above); exiting with code {EXIT_CODE} "
-            f"unless the main thread raises first\n"
-        )
-        time.sleep(self.options.grace_s)  # the main thread may raise and exit meanwhile
-        _write_fd(f"{me} exits with code {EXIT_CODE}\n")
-        os._exit(EXIT_CODE)
+    def peer_states(self) -> str:
+        """Every peer's last report, as this process read it (for a message)."""
+        return "; ".join(f"{self._describe(p)}: {self._last_state(p)}" for p in sorted(self._peers))
+
+    def stop_reporting(self) -> None:
+        """The watchdog thread reports nothing more (the process is ending)."""
+        self._exiting = True
 
     def _fatal(self, message: str) -> None:
         """Reports ``message`` and ends the process (it may be blocked inside XLA)."""
@@ -464,42 +419,6 @@ def _failed(array: Any) -> bool:
     return False
 
 
-def _probe_coordinator() -> str | None:
-    """Why the coordination service's address refuses a TCP connection (None if it
-    accepts one, or if the address is unknown)."""
-    from jax._src import distributed
-
-    address = distributed.global_state.coordinator_address
-    if not address or ":" not in address:
-        return None
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
-            return None
-    except ConnectionRefusedError:
-        return f"{address} refuses connections"
-    except (OSError, ValueError) as e:
-        return f"{address} is unreachable ({e})"
-
-
-def _write_fd(text: str) -> None:
-    """Writes to stderr's file descriptor, bypassing Python's buffers and locks."""
-    try:
-        os.write(2, text.encode(errors="replace"))
-    except OSError:
-        pass
-
-
-def _write(text: str) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is sys.stderr:
-                stream.write(text)
-            stream.flush()
-        except Exception:  # a closed stream must not hide the exit
-            pass
-
-
 _current: Watchdog | None = None
 _start_lock = threading.Lock()
 
@@ -519,61 +438,9 @@ def ensure_started(options: WatchdogOptions | None = None) -> Watchdog:
                 jax.process_index(), jax.process_count(), options or WatchdogOptions.from_env()
             )
             dog.start()
-            _install_exit_hooks(dog)
-            _install_abort_handler(dog)
+            from . import exit_hooks
+
+            exit_hooks.install_exit_hooks(dog)
+            exit_hooks.install_abort_handler(dog)
             _current = dog
         return _current
-
-
-def _install_exit_hooks(dog: Watchdog) -> None:
-    """Tells peers how this process ended: ``bye`` at a clean exit, ``failed`` otherwise."""
-    previous = sys.excepthook
-
-    def excepthook(kind, value, traceback):  # an exception escapes the script
-        diagnosis = dog.diagnose()
-        dog.close(f"failed: {kind.__name__}: {value}"[:2000])
-        previous(kind, value, traceback)
-        if diagnosis is not None:
-            prefix = "" if diagnosis.startswith("jaxpp:") else f"jaxpp: process {dog.process}: "
-            _write(f"{prefix}{diagnosis}\n")
-        _write("")
-        if dog.process == 0:  # the coordination service lives here: let peers report first
-            dog.wait_for_peers(dog.options.grace_s + 5.0)
-        # jax.distributed's shutdown barrier would wait for peers that may be lost.
-        os._exit(1)
-
-    sys.excepthook = excepthook
-    # Registered after jax's own atexit (jax.distributed.shutdown), so it runs first.
-    atexit.register(dog.close)
-
-
-_abort_handler: Any = None  # the ctypes callback, kept alive
-_abort_lock = threading.Lock()
-
-
-def _install_abort_handler(dog: Watchdog) -> None:
-    """Makes a SIGABRT (jax.distributed's fatal error) call ``dog.on_abort`` first.
-
-    Python's ``signal`` module cannot: its handlers run in the main thread, after
-    ``abort`` has ended the process. A C-level handler (ctypes) runs in the aborting
-    thread; it takes the GIL like any thread. When it returns, ``abort`` proceeds.
-    """
-    global _abort_handler
-    import ctypes
-
-    def handler(signum: int) -> None:
-        if not _abort_lock.acquire(blocking=False):  # another thread aborts too
-            time.sleep(dog.options.grace_s + 5.0)  # the first handler ends the process
-            os._exit(EXIT_CODE)
-        dog.on_abort()  # returns when no peer looks lost: abort() then ends the process
-
-    try:
-        kind = ctypes.CFUNCTYPE(None, ctypes.c_int)
-        callback = kind(handler)
-        libc = ctypes.CDLL(None)
-        libc.signal.restype = ctypes.c_void_p
-        libc.signal.argtypes = [ctypes.c_int, kind]
-        libc.signal(signal.SIGABRT, callback)
-    except (OSError, AttributeError):  # no C library to call: jax's abort stays silent
-        return
-    _abort_handler = callback
