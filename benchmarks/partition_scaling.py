@@ -21,7 +21,7 @@ functions ``partition`` calls (no library change):
 - parse: copying the lowered module into jaxpp_mlir's context (``_import``);
 - passes: the two ``run_pipeline`` calls (stage discovery, then placement);
 - schedule: ``_check_schedule`` (the simulator validating the schedule);
-- stage modules: ``_extract_stage_modules`` (one standalone module per stage);
+- stage modules: ``emit_modules`` (every module text, once; inside ``build_plan``);
 - plan: ``build_plan`` (the runtime's ``ExecutionPlan``);
 
 with each one's ratio to the smallest count, the plan's instruction count and
@@ -65,7 +65,7 @@ PARTS = {
     "parse": (_PARTITION_MODULE, "_import"),
     "passes": (_PARTITION_MODULE, "run_pipeline"),
     "schedule": (_PARTITION_MODULE, "_check_schedule"),
-    "stage_modules": (_PROGRAM_MODULE, "_extract_stage_modules"),
+    "stage_modules": (sys.modules["jaxpp_mlir.plan.emission"], "emit_modules"),
     "plan": (_PROGRAM_MODULE, "build_plan"),
 }
 

@@ -15,13 +15,12 @@ import jax
 from jax.extend.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.errors import CallError, PartitionError
+from jaxpp_mlir.errors import CallError
 from jaxpp_mlir.mesh import MpmdMesh
-from jaxpp_mlir.plan_builder import build_plan
+from jaxpp_mlir.plan import build_plan
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.runtime.memory import peak_bytes_per_rank
 from jaxpp_mlir.schedules import Schedule
-from jaxpp_mlir.stage_modules import standalone_module
 
 
 class PartitionedProgram:
@@ -45,8 +44,9 @@ class PartitionedProgram:
         self.schedule = schedule
         self.num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
         self.num_ranks = jaxpp.get_int_attr(module.operation, jaxpp.NUM_RANKS_ATTR) or 0
-        self.stage_modules = _extract_stage_modules(module)
-        built = build_plan(module, self.stage_modules, num_ranks=self.num_ranks, schedule=schedule)
+        built = build_plan(module, num_ranks=self.num_ranks, schedule=schedule)
+        self.stage_modules = built.stage_modules
+        self._task_of = built.task_of  # stage function -> its task's (stage, kind)
         self.plan = built.plan
         self.index_inputs = built.index_inputs
         self.donated_inputs = built.donated_inputs
@@ -62,7 +62,7 @@ class PartitionedProgram:
         texts = [
             text
             for name, text in self.stage_modules.items()
-            if name.startswith("stage") and _stage_of_name(name) == stage
+            if self._task_of[name][0] == stage and self._task_of[name][1] in jaxpp.KINDS
         ]
         return "\n".join(texts)
 
@@ -190,37 +190,6 @@ class CompiledProgram:
 
 
 # ------------------------------------------------------------- construction
-
-
-def _stage_of_name(name: str) -> int:
-    return int(name.removeprefix("stage").split("_")[0])
-
-
-def _extract_stage_modules(module: ir.Module) -> dict[str, str]:
-    """One standalone module (public ``@main``) per stage function, in task order."""
-    main = _main(module)
-    names: list[str] = []
-    for op in _tasks_in_order(main.regions[0].blocks[0]):
-        if jaxpp.task_callee(op) not in names:
-            names.append(jaxpp.task_callee(op))
-    return {name: standalone_module(module, name) for name in names}
-
-
-def _tasks_in_order(block: ir.Block) -> list[ir.Operation]:
-    tasks = []
-    for op in block.operations:
-        if jaxpp.is_task(op):
-            tasks.append(op.operation)
-        elif jaxpp.is_loop(op):
-            tasks.extend(_tasks_in_order(jaxpp.loop_body(op)))
-    return tasks
-
-
-def _main(module: ir.Module) -> ir.Operation:
-    for op in module.body.operations:
-        if ir.StringAttr(op.attributes["sym_name"]).value == "main":
-            return op.operation
-    raise PartitionError("the partitioned module has no @main")
 
 
 def _describe(inst: rt.Instruction) -> str:

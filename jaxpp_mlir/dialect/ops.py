@@ -75,6 +75,8 @@ KIND_ATTR = "jaxpp.kind"
 RANK_ATTR = "jaxpp.rank"
 PEER_ATTR = "jaxpp.peer"
 CHANNEL_ATTR = "jaxpp.channel"
+# On a transfer in a loop body: [stage, kind] of the task it feeds (recv) or drains (send).
+FOR_TASK_ATTR = "jaxpp.for_task"
 NUM_STAGES_ATTR = "jaxpp.num_stages"
 NUM_RANKS_ATTR = "jaxpp.num_ranks"
 
@@ -263,6 +265,21 @@ def _set_transfer_attrs(op: ir.Operation, *, channel: int, rank: int, peer: int)
     op.attributes[CHANNEL_ATTR] = _i64(channel)
     op.attributes[RANK_ATTR] = _i64(rank)
     op.attributes[PEER_ATTR] = _i64(peer)
+
+
+def set_for_task(op: ir.Operation | ir.OpView, stage: int, kind: str) -> None:
+    """Records on a transfer the task it belongs to (see ``FOR_TASK_ATTR``)."""
+    attr = ir.ArrayAttr.get([_i64(stage), ir.StringAttr.get(kind)])
+    _operation(op).attributes[FOR_TASK_ATTR] = attr
+
+
+def get_for_task(op: ir.Operation | ir.OpView) -> tuple[int, str] | None:
+    """The (stage, kind) of the task a transfer belongs to; None where not recorded."""
+    attributes = _operation(op).attributes
+    if FOR_TASK_ATTR not in attributes:
+        return None
+    stage, kind = ir.ArrayAttr(attributes[FOR_TASK_ATTR])
+    return ir.IntegerAttr(stage).value, ir.StringAttr(kind).value
 
 
 # ------------------------------------------------------------ the loop op

@@ -33,6 +33,10 @@ class InsertTransfers(ModulePass):
     Postcondition: every operand of a task (and every initial state of the
     loop) is an argument of ``@main``, the microbatch index, or a value held
     by the consuming rank (a task result, loop state or a ``jaxpp.recv``).
+    A transfer in the loop body records the task it belongs to in
+    ``jaxpp.for_task`` (the receive: the first task it feeds; the send: the
+    task whose result it sends), so the plan builder runs each task with its
+    transfers without walking the body again.
     """
 
     name = "jaxpp-insert-transfers"
@@ -103,6 +107,9 @@ class InsertTransfers(ModulePass):
             receive_before = ir_utils.top_level_user(consumer, producer.block)
             with ir.InsertionPoint(receive_before), consumer.location:
                 recv = jaxpp.create_recv(value.type, channel=self._channel, rank=rank, peer=source)
+            if self._loop is not None and producer.block == jaxpp.loop_body(self._loop):
+                jaxpp.set_for_task(send, jaxpp.get_stage(producer), jaxpp.get_kind(producer))
+                jaxpp.set_for_task(recv, jaxpp.get_stage(consumer), jaxpp.get_kind(consumer))
             self._received[key] = recv.results[0]
             self._channel += 1
         return self._received[key]

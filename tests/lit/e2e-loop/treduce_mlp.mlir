@@ -24,12 +24,12 @@
 // CHECK-NEXT:      %[[LOOP:.*]]:3 = "jaxpp.loop"(%[[PRE1]]#0, %[[PRE0]], %[[PRE1]]#1) ({
 // CHECK-NEXT:      ^bb0(%[[I:.*]]: tensor<i32>, %[[LOSSES:.*]]: tensor<4xf32>, %[[G0:.*]]: tensor<4x4xf32>, %[[G1:.*]]: tensor<4x4xf32>):
 // CHECK-NEXT:        %[[F0:.*]]:2 = "jaxpp.task"(%[[I]], %[[XS]], %[[W0]]) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<i32>, tensor<4x2x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
-// CHECK-NEXT:        "jaxpp.send"(%[[F0]]#1) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
-// CHECK-NEXT:        %[[H:.*]] = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : () -> tensor<2x4xf32>
+// CHECK-NEXT:        "jaxpp.send"(%[[F0]]#1) {jaxpp.channel = 0 : i64, jaxpp.for_task = [0, "fwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
+// CHECK-NEXT:        %[[H:.*]] = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.for_task = [1, "fwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : () -> tensor<2x4xf32>
 // CHECK-NEXT:        %[[F1:.*]]:4 = "jaxpp.task"(%[[I]], %[[YS]], %[[H]], %[[W1]], %[[LOSSES]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<i32>, tensor<4x2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>)
 // CHECK-NEXT:        %[[B1:.*]]:2 = "jaxpp.task"(%[[F1]]#2, %[[F1]]#1, %[[F1]]#0, %[[H]], %[[W1]], %[[G1]]) {callee = @stage1_bwd, jaxpp.kind = "bwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>)
-// CHECK-NEXT:        "jaxpp.send"(%[[B1]]#0) {jaxpp.channel = 1 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : (tensor<2x4xf32>) -> ()
-// CHECK-NEXT:        %[[DH:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : () -> tensor<2x4xf32>
+// CHECK-NEXT:        "jaxpp.send"(%[[B1]]#0) {jaxpp.channel = 1 : i64, jaxpp.for_task = [1, "bwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : (tensor<2x4xf32>) -> ()
+// CHECK-NEXT:        %[[DH:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.for_task = [0, "bwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : () -> tensor<2x4xf32>
 // CHECK-NEXT:        %[[B0:.*]] = "jaxpp.task"(%[[F0]]#1, %[[DH]], %[[F0]]#0, %[[G0]]) {callee = @stage0_bwd, jaxpp.kind = "bwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
 // CHECK-NEXT:        "jaxpp.yield"(%[[F1]]#3, %[[B0]], %[[B1]]#1) : (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> ()
 // CHECK-NEXT:      }) {jaxpp.num_microbatches = 4 : i64, jaxpp.state_ranks = [1, 0, 1]} : (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)

@@ -36,12 +36,12 @@
 // CHECK-NEXT:      %[[LOOP:.*]]:5 = "jaxpp.loop"(%[[PRE1]]#0, %[[PRE0]]#0, %[[PRE0]]#1, %[[PRE1]]#1, %[[PRE1]]#2) ({
 // CHECK-NEXT:      ^bb0(%[[I:.*]]: tensor<i32>, %[[LOSSES:.*]]: tensor<2xf32>, %[[G0:.*]]: tensor<4x8xf32>, %[[G0OUT:.*]]: tensor<8x4xf32>, %[[G1:.*]]: tensor<4x8xf32>, %[[G1OUT:.*]]: tensor<8x4xf32>):
 // CHECK-NEXT:        %[[F0:.*]]:3 = "jaxpp.task"(%[[I]], %[[XS]], %[[W0]], %[[W0OUT]]) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"data"}, {}]>, <@mesh, [{"data"}, {"model"}]>, <@mesh, {{.*}}>]>}
-// CHECK-NEXT:        "jaxpp.send"(%[[F0]]#2) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
-// CHECK-NEXT:        %[[H:.*]] = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : () -> tensor<2x4xf32>
+// CHECK-NEXT:        "jaxpp.send"(%[[F0]]#2) {jaxpp.channel = 0 : i64, jaxpp.for_task = [0, "fwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
+// CHECK-NEXT:        %[[H:.*]] = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.for_task = [1, "fwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : () -> tensor<2x4xf32>
 // CHECK-NEXT:        %[[F1:.*]]:4 = "jaxpp.task"(%[[I]], %[[YS]], %[[H]], %[[W1]], %[[W1OUT]], %[[LOSSES]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"data"}, {"model"}]>, <@mesh, [{"data"}, {"model"}]>, <@mesh, [{"data"}, {}]>, <@mesh, [{}]>]>}
 // CHECK-NEXT:        %[[B1:.*]]:3 = "jaxpp.task"({{.*}}, %[[G1]], %[[G1OUT]]) {callee = @stage1_bwd, jaxpp.kind = "bwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"data"}, {}]>, <@mesh, [{}, {"model"}]>, <@mesh, [{"model"}, {}]>]>}
-// CHECK-NEXT:        "jaxpp.send"(%[[B1]]#0) {jaxpp.channel = 1 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : (tensor<2x4xf32>) -> ()
-// CHECK-NEXT:        %[[DH:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : () -> tensor<2x4xf32>
+// CHECK-NEXT:        "jaxpp.send"(%[[B1]]#0) {jaxpp.channel = 1 : i64, jaxpp.for_task = [1, "bwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : (tensor<2x4xf32>) -> ()
+// CHECK-NEXT:        %[[DH:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.for_task = [0, "bwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : () -> tensor<2x4xf32>
 // CHECK-NEXT:        %[[B0:.*]]:2 = "jaxpp.task"(%[[F0]]#1, %[[DH]], %[[W0OUT]], %[[F0]]#0, %[[G0]], %[[G0OUT]]) {callee = @stage0_bwd, jaxpp.kind = "bwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64, sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}, {"model"}]>, <@mesh, [{"model"}, {}]>]>}
 // CHECK-NEXT:        "jaxpp.yield"(%[[F1]]#3, %[[B0]]#0, %[[B0]]#1, %[[B1]]#1, %[[B1]]#2)
 // CHECK-NEXT:      }) {jaxpp.num_microbatches = 2 : i64, jaxpp.state_ranks = [1, 0, 0, 1, 1], sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{}]>, <@mesh, [{}, {"model"}]>, <@mesh, [{"model"}, {}]>, <@mesh, [{}, {"model"}]>, <@mesh, [{"model"}, {}]>]>}

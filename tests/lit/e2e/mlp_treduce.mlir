@@ -15,18 +15,18 @@
 // CHECK-NEXT:      %[[LOOP:.*]]:7 = "jaxpp.loop"(%[[PRE2]]#2, %[[PRE0]]#0, %[[PRE0]]#1, %[[PRE1]]#0, %[[PRE1]]#1, %[[PRE2]]#0, %[[PRE2]]#1) ({
 // CHECK-NEXT:      ^bb0(%[[I:[^:]*]]: tensor<i32>,
 // CHECK-NEXT:        %[[F0:.*]]:2 = "jaxpp.task"(%[[I]], {{.*}}) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
-// CHECK-NEXT:        "jaxpp.send"(%[[F0]]#1) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}
-// CHECK-NEXT:        %[[R0:.*]] = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64}
+// CHECK-NEXT:        "jaxpp.send"(%[[F0]]#1) {jaxpp.channel = 0 : i64, jaxpp.for_task = [0, "fwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}
+// CHECK-NEXT:        %[[R0:.*]] = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.for_task = [1, "fwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64}
 // CHECK-NEXT:        %[[F1:.*]]:2 = "jaxpp.task"(%[[R0]], {{.*}}) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
-// CHECK-NEXT:        "jaxpp.send"(%[[F1]]#0) {jaxpp.channel = 1 : i64, jaxpp.peer = 2 : i64, jaxpp.rank = 1 : i64}
-// CHECK-NEXT:        %[[R1:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 2 : i64}
+// CHECK-NEXT:        "jaxpp.send"(%[[F1]]#0) {jaxpp.channel = 1 : i64, jaxpp.for_task = [1, "fwd"], jaxpp.peer = 2 : i64, jaxpp.rank = 1 : i64}
+// CHECK-NEXT:        %[[R1:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.for_task = [2, "fwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 2 : i64}
 // CHECK-NEXT:        %[[F2:.*]]:4 = "jaxpp.task"(%[[I]], %{{.*}}, %[[R1]], {{.*}}) {callee = @stage2_fwd, jaxpp.kind = "fwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
 // CHECK-NEXT:        %[[B2:.*]]:3 = "jaxpp.task"({{.*}}) {callee = @stage2_bwd, jaxpp.kind = "bwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
-// CHECK-NEXT:        "jaxpp.send"(%[[B2]]#0) {jaxpp.channel = 2 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 2 : i64}
-// CHECK-NEXT:        %[[R2:.*]] = "jaxpp.recv"() {jaxpp.channel = 2 : i64, jaxpp.peer = 2 : i64, jaxpp.rank = 1 : i64}
+// CHECK-NEXT:        "jaxpp.send"(%[[B2]]#0) {jaxpp.channel = 2 : i64, jaxpp.for_task = [2, "bwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 2 : i64}
+// CHECK-NEXT:        %[[R2:.*]] = "jaxpp.recv"() {jaxpp.channel = 2 : i64, jaxpp.for_task = [1, "bwd"], jaxpp.peer = 2 : i64, jaxpp.rank = 1 : i64}
 // CHECK-NEXT:        %[[B1:.*]]:3 = "jaxpp.task"(%[[R2]], {{.*}}) {callee = @stage1_bwd, jaxpp.kind = "bwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
-// CHECK-NEXT:        "jaxpp.send"(%[[B1]]#0) {jaxpp.channel = 3 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64}
-// CHECK-NEXT:        %[[R3:.*]] = "jaxpp.recv"() {jaxpp.channel = 3 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}
+// CHECK-NEXT:        "jaxpp.send"(%[[B1]]#0) {jaxpp.channel = 3 : i64, jaxpp.for_task = [1, "bwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64}
+// CHECK-NEXT:        %[[R3:.*]] = "jaxpp.recv"() {jaxpp.channel = 3 : i64, jaxpp.for_task = [0, "bwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}
 // CHECK-NEXT:        %[[B0:.*]]:2 = "jaxpp.task"(%{{.*}}, %[[R3]], {{.*}}) {callee = @stage0_bwd, jaxpp.kind = "bwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:        "jaxpp.yield"(%[[F2]]#3, %[[B0]]#0, %[[B0]]#1, %[[B1]]#1, %[[B1]]#2, %[[B2]]#1, %[[B2]]#2)
 // CHECK-NEXT:      }) {jaxpp.num_microbatches = 2 : i64, jaxpp.state_ranks = [2, 0, 0, 1, 1, 2, 2]}

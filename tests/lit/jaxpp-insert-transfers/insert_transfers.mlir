@@ -151,8 +151,8 @@ module @same_rank_needs_no_transfer attributes {jaxpp.num_ranks = 2 : i64, jaxpp
 // CHECK-NEXT:      %[[LOOP:.*]]:2 = "jaxpp.loop"(%[[PRE]], %[[R0]]) ({
 // CHECK-NEXT:      ^bb0(%[[I:.*]]: tensor<i32>, %[[S0:.*]]: tensor<4x4xf32>, %[[S1:.*]]: tensor<4x4xf32>):
 // CHECK-NEXT:        %[[T0:.*]]:2 = "jaxpp.task"(%[[I]], %[[XS]], %[[S0]]) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
-// CHECK-NEXT:        "jaxpp.send"(%[[T0]]#0) {jaxpp.channel = 1 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}
-// CHECK-NEXT:        %[[R1:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64}
+// CHECK-NEXT:        "jaxpp.send"(%[[T0]]#0) {jaxpp.channel = 1 : i64, jaxpp.for_task = [0, "fwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}
+// CHECK-NEXT:        %[[R1:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.for_task = [1, "fwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64}
 // CHECK-NEXT:        %[[T1:.*]] = "jaxpp.task"(%[[R1]], %[[S1]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
 // CHECK-NEXT:        "jaxpp.yield"(%[[T0]]#1, %[[T1]])
 // CHECK-NEXT:      }) {jaxpp.num_microbatches = 2 : i64, jaxpp.state_ranks = [0, 1]}

@@ -1,0 +1,13 @@
+"""The plan builder: a partitioned module and a schedule in, an ``ExecutionPlan`` out.
+
+Modules, one job each: ``values`` (value numbering with typed ``refs``),
+``expansion`` (the loop per microbatch in the schedule's order), ``fusion``
+(fused tasks as one executable), ``donation`` (which input buffers results
+reuse), ``emission`` (every module's text, once), ``builder`` (the order of
+those steps), ``specs`` (tensor specs of MLIR values).
+"""
+
+from .builder import BuiltPlan, IndexInput, build_plan
+from .specs import dtype_name, tensor_spec
+
+__all__ = ["BuiltPlan", "IndexInput", "build_plan", "dtype_name", "tensor_spec"]

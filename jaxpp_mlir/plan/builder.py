@@ -1,0 +1,222 @@
+"""Building the runtime's ``ExecutionPlan`` from a partitioned module and a schedule.
+
+The module's ``@main`` is a task graph; a ``jaxpp.loop`` in it is one
+microbatch's task graph. Here the loop is expanded per microbatch in the
+order the schedule gives (the IR never is, see ``expansion``): each scheduled
+task becomes one ``RunStage`` with its receives before it and its sends after
+it, or tasks run fused (see ``fusion``). Loop state is threaded through the
+microbatches (see ``values``). Once every instruction is known, donation
+decides which executables reuse input buffers (see ``donation``) and every
+module is emitted, once (see ``emission``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from jax.extend.mlir import ir
+
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.errors import PartitionError
+from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.schedules import Schedule
+from jaxpp_mlir.stage_modules import donated_arguments
+
+from . import emission, expansion
+from .donation import donation_aliases
+from .emission import Fused, ModuleSource, Standalone
+from .specs import argument_name, tensor_spec
+from .values import ValueNumbering
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexInput:
+    """An extra program input: microbatch ``microbatch``'s index, as int32, on ``rank``."""
+
+    microbatch: int
+    rank: int
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self.microbatch, dtype=np.int32)
+
+
+@dataclasses.dataclass
+class BuiltPlan:
+    plan: rt.ExecutionPlan
+    index_inputs: list[IndexInput]  # appended, in order, after the program's own inputs
+    donated_inputs: frozenset[int]  # program inputs consumed by a call
+    # One standalone module per stage function, in task order (the plan's own text
+    # where the plan runs the function alone).
+    stage_modules: dict[str, str]
+    task_of: dict[str, tuple[int, str]]  # stage function -> its task's (stage, kind)
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingExecutable:
+    """An executable whose module is not emitted yet."""
+
+    rank: int
+    source: ModuleSource
+    input_specs: tuple[rt.TensorSpec, ...]
+    output_specs: tuple[rt.TensorSpec, ...]
+
+
+def build_plan(module: ir.Module, *, num_ranks: int, schedule: Schedule | None) -> BuiltPlan:
+    with module.context:
+        return PlanBuilder(module, num_ranks, schedule).build()
+
+
+class PlanBuilder:
+    """The plan being built: value ids, instructions and executables."""
+
+    def __init__(self, module: ir.Module, num_ranks: int, schedule: Schedule | None):
+        self.module = module
+        self.block = _main(module).regions[0].blocks[0]
+        self.num_ranks = num_ranks
+        self.schedule = schedule
+        self.values = ValueNumbering(self.block)
+        self.instructions: list[rt.Instruction] = []
+        self.executables: dict[str, PendingExecutable] = {}
+        self.fused_names: dict[tuple, str] = {}  # (callees, wiring, input types) -> name
+
+    # ------------------------------------------------------------- registry
+
+    def register(self, task: ir.Operation, rank: int) -> str:
+        """The callee of ``task``, registered as an executable on first sight."""
+        callee = jaxpp.task_callee(task)
+        if callee not in self.executables:
+            self.add_executable(
+                callee,
+                rank,
+                Standalone(callee),
+                tuple(tensor_spec(v.type) for v in task.operands),
+                tuple(tensor_spec(v.type) for v in task.results),
+            )
+        return callee
+
+    def add_executable(
+        self,
+        name: str,
+        rank: int,
+        source: ModuleSource,
+        input_specs: tuple[rt.TensorSpec, ...],
+        output_specs: tuple[rt.TensorSpec, ...],
+    ) -> None:
+        self.executables[name] = PendingExecutable(rank, source, input_specs, output_specs)
+
+    def fused_name(self, source: Fused) -> str:
+        """The executable name of a fused run (one per way of wiring the same callees)."""
+        key = (source.callees, source.wiring, tuple(map(str, source.input_types)))
+        if key not in self.fused_names:
+            base = "fused__" + "__".join(source.callees)
+            taken = sum(1 for other in self.fused_names if other[0] == key[0])
+            self.fused_names[key] = base if not taken else f"{base}__v{taken + 1}"
+        return self.fused_names[key]
+
+    @staticmethod
+    def label(task: ir.Operation, microbatch: int | None) -> str:
+        return f"{jaxpp.get_kind(task)}_{jaxpp.get_stage(task)}__{microbatch or 0}"
+
+    # -------------------------------------------------------------- emitting
+
+    def emit(self, op: ir.Operation, microbatch: int | None = None) -> None:
+        """Emits one op of ``@main`` outside the loop, or one op of a fused loop task."""
+        values = self.values
+        rank = jaxpp.get_rank(op)
+        if jaxpp.is_task(op):
+            callee = self.register(op, rank)
+            inputs = tuple(values.use(v, rank, microbatch) for v in op.operands)
+            outputs = tuple(values.define(v, rank, microbatch) for v in op.results)
+            label = self.label(op, microbatch)
+            self.instructions.append(rt.RunStage(rank, callee, inputs, outputs, label))
+        elif jaxpp.is_send(op):
+            value = values.use(op.operands[0], rank, microbatch)
+            channel = values.channel(jaxpp.get_channel(op), microbatch)
+            self.instructions.append(rt.Send(rank, jaxpp.get_peer(op), channel, value))
+        elif jaxpp.is_recv(op):
+            value = values.define(op.results[0], rank, microbatch)
+            channel = values.channel(jaxpp.get_channel(op), microbatch)
+            spec = tensor_spec(op.results[0].type)
+            self.instructions.append(rt.Recv(rank, jaxpp.get_peer(op), channel, value, spec))
+
+    def build(self) -> BuiltPlan:
+        terminator = None
+        for op in self.block.operations:
+            op = op.operation
+            if op.name == "func.return":
+                terminator = op
+            elif jaxpp.is_loop(op):
+                expansion.expand_loop(self, op)
+            else:
+                self.emit(op)
+        outputs = self._outputs(terminator)
+        inputs = self._inputs()
+        donated = frozenset(donated_arguments(self.module))
+        aliases = donation_aliases(
+            self.instructions,
+            donated,
+            {n: (e.input_specs, e.output_specs) for n, e in self.executables.items()},
+            lambda name: emission.module_shardings(self.module, self.executables[name].source),
+        )
+        task_of = _task_of(self.block)
+        sources = {name: e.source for name, e in self.executables.items()}
+        stage_only = {c: Standalone(c) for c in task_of if c not in self.executables}
+        texts = emission.emit_modules(self.module, {**sources, **stage_only}, aliases)
+        plan = rt.ExecutionPlan(
+            num_ranks=self.num_ranks,
+            executables={
+                name: rt.StageExecutable(name, e.rank, texts[name], e.input_specs, e.output_specs)
+                for name, e in self.executables.items()
+            },
+            inputs=tuple(inputs),
+            outputs=tuple(outputs),
+            instructions=tuple(self.instructions),
+        )
+        index_inputs = [IndexInput(m, r) for m, r in self.values.index_ids]
+        stage_modules = {callee: texts[callee] for callee in task_of}
+        return BuiltPlan(plan, index_inputs, donated, stage_modules, task_of)
+
+    def _outputs(self, terminator: ir.Operation) -> list[rt.OutputBinding]:
+        values = self.values
+        outputs = []
+        for value in terminator.operands:
+            value_id = values.ids[value]
+            rank = values.home.get(value_id, 0)
+            outputs.append(rt.OutputBinding(values.use(value, rank), rank, tensor_spec(value.type)))
+        return outputs
+
+    def _inputs(self) -> list[rt.InputBinding]:
+        values = self.values
+        inputs = [
+            rt.InputBinding(
+                index,
+                tensor_spec(argument.type),
+                tuple(sorted(values.input_ranks[index])),
+                argument_name(argument),
+            )
+            for index, argument in enumerate(self.block.arguments)
+        ]
+        scalar = rt.TensorSpec((), "int32")
+        for (_, rank), value_id in values.index_ids.items():
+            inputs.append(rt.InputBinding(value_id, scalar, (rank,)))
+        return inputs
+
+
+def _task_of(block: ir.Block) -> dict[str, tuple[int, str]]:
+    """Each stage function's (stage, kind), in task order (the loop body where the loop is)."""
+    result: dict[str, tuple[int, str]] = {}
+    for op in block.operations:
+        if jaxpp.is_task(op):
+            result.setdefault(jaxpp.task_callee(op), (jaxpp.get_stage(op), jaxpp.get_kind(op)))
+        elif jaxpp.is_loop(op):
+            for callee, key in _task_of(jaxpp.loop_body(op)).items():
+                result.setdefault(callee, key)
+    return result
+
+
+def _main(module: ir.Module) -> ir.Operation:
+    for op in module.body.operations:
+        if ir.StringAttr(op.attributes["sym_name"]).value == "main":
+            return op.operation
+    raise PartitionError("the partitioned module has no @main")

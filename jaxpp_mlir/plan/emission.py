@@ -1,0 +1,74 @@
+"""Emitting the plan's executables: each stage or fused module's text, exactly once.
+
+While the plan is built, an executable is only a ``ModuleSource``: the stage
+function it runs (``Standalone``) or the stage functions a fused run calls and
+how their values are wired (``Fused``). Once the plan knows every executable
+and the buffers donation lets each reuse, ``emit_modules`` prints each module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir.stage_modules import (
+    Source,
+    boundary_shardings,
+    fused_boundary_shardings,
+    fused_module,
+    standalone_module,
+)
+
+Shardings = tuple[list[ir.Attribute | None], list[ir.Attribute | None]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Standalone:
+    """An executable that runs stage function ``callee`` alone."""
+
+    callee: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Fused:
+    """An executable that runs ``callees`` in order: part ``j``'s operands come from
+    ``wiring[j]``; the module's inputs have ``input_types``."""
+
+    callees: tuple[str, ...]
+    wiring: tuple[tuple[Source, ...], ...]
+    input_types: tuple[ir.Type, ...]
+
+
+ModuleSource = Standalone | Fused
+
+
+def module_shardings(module: ir.Module, source: ModuleSource) -> Shardings:
+    """The ``sdy.sharding`` of each input and output of the executable ``source`` makes."""
+    if isinstance(source, Fused):
+        return fused_boundary_shardings(
+            module, source.callees, source.wiring, len(source.input_types)
+        )
+    return boundary_shardings(module, source.callee)
+
+
+def emit_module(
+    module: ir.Module, source: ModuleSource, aliases: dict[int, int] | None = None
+) -> str:
+    """The standalone StableHLO text of ``source``; ``aliases`` maps an input to the
+    output that may reuse its buffer."""
+    if isinstance(source, Fused):
+        return fused_module(module, source.callees, source.wiring, source.input_types, aliases)
+    return standalone_module(module, source.callee, aliases)
+
+
+def emit_modules(
+    module: ir.Module,
+    sources: Mapping[str, ModuleSource],
+    aliases: Mapping[str, dict[int, int]],
+) -> dict[str, str]:
+    """Every executable's module text, by name (each printed once)."""
+    return {
+        name: emit_module(module, source, aliases.get(name)) for name, source in sources.items()
+    }

@@ -1,0 +1,225 @@
+"""Schedule expansion: the loop body's tasks, per microbatch, in the schedule's order.
+
+Each scheduled task becomes one ``RunStage`` with its receives before it and
+its sends after it (the grouping ``jaxpp-insert-transfers`` records in
+``jaxpp.for_task``); the global dispatch order follows the schedule's
+simulated start times. A loop body task is read from MLIR once, as a
+microbatch-independent template, then instantiated per microbatch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.errors import PartitionError, ScheduleError
+from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.schedules import FusedTask, Schedule, ScheduleItem
+
+from . import fusion
+from .refs import BodyValue, Fixed, LoopArgument, Ref
+from .specs import tensor_spec
+
+if TYPE_CHECKING:
+    from .builder import PlanBuilder
+
+TaskKey = tuple[int, str]  # (stage, kind)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunTemplate:
+    rank: int
+    executable: str
+    inputs: tuple[Ref, ...]
+    outputs: tuple[int, ...]  # body-local indices
+    label: str  # "fwd_2" (the microbatch is appended)
+
+
+@dataclasses.dataclass(frozen=True)
+class SendTemplate:
+    rank: int
+    peer: int
+    channel: int  # the IR's channel (numbered per microbatch when expanded)
+    value: Ref
+
+
+@dataclasses.dataclass(frozen=True)
+class RecvTemplate:
+    rank: int
+    peer: int
+    channel: int
+    value: int  # body-local index
+    spec: rt.TensorSpec
+
+
+Template = RunTemplate | SendTemplate | RecvTemplate
+
+
+def template(builder: PlanBuilder, op: ir.Operation) -> Template:
+    """A loop body op as a microbatch-independent instruction (MLIR is read once)."""
+    values = builder.values
+    rank = jaxpp.get_rank(op)
+    if jaxpp.is_task(op):
+        return RunTemplate(
+            rank,
+            builder.register(op, rank),
+            tuple(values.ref(v, rank) for v in op.operands),
+            tuple(values.local[v] for v in op.results),
+            f"{jaxpp.get_kind(op)}_{jaxpp.get_stage(op)}",
+        )
+    if jaxpp.is_send(op):
+        return SendTemplate(
+            rank, jaxpp.get_peer(op), jaxpp.get_channel(op), values.ref(op.operands[0], rank)
+        )
+    result = op.results[0]
+    return RecvTemplate(
+        rank,
+        jaxpp.get_peer(op),
+        jaxpp.get_channel(op),
+        values.local[result],
+        tensor_spec(result.type),
+    )
+
+
+def expand(builder: PlanBuilder, templates: list[Template], microbatch: int | None) -> None:
+    """Appends the instructions of ``templates`` for ``microbatch``."""
+    values = builder.values
+    append = builder.instructions.append
+    resolve = values.resolve
+    for item in templates:
+        rank = item.rank
+        if type(item) is RunTemplate:
+            inputs = tuple(
+                ref.value if type(ref) is Fixed else resolve(ref, rank, microbatch)
+                for ref in item.inputs
+            )
+            outputs = values.define_slots(item.outputs, rank, microbatch)
+            label = f"{item.label}__{microbatch or 0}"
+            append(rt.RunStage(rank, item.executable, inputs, outputs, label))
+        elif type(item) is SendTemplate:
+            value = resolve(item.value, rank, microbatch)
+            channel = values.channel(item.channel, microbatch)
+            append(rt.Send(rank, item.peer, channel, value))
+        else:
+            (value,) = values.define_slots((item.value,), rank, microbatch)
+            channel = values.channel(item.channel, microbatch)
+            append(rt.Recv(rank, item.peer, channel, value, item.spec))
+
+
+def expand_loop(builder: PlanBuilder, loop: ir.Operation) -> None:
+    """Appends the loop's instructions for every microbatch, in the schedule's order."""
+    values = builder.values
+    body_ops = values.enter_loop(loop)
+    num_microbatches = jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
+    units = task_units(body_ops)
+    if builder.schedule is None:
+        raise ScheduleError("a program with a microbatch loop needs a schedule")
+    templates: dict[TaskKey, list[Template]] = {}
+    scheduled: set[TaskKey] = set()
+    for item in dispatch_order(builder.schedule, num_microbatches):
+        selected = _select(item, units, scheduled)
+        if len(selected) > 1 and isinstance(item, FusedTask):
+            fusion.emit_fused(builder, [(units[key], microbatch) for key, microbatch in selected])
+            continue
+        for key, microbatch in selected:
+            if key not in templates:
+                templates[key] = [template(builder, op) for op in units[key]]
+            expand(builder, templates[key], microbatch)
+    missing = sorted(set(units) - scheduled)
+    if missing:
+        stage, kind = missing[0]
+        raise ScheduleError(
+            f"the program has a {kind} task for stage {stage} that the schedule "
+            f"{builder.schedule!r} never runs (does the schedule split the backward?)"
+        )
+    _bind_loop_results(builder, loop, num_microbatches - 1)
+
+
+def _select(
+    item: ScheduleItem, units: dict[TaskKey, list[ir.Operation]], scheduled: set[TaskKey]
+) -> list[tuple[TaskKey, int]]:
+    """The program's tasks that schedule item ``item`` runs, with their microbatches.
+
+    A task the program lacks (no backward in an inference loop) is skipped; a
+    program task the schedule lacks is an error, later. A whole backward runs
+    as its two halves when the program's backward is split.
+    """
+    parts = item.tasks if isinstance(item, FusedTask) else (item,)
+    selected = []
+    for task in parts:
+        kinds = [task.kind]
+        if task.kind == jaxpp.BACKWARD and (task.stage, task.kind) not in units:
+            kinds = [jaxpp.BACKWARD_INPUT, jaxpp.BACKWARD_WEIGHT]
+        for kind in kinds:
+            scheduled.add((task.stage, kind))
+            if (task.stage, kind) in units:
+                selected.append(((task.stage, kind), task.microbatch))
+    return selected
+
+
+def _bind_loop_results(builder: PlanBuilder, loop: ir.Operation, last: int) -> None:
+    """The loop's results are what its last microbatch yielded."""
+    values = builder.values
+    for index, result in enumerate(loop.results):
+        source = values.state_sources[index]
+        if type(source) is LoopArgument:
+            raise PartitionError(
+                f"loop state {index} is yielded straight from a loop argument: the loop "
+                "state must be computed by the loop's tasks"
+            )
+        if type(source) is BodyValue:
+            values.ids[result] = values.local_ids[(source.index, last)]
+        else:
+            values.ids[result] = source.value
+
+
+def task_units(body_ops: list[ir.Operation]) -> dict[TaskKey, list[ir.Operation]]:
+    """Per (stage, kind): its receives, the task, then the sends of its results.
+
+    Each transfer's task is the one ``jaxpp-insert-transfers`` recorded on it.
+    """
+    ops = body_ops[:-1]
+    units: dict[TaskKey, list[ir.Operation]] = {}
+    tasks: dict[TaskKey, ir.Operation] = {}
+    sends: dict[TaskKey, list[ir.Operation]] = {}
+    for op in ops:
+        if jaxpp.is_task(op):
+            key = (jaxpp.get_stage(op), jaxpp.get_kind(op))
+            if key in tasks:
+                raise PartitionError(f"two tasks for stage {key[0]} ({key[1]}) in the loop")
+            tasks[key] = op
+            units.setdefault(key, [])
+            continue
+        key = jaxpp.get_for_task(op)
+        if key is None:
+            raise PartitionError(
+                f"{op.name} at {op.location} in the loop body does not name its task "
+                f"({jaxpp.FOR_TASK_ATTR}): run jaxpp-insert-transfers to insert transfers"
+            )
+        if jaxpp.is_recv(op):
+            units.setdefault(key, []).append(op)
+        else:
+            sends.setdefault(key, []).append(op)
+    for key in list(units) + list(sends):
+        if key not in tasks:
+            raise PartitionError(
+                f"a transfer in the loop body belongs to the {key[1]} task of stage {key[0]}, "
+                "which the loop does not have"
+            )
+    return {key: units[key] + [task] + sends.get(key, []) for key, task in tasks.items()}
+
+
+def dispatch_order(schedule: Schedule, num_microbatches: int) -> list[ScheduleItem]:
+    """Every scheduled item once, ordered by simulated start time (ties: rank, position)."""
+    per_rank = schedule.tasks(num_microbatches)
+    simulation = schedule.simulate(num_microbatches)
+    entries = []
+    for rank, items in enumerate(per_rank):
+        for position, item in enumerate(items):
+            first = item.tasks[0] if isinstance(item, FusedTask) else item
+            entries.append((simulation.start_times[first], rank, position, item))
+    entries.sort(key=lambda entry: entry[:3])
+    return [entry[-1] for entry in entries]

@@ -1,0 +1,91 @@
+"""Fusion: the tasks of one ``FusedTask`` run as one executable.
+
+Its receives come first, then one run of a module that calls the parts in
+order (a value one part gives another stays inside the executable), then the
+sends. One executable exists per way of wiring the parts: a schedule may fuse
+the same tasks with different values shared between them (within a
+microbatch or across two).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.stage_modules import Source
+
+from .emission import Fused
+from .specs import tensor_spec
+
+if TYPE_CHECKING:
+    from .builder import PlanBuilder
+
+
+def emit_fused(builder: PlanBuilder, parts: list[tuple[list[ir.Operation], int]]) -> None:
+    """Runs the tasks of ``parts`` as one executable: receives, one run, then sends."""
+    tasks = [next(op for op in unit if jaxpp.is_task(op)) for unit, _ in parts]
+    rank = jaxpp.get_rank(tasks[0])
+    for unit, microbatch in parts:
+        for op in unit:
+            if jaxpp.is_recv(op):
+                builder.emit(op, microbatch)
+    inputs, input_types, wiring, outputs = _wire(builder, tasks, parts, rank)
+    source = Fused(
+        tuple(jaxpp.task_callee(t) for t in tasks),
+        tuple(map(tuple, wiring)),
+        tuple(input_types),
+    )
+    name = builder.fused_name(source)
+    if name not in builder.executables:
+        builder.add_executable(
+            name,
+            rank,
+            source,
+            tuple(tensor_spec(t) for t in input_types),
+            tuple(tensor_spec(v.type) for t in tasks for v in t.results),
+        )
+    labels = [
+        builder.label(task, microbatch) for task, (_, microbatch) in zip(tasks, parts, strict=True)
+    ]
+    label = f"FusedTask({', '.join(labels)})"
+    builder.instructions.append(rt.RunStage(rank, name, tuple(inputs), tuple(outputs), label))
+    for unit, microbatch in parts:
+        for op in unit:
+            if jaxpp.is_send(op):
+                builder.emit(op, microbatch)
+
+
+def _wire(
+    builder: PlanBuilder,
+    tasks: list[ir.Operation],
+    parts: list[tuple[list[ir.Operation], int]],
+    rank: int,
+) -> tuple[list[int], list[ir.Type], list[list[Source]], list[int]]:
+    """The fused run's inputs (value ids and types), each part's operand sources, and
+    the run's outputs (every part's results, in order)."""
+    values = builder.values
+    defined_by: dict[int, tuple[int, int]] = {}
+    inputs: list[int] = []
+    input_types: list[ir.Type] = []
+    wiring: list[list[Source]] = []
+    outputs: list[int] = []
+    for part, (task, (_, microbatch)) in enumerate(zip(tasks, parts, strict=True)):
+        sources: list[Source] = []
+        for value in task.operands:
+            value_id = values.use(value, rank, microbatch)
+            if value_id in defined_by:
+                sources.append(("part", *defined_by[value_id]))
+            else:
+                if value_id not in inputs:
+                    inputs.append(value_id)
+                    input_types.append(value.type)
+                sources.append(("input", inputs.index(value_id)))
+        wiring.append(sources)
+        for index, value in enumerate(task.results):
+            value_id = values.define(value, rank, microbatch)
+            defined_by[value_id] = (part, index)
+            outputs.append(value_id)
+    return inputs, input_types, wiring, outputs

@@ -1,0 +1,28 @@
+"""Tensor specs of MLIR values, read through the runtime's one dtype table."""
+
+from __future__ import annotations
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir.errors import PartitionError
+from jaxpp_mlir.runtime import dtypes
+from jaxpp_mlir.runtime.plan import TensorSpec
+
+
+def tensor_spec(value_type: ir.Type) -> TensorSpec:
+    tensor = ir.RankedTensorType(value_type)
+    return TensorSpec(tuple(tensor.shape), dtype_name(tensor.element_type))
+
+
+def dtype_name(element_type: ir.Type) -> str:
+    """The numpy dtype name of an MLIR element type; ``PartitionError`` if unsupported."""
+    name = dtypes.dtype_name(str(element_type))
+    if name is None:
+        raise PartitionError(f"unsupported element type {element_type}")
+    return name
+
+
+def argument_name(argument: ir.Value) -> str:
+    """The path jax's lowering names an argument of ``@main`` with (``params['w'][0]``)."""
+    location = ir.Location.from_attr(argument.location.attr)
+    return location.name_str if isinstance(location, ir.NameLoc) else ""

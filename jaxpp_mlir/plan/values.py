@@ -1,0 +1,155 @@
+"""Value numbering: every value of every microbatch gets one value id of the plan.
+
+Program input ``i`` is value ``i``; the microbatch indices come next (one per
+microbatch and rank that reads it); every other value is numbered when an
+instruction defines it. A value the loop body defines gets one id per
+microbatch; loop state read by microbatch ``m`` is what microbatch ``m - 1``
+yielded (the loop's initial value for the first).
+"""
+
+from __future__ import annotations
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.errors import ScheduleError
+
+from .refs import BodyValue, Fixed, LoopArgument, Ref
+
+
+class ValueNumbering:
+    """Value ids of a ``@main`` block, per microbatch, and the ranks reading each input."""
+
+    def __init__(self, block: ir.Block):
+        self.ids: dict[ir.Value, int] = {}  # values outside the loop body
+        self.home: dict[int, int] = {}  # value id -> rank; absent for program inputs
+        self.num_inputs = len(list(block.arguments))
+        self.input_ranks: dict[int, set[int]] = {i: set() for i in range(self.num_inputs)}
+        self.index_ids = _number_index_inputs(block, first_id=self.num_inputs)
+        self.next_id = self.num_inputs + len(self.index_ids)
+        self.channels: dict[tuple[int, int | None], int] = {}
+        self.loop: ir.Operation | None = None
+        self.loop_arguments: dict[ir.Value, int] = {}
+        self.local: dict[ir.Value, int] = {}  # loop body value -> its index in the body
+        self.local_ids: dict[tuple[int, int], int] = {}  # (body index, microbatch) -> id
+        self.state_sources: list[Ref] = []  # what the body yields, per loop state
+        self.initial_state: dict[tuple[int, int], int] = {}  # (state, rank) -> id
+        for index, argument in enumerate(block.arguments):
+            self.ids[argument] = index
+
+    def enter_loop(self, loop: ir.Operation) -> list[ir.Operation]:
+        """Numbers the loop body's values by position; returns the body's ops."""
+        body = jaxpp.loop_body(loop)
+        self.loop = loop
+        self.loop_arguments = {a: i for i, a in enumerate(body.arguments)}
+        body_ops = [op.operation for op in body.operations]
+        for op in body_ops:
+            for result in op.results:
+                self.local[result] = len(self.local)
+        self.state_sources = [self._state_source(v) for v in body_ops[-1].operands]
+        return body_ops
+
+    def define(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
+        value_id = self.next_id
+        self.next_id += 1
+        if value in self.local:
+            self.local_ids[(self.local[value], microbatch)] = value_id
+        else:
+            self.ids[value] = value_id
+        self.home[value_id] = rank
+        return value_id
+
+    def define_slots(
+        self, slots: tuple[int, ...], rank: int, microbatch: int | None
+    ) -> tuple[int, ...]:
+        """Fresh value ids for the body values ``slots`` in ``microbatch``."""
+        first = self.next_id
+        self.next_id += len(slots)
+        value_ids = tuple(range(first, self.next_id))
+        self.local_ids.update(zip([(slot, microbatch) for slot in slots], value_ids, strict=True))
+        self.home.update(dict.fromkeys(value_ids, rank))
+        return value_ids
+
+    def use(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
+        return self.resolve(self.ref(value, rank), rank, microbatch)
+
+    def ref(self, value: ir.Value, rank: int) -> Ref:
+        """How ``value``, read on ``rank``, is named in every microbatch."""
+        if value in self.loop_arguments:
+            return LoopArgument(self.loop_arguments[value])
+        if value in self.local:
+            return BodyValue(self.local[value])
+        if value not in self.ids:
+            raise ScheduleError(
+                f"the schedule runs a task on rank {rank} before the task that computes "
+                "one of its inputs"
+            )
+        value_id = self.ids[value]
+        if value_id < self.num_inputs:
+            self.input_ranks[value_id].add(rank)
+        return Fixed(value_id)
+
+    def resolve(self, ref: Ref, rank: int, microbatch: int | None) -> int:
+        """The value id of ``ref`` in ``microbatch``."""
+        if type(ref) is Fixed:
+            return ref.value
+        if type(ref) is BodyValue:
+            value_id = self.local_ids.get((ref.index, microbatch))
+            if value_id is None:
+                raise ScheduleError(
+                    f"the schedule runs a task of microbatch {microbatch} on rank {rank} "
+                    "before the task that computes one of its inputs"
+                )
+            return value_id
+        return self._loop_argument(ref.position, rank, microbatch)
+
+    def _loop_argument(self, position: int, rank: int, microbatch: int | None) -> int:
+        if position == 0:
+            return self.index_ids[(microbatch, rank)]
+        if microbatch == 0:
+            key = (position, rank)
+            if key not in self.initial_state:
+                initial = self.ref(self.loop.operands[position - 1], rank)
+                self.initial_state[key] = self.resolve(initial, rank, None)
+            return self.initial_state[key]
+        source = self.state_sources[position - 1]
+        if type(source) is Fixed and source.value < self.num_inputs:
+            self.input_ranks[source.value].add(rank)
+        if type(source) is BodyValue and (source.index, microbatch - 1) not in self.local_ids:
+            raise ScheduleError(
+                f"the schedule runs microbatch {microbatch} before microbatch {microbatch - 1} "
+                f"on rank {rank}, but both update the same accumulator (loop state "
+                f"{position - 1}): tasks of one stage must run in microbatch order"
+            )
+        return self.resolve(source, rank, microbatch - 1)
+
+    def _state_source(self, value: ir.Value) -> Ref:
+        """What the loop body yields for one state, as a ref (no input use recorded)."""
+        if value in self.loop_arguments:
+            return LoopArgument(self.loop_arguments[value])
+        if value in self.local:
+            return BodyValue(self.local[value])
+        return Fixed(self.ids[value])
+
+    def channel(self, channel: int, microbatch: int | None) -> int:
+        """The plan's channel for the IR's ``channel`` in ``microbatch``."""
+        key = (channel, microbatch)
+        if key not in self.channels:
+            self.channels[key] = len(self.channels)
+        return self.channels[key]
+
+
+def _number_index_inputs(block: ir.Block, *, first_id: int) -> dict[tuple[int, int], int]:
+    """Value ids for the microbatch index on each rank whose loop tasks read it."""
+    for op in block.operations:
+        if not jaxpp.is_loop(op):
+            continue
+        body = jaxpp.loop_body(op)
+        ranks = set()
+        for use in body.arguments[0].uses:
+            owner = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+            ranks.add(jaxpp.get_rank(owner))
+        count = jaxpp.get_int_attr(op, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
+        pairs = [(m, r) for m in range(count) for r in sorted(ranks)]
+        return {pair: first_id + i for i, pair in enumerate(pairs)}
+    return {}
