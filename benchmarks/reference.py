@@ -359,8 +359,10 @@ def step_breakdown(compiled, args, reps: int = 10) -> dict:
         plan = compiled.executable
         compiled._flatten_inputs(tuple(args), {}), compiled._index_arrays  # noqa: B018
         ops, num_slots, output_slots = plan._ops, plan._num_slots, plan._output_slots
+        input_checks = plan._inputs
         out_tree = compiled.program.out_tree
-    except AttributeError as e:  # the runtime changed
+        from jaxpp_mlir.runtime.placement import place_arguments
+    except (AttributeError, ImportError) as e:  # the runtime changed
         return {"error": f"runtime internals not available: {e}"}
     kinds = sorted({op.kind for op in ops})
     counts = {k: sum(op.kind == k for op in ops) for k in kinds}
@@ -369,7 +371,7 @@ def step_breakdown(compiled, args, reps: int = 10) -> dict:
     def fresh_env(params):
         leaves = list(compiled._flatten_inputs((params, *args[1:]), {}))
         env = [None] * num_slots
-        plan._place(leaves + list(compiled._index_arrays), env)
+        place_arguments(leaves + list(compiled._index_arrays), input_checks, env)
         return env
 
     params = args[0]
