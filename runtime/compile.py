@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,6 +23,7 @@ from jaxlib import xla_client as xc
 
 from jaxpp_mlir.errors import RuntimeFailure
 
+from . import trace as _trace
 from .plan import TensorSpec
 
 # Compilations done by this process through ``compile_stage`` (tests check that
@@ -40,6 +42,7 @@ def compile_stage(
     global compile_count
     devices = tuple(devices)
     client = devices[0].client
+    started = time.time_ns() / 1000.0
     try:
         exe = client.compile_and_load(mlir_module, xc.DeviceList(devices), _options(devices))
     except Exception as e:  # XLA raises JaxRuntimeError; parse errors vary
@@ -48,6 +51,8 @@ def compile_stage(
         ) from e
     with _count_lock:
         compile_count += 1
+    if _trace.ACTIVE is not None:  # tracing hook: a compile span
+        _trace.ACTIVE.record_compile(name, started, time.time_ns() / 1000.0)
     return exe
 
 

@@ -34,6 +34,7 @@ from jaxlib import xla_client as xc
 from jaxpp_mlir.errors import CallError, JaxppError, MeshError, RuntimeFailure, ScheduleError
 
 from . import compile as _compile
+from . import trace as _trace
 from . import transfer as _transfer
 from .plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
 
@@ -342,6 +343,7 @@ class CompiledPlan:
                 free_after[info.last_use].append(s)
 
         self._ops, self._op_end = self._make_ops(steps, slots, free_after)
+        self._steps = steps  # read by the tracer (trace.describe_ops)
         self._slots = where
         self._num_slots = len(slots)
         self._output_slots = tuple(output_slots)
@@ -482,6 +484,9 @@ class CompiledPlan:
         ops = self._ops
         if stop is not None:
             ops = ops[: bisect.bisect_right(self._op_end, stop)]
+        tracer = _trace.ACTIVE  # tracing hook: None (off) leaves the dispatch as is
+        if tracer is not None:
+            ops = tracer.wrap(self, ops)
         op: Any = None
         try:
             for op in ops:

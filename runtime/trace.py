@@ -1,0 +1,496 @@
+"""Recording a timeline of real pipeline steps as a Chrome/Perfetto trace.
+
+``with program_trace("step.json"):`` around calls of a compiled program writes,
+when the block ends, a JSON trace (``chrome://tracing``, ui.perfetto.dev) with:
+
+- one track per rank (``pid`` = the process, ``tid`` = the rank) holding one span
+  per task (stage, kind, microbatch in ``args``) and one per receive, timed on the
+  device: a helper thread per rank waits for each operation's outputs and marks
+  the moment they are ready; a span starts when it was dispatched or when the
+  rank's previous operation finished, whichever is later (an estimate: the rank
+  may still wait for its inputs);
+- a host track per process with the dispatch of every operation;
+- flow arrows from each send to its receive, with the bytes moved;
+- compile spans (when compiling inside the block), on a compile track;
+- a ``live bytes`` counter per rank (the runtime's own buffers after each
+  operation; temporaries inside executables are not counted).
+
+Tracing off costs one global read per call: ``CompiledPlan`` checks ``ACTIVE``
+once and, when it is ``None``, runs its generated dispatch code unchanged. On,
+each operation costs a few microseconds of host time and the helper threads
+keep each output alive until it is ready. It works inside ``jax.profiler.trace``
+(the two do not share state). With several processes each process writes
+``<stem>.process<N>.json``; ``python -m jaxpp_mlir.runtime.trace merge OUT IN...``
+merges them into one file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import queue
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from .plan import ExecutionPlan, Recv, RunStage, Send, TensorSpec
+
+logger = logging.getLogger(__name__)
+
+#: The recorder of the innermost ``program_trace`` block, or ``None`` (tracing off).
+ACTIVE: TraceRecorder | None = None
+
+#: Track ids beyond the ranks' own.
+HOST_TID = 10_000
+COMPILE_TID = 10_001
+
+_LABEL = re.compile(r"(fwd|bwd_i|bwd_w|bwd)_(\d+)__(\d+)")
+_WAIT_SECONDS = 600.0
+
+
+def _now_us() -> float:
+    return time.time_ns() / 1000.0
+
+
+def _spec_bytes(spec: TensorSpec) -> int:
+    return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
+
+
+def task_fields(label: str) -> list[dict[str, Any]]:
+    """``[{"stage", "kind", "microbatch"}]`` of each task a run label names (fused: several)."""
+    return [
+        {"kind": kind, "stage": int(stage), "microbatch": int(mb)}
+        for kind, stage, mb in _LABEL.findall(label)
+    ]
+
+
+@dataclasses.dataclass
+class _OpInfo:
+    """What one generated dispatch operation does, for the trace."""
+
+    kind: str  # "run", "send", "copy", "reshard", "free"
+    rank: int
+    name: str
+    args: dict[str, Any]
+    output_slots: tuple[int, ...]
+    recvs: tuple[Recv, ...] = ()
+    sends: tuple[Send, ...] = ()
+
+
+@dataclasses.dataclass
+class _Span:
+    rank: int
+    name: str
+    category: str
+    args: dict[str, Any]
+    dispatch_start: float
+    dispatch_end: float
+    ready: float = 0.0
+    recvs: tuple[Recv, ...] = ()
+    sends: tuple[Send, ...] = ()
+
+
+class _RankWatcher:
+    """A thread that waits, in order, for each operation's outputs on one rank."""
+
+    def __init__(self, rank: int):
+        self.jobs: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(
+            target=self._loop, name=f"jaxpp-trace-rank{rank}", daemon=True
+        )
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            span, arrays = job
+            for array in arrays:
+                try:
+                    array.block_until_ready()
+                except Exception:  # donated or deleted since: ready by then
+                    pass
+            span.ready = _now_us()
+
+    def close(self) -> None:
+        self.jobs.put(None)
+        self.thread.join(_WAIT_SECONDS)
+        if self.thread.is_alive():
+            logger.warning("a trace helper thread did not finish within %.0f s", _WAIT_SECONDS)
+
+
+class TraceRecorder:
+    """Collects spans of the calls made while it is ``ACTIVE``; ``events()`` renders them."""
+
+    def __init__(self, process: int = 0, *, device_time: bool = True):
+        self.process = process
+        self.device_time = device_time
+        self.spans: list[_Span] = []
+        self.steps: list[tuple[float, float, int]] = []  # (start, dispatch end, first span)
+        self.counters: list[tuple[float, int, int]] = []  # (time, rank, live bytes)
+        self.compiles: list[tuple[str, float, float]] = []
+        self._infos: dict[int, tuple[Any, list[_OpInfo], list[list[tuple[int, int]]]]] = {}
+        self._watchers: dict[int, _RankWatcher] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------- recording
+    def record_compile(self, name: str, start_us: float, end_us: float) -> None:
+        with self._lock:
+            self.compiles.append((name, start_us, end_us))
+
+    def wrap(self, plan: Any, ops: Sequence[Callable[[list], None]]) -> list[Callable]:
+        """``ops`` of ``plan`` (a ``CompiledPlan``), each wrapped to record its span."""
+        infos, rank_slots = self._describe(plan)
+        first_span = len(self.spans)
+        start = _now_us()
+        wrapped = [self._traced(op, info, rank_slots) for op, info in zip(ops, infos)]
+        if wrapped:
+            last = wrapped[-1]
+
+            def closing(env: list, _last=last) -> None:
+                _last(env)
+                self.steps.append((start, _now_us(), first_span))
+
+            closing.what = last.what  # type: ignore[attr-defined]
+            wrapped[-1] = closing
+        return wrapped
+
+    def _traced(self, op: Callable, info: _OpInfo, rank_slots: list[list[tuple[int, int]]]):
+        spans, counters = self.spans, self.counters
+        watcher = self._watcher(info.rank) if self.device_time else None
+        slots = rank_slots[info.rank] if info.rank < len(rank_slots) else []
+
+        def traced(env: list) -> None:
+            begin = _now_us()
+            op(env)
+            end = _now_us()
+            span = _Span(
+                info.rank, info.name, info.kind, info.args, begin, end, end, info.recvs, info.sends
+            )
+            spans.append(span)
+            arrays = [env[s] for s in info.output_slots if env[s] is not None]
+            if watcher is not None and arrays:
+                watcher.jobs.put((span, arrays))
+            counters.append((end, info.rank, sum(b for s, b in slots if env[s] is not None)))
+
+        traced.what = op.what  # type: ignore[attr-defined]
+        return traced
+
+    def _watcher(self, rank: int) -> _RankWatcher:
+        if rank not in self._watchers:
+            self._watchers[rank] = _RankWatcher(rank)
+        return self._watchers[rank]
+
+    def _describe(self, plan: Any) -> tuple[list[_OpInfo], list[list[tuple[int, int]]]]:
+        """Per generated operation of ``plan``: its kind, rank, outputs and transfers."""
+        cached = self._infos.get(id(plan))
+        if cached is not None and cached[0] is plan:
+            return cached[1], cached[2]
+        infos = describe_ops(plan)
+        rank_slots = _rank_slots(plan)
+        self._infos[id(plan)] = (plan, infos, rank_slots)
+        return infos, rank_slots
+
+    def finish(self) -> None:
+        """Waits for the helper threads: every span then has its ready time."""
+        for watcher in self._watchers.values():
+            watcher.close()
+        self._watchers.clear()
+
+    # ------------------------------------------------------------- rendering
+    def events(self) -> list[dict[str, Any]]:
+        """The Chrome trace events of everything recorded (call ``finish`` first)."""
+        pid = self.process
+        events: list[dict[str, Any]] = [
+            _meta("process_name", pid, None, f"process {pid}"),
+            _meta("thread_name", pid, HOST_TID, "host dispatch"),
+        ]
+        ranks = sorted({span.rank for span in self.spans})
+        for rank in ranks:
+            events.append(_meta("thread_name", pid, rank, f"rank {rank}"))
+            events.append(_meta("thread_sort_index", pid, rank, rank, key="sort_index"))
+        device_span: dict[int, tuple[float, float]] = {}
+        rank_free: dict[int, float] = {}
+        for index, span in enumerate(self.spans):
+            events.append(
+                {
+                    "name": span.name,
+                    "cat": "dispatch",
+                    "ph": "X",
+                    "ts": span.dispatch_start,
+                    "dur": max(span.dispatch_end - span.dispatch_start, 0.001),
+                    "pid": pid,
+                    "tid": HOST_TID,
+                    "args": {"rank": span.rank},
+                }
+            )
+            if span.category in ("send", "free"):
+                continue
+            begin = max(span.dispatch_start, rank_free.get(span.rank, 0.0))
+            end = max(span.ready, begin + 0.001)
+            rank_free[span.rank] = end
+            device_span[index] = (begin, end)
+            events.append(
+                {
+                    "name": span.name,
+                    "cat": "task" if span.category == "run" else "transfer",
+                    "ph": "X",
+                    "ts": begin,
+                    "dur": end - begin,
+                    "pid": pid,
+                    "tid": span.rank,
+                    "args": {**span.args, "dispatch_us": span.dispatch_end - span.dispatch_start},
+                }
+            )
+        events += self._flows(device_span)
+        for name, start, end in self.compiles:
+            events.append(
+                {
+                    "name": f"compile {name}",
+                    "cat": "compile",
+                    "ph": "X",
+                    "ts": start,
+                    "dur": end - start,
+                    "pid": pid,
+                    "tid": COMPILE_TID,
+                }
+            )
+        if self.compiles:
+            events.append(_meta("thread_name", pid, COMPILE_TID, "compile"))
+        for number, (start, dispatched, _) in enumerate(self.steps):
+            events.append(
+                {
+                    "name": f"step {number} dispatch",
+                    "cat": "step",
+                    "ph": "X",
+                    "ts": start,
+                    "dur": dispatched - start,
+                    "pid": pid,
+                    "tid": HOST_TID,
+                }
+            )
+        for ts, rank, live in self.counters:
+            events.append(
+                {
+                    "name": f"rank {rank} live bytes",
+                    "cat": "memory",
+                    "ph": "C",
+                    "ts": ts,
+                    "pid": pid,
+                    "args": {"bytes": live},
+                }
+            )
+        return events
+
+    def _flows(self, device_span: dict[int, tuple[float, float]]) -> list[dict[str, Any]]:
+        """A flow arrow per transfer: from the sender's last task before the send to the
+        receive's span."""
+        pid = self.process
+        events: list[dict[str, Any]] = []
+        last_on_rank: dict[int, int] = {}
+        sent_from: dict[tuple[int, int], list[float]] = {}  # (channel, step) -> ts
+        step_of = _step_index(self.steps, len(self.spans))
+        flow_id = self.process * 10_000_000
+        for index, span in enumerate(self.spans):
+            if index in device_span:
+                last_on_rank[span.rank] = index
+            for send in span.sends:
+                producer = last_on_rank.get(send.rank)
+                if producer is None:
+                    ts = span.dispatch_start
+                else:
+                    begin, end = device_span[producer]
+                    ts = begin + (end - begin) / 2
+                sent_from.setdefault((send.channel, step_of[index]), []).append(ts)
+            for recv in span.recvs:
+                begin, end = device_span.get(index, (span.dispatch_start, span.dispatch_end))
+                starts = sent_from.get((recv.channel, step_of[index]))
+                flow_id += 1
+                common = {"name": "transfer", "cat": "transfer", "id": flow_id, "pid": pid}
+                bytes_moved = _spec_bytes(recv.spec)
+                if starts:
+                    events.append(
+                        {**common, "ph": "s", "ts": starts.pop(0), "tid": recv.peer,
+                         "args": {"bytes": bytes_moved, "channel": recv.channel}}
+                    )  # fmt: skip
+                events.append(
+                    {**common, "ph": "f", "bp": "e", "ts": begin + (end - begin) / 2,
+                     "tid": recv.rank,
+                     "args": {"bytes": bytes_moved, "channel": recv.channel,
+                              "from_rank": recv.peer, "to_rank": recv.rank}}
+                )  # fmt: skip
+        return events
+
+    def write(self, path: str | os.PathLike) -> str:
+        """Writes the trace JSON to ``path``; returns the path."""
+        with open(path, "w") as handle:
+            json.dump({"traceEvents": self.events(), "displayTimeUnit": "ms"}, handle)
+        return str(path)
+
+
+def _step_index(steps: list[tuple[float, float, int]], num_spans: int) -> list[int]:
+    """Per span, the number of the step (call) it belongs to."""
+    result = [0] * num_spans
+    starts = [first for _, _, first in steps]
+    step = 0
+    for index in range(num_spans):
+        while step + 1 < len(starts) and index >= starts[step + 1]:
+            step += 1
+        result[index] = step
+    return result
+
+
+def _meta(name: str, pid: int, tid: int | None, value: Any, key: str = "name") -> dict:
+    event: dict[str, Any] = {"name": name, "ph": "M", "pid": pid, "args": {key: value}}
+    if tid is not None:
+        event["tid"] = tid
+    return event
+
+
+def describe_ops(plan: Any) -> list[_OpInfo]:
+    """One ``_OpInfo`` per generated operation of a ``CompiledPlan`` (``plan._ops``).
+
+    Operations cover the plan's instructions in order (``plan._op_end[i]`` is how
+    many are done after operation i); a run of receives may become several
+    operations (reshards, then one batched copy), all ending at the same count.
+    """
+    execution: ExecutionPlan = plan.plan
+    steps = plan._steps
+    infos: list[_OpInfo] = []
+    group_start = previous_end = 0
+    group_end = -1
+    group_recvs_given = False
+    for op, end in zip(plan._ops, plan._op_end, strict=True):
+        kind = op.kind
+        if kind in ("run", "send"):
+            group_start = previous_end = end
+            inst = execution.instructions[end - 1]
+            if isinstance(inst, RunStage):
+                parts = task_fields(inst.label)
+                args = {"executable": inst.executable, "label": inst.label}
+                if len(parts) == 1:
+                    args.update(parts[0])
+                elif parts:
+                    args["tasks"] = parts
+                outs = tuple(steps[end - 1][3])
+                name = _run_name(inst)
+                infos.append(_OpInfo("run", inst.rank, name, args, outs))
+            else:
+                assert isinstance(inst, Send)
+                args = {"channel": inst.channel, "to_rank": inst.peer}
+                infos.append(_OpInfo("send", inst.rank, "send", args, (), sends=(inst,)))
+            continue
+        if end != group_end:  # a new run of receives
+            group_start, group_end, group_recvs_given = previous_end, end, False
+        previous_end = end
+        recvs = tuple(execution.instructions[k] for k in range(group_start, end))
+        recvs = tuple(r for r in recvs if isinstance(r, Recv))
+        outs = tuple(steps[k][3] for k in range(group_start, end) if steps[k][0] == 2)
+        rank = recvs[0].rank if recvs else 0
+        total = sum(_spec_bytes(r.spec) for r in recvs)
+        given = () if group_recvs_given else recvs
+        group_recvs_given = True
+        args = {"values": len(recvs), "bytes": total}
+        infos.append(_OpInfo(kind, rank, f"recv {total} B", args, outs, recvs=given))
+    return infos
+
+
+def _run_name(inst: RunStage) -> str:
+    parts = task_fields(inst.label)
+    short = {"fwd": "F", "bwd": "B", "bwd_i": "I", "bwd_w": "W"}
+    if parts:
+        return "+".join(f"{short[p['kind']]}{p['stage']}.{p['microbatch']}" for p in parts)
+    return inst.label or inst.executable
+
+
+def _rank_slots(plan: Any) -> list[list[tuple[int, int]]]:
+    """Per rank, ``(slot, bytes)`` of every value the rank holds in ``plan``'s env."""
+    execution: ExecutionPlan = plan.plan
+    specs: dict[int, TensorSpec] = {b.index: b.spec for b in execution.inputs}
+    for inst in execution.instructions:
+        if isinstance(inst, RunStage):
+            stage = execution.executables[inst.executable]
+            specs.update(zip(inst.outputs, stage.output_specs, strict=True))
+        elif isinstance(inst, Recv):
+            specs[inst.value] = inst.spec
+    result: list[list[tuple[int, int]]] = [[] for _ in range(execution.num_ranks)]
+    for (rank, value), slot in plan._slots.items():
+        if value in specs:
+            result[rank].append((slot, _spec_bytes(specs[value])))
+    return result
+
+
+@contextlib.contextmanager
+def program_trace(
+    path: str | os.PathLike, *, device_time: bool = True
+) -> Iterator[TraceRecorder]:
+    """Records every call of a compiled program inside the block; writes ``path`` at exit.
+
+    ``device_time=False`` skips the helper threads: spans are then dispatch times.
+    With several processes each writes ``<stem>.process<N><suffix>`` next to ``path``.
+    """
+    global ACTIVE
+    process = jax.process_index()
+    recorder = TraceRecorder(process, device_time=device_time)
+    outer, ACTIVE = ACTIVE, recorder
+    try:
+        yield recorder
+    finally:
+        ACTIVE = outer
+        recorder.finish()
+        target = str(path)
+        if jax.process_count() > 1:
+            stem, suffix = os.path.splitext(target)
+            target = f"{stem}.process{process}{suffix or '.json'}"
+        recorder.write(target)
+        recorder.path = target  # type: ignore[attr-defined]
+
+
+def merge_traces(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
+    """One trace holding the events of every file in ``paths`` (each process its own pid)."""
+    events: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            with open(path) as handle:
+                data = json.load(handle)
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"cannot read trace {os.fspath(path)!r}: {e}") from e
+        if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+            raise ValueError(f"{os.fspath(path)!r} is not a Chrome trace (no 'traceEvents' list)")
+        events += data["traceEvents"]
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxpp_mlir.runtime.trace", description="Tools for jaxpp traces."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    merge = commands.add_parser("merge", help="merge per-process traces into one file")
+    merge.add_argument("output")
+    merge.add_argument("inputs", nargs="+")
+    args = parser.parse_args(argv)
+    try:
+        merged = merge_traces(args.inputs)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    with open(args.output, "w") as handle:
+        json.dump(merged, handle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
