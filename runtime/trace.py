@@ -219,8 +219,8 @@ class TraceRecorder:
         for rank in ranks:
             events.append(_meta("thread_name", pid, rank, f"rank {rank}"))
             events.append(_meta("thread_sort_index", pid, rank, rank, key="sort_index"))
-        device_span: dict[int, tuple[float, float]] = {}
-        rank_free: dict[int, float] = {}
+        device_span, sent_at = self._device_spans()
+        step_of = _step_index(self.steps, len(self.spans))
         for index, span in enumerate(self.spans):
             events.append(
                 {
@@ -234,12 +234,9 @@ class TraceRecorder:
                     "args": {"rank": span.rank},
                 }
             )
-            if span.category in ("send", "free"):
+            if index not in device_span:
                 continue
-            begin = max(span.dispatch_start, rank_free.get(span.rank, 0.0))
-            end = max(span.ready, begin + 0.001)
-            rank_free[span.rank] = end
-            device_span[index] = (begin, end)
+            begin, end = device_span[index]
             events.append(
                 {
                     "name": span.name,
@@ -249,10 +246,14 @@ class TraceRecorder:
                     "dur": end - begin,
                     "pid": pid,
                     "tid": span.rank,
-                    "args": {**span.args, "dispatch_us": span.dispatch_end - span.dispatch_start},
+                    "args": {
+                        **span.args,
+                        "step": step_of[index],
+                        "dispatch_us": span.dispatch_end - span.dispatch_start,
+                    },
                 }
             )
-        events += self._flows(device_span)
+        events += self._flows(device_span, sent_at)
         for name, start, end in self.compiles:
             events.append(
                 {
@@ -292,35 +293,63 @@ class TraceRecorder:
             )
         return events
 
-    def _flows(self, device_span: dict[int, tuple[float, float]]) -> list[dict[str, Any]]:
-        """A flow arrow per transfer: from the sender's last task before the send to the
-        receive's span."""
-        pid = self.process
-        events: list[dict[str, Any]] = []
+    def _device_spans(
+        self,
+    ) -> tuple[dict[int, tuple[float, float]], dict[tuple[int, int], list[tuple[float, int]]]]:
+        """Device ``(begin, end)`` per span index of work on a rank, and per (channel, step)
+        the sends on it as ``(time the sent value was ready, sender rank)``.
+
+        A span begins when it was dispatched, when its rank's previous span ended, and
+        (a receive) when the value it receives was ready on the sender, whichever is
+        latest; it ends when its outputs were ready.
+        """
+        device_span: dict[int, tuple[float, float]] = {}
+        sent_at: dict[tuple[int, int], list[tuple[float, int]]] = {}
+        rank_free: dict[int, float] = {}
         last_on_rank: dict[int, int] = {}
-        sent_from: dict[tuple[int, int], list[float]] = {}  # (channel, step) -> ts
         step_of = _step_index(self.steps, len(self.spans))
-        flow_id = self.process * 10_000_000
         for index, span in enumerate(self.spans):
-            if index in device_span:
-                last_on_rank[span.rank] = index
+            step = step_of[index]
             for send in span.sends:
                 producer = last_on_rank.get(send.rank)
-                if producer is None:
-                    ts = span.dispatch_start
-                else:
-                    begin, end = device_span[producer]
-                    ts = begin + (end - begin) / 2
-                sent_from.setdefault((send.channel, step_of[index]), []).append(ts)
+                ready = device_span[producer][1] if producer is not None else span.dispatch_end
+                sent_at.setdefault((send.channel, step), []).append((ready, send.rank))
+            if span.category in ("send", "free"):
+                continue
+            begin = max(span.dispatch_start, rank_free.get(span.rank, 0.0))
+            for recv in span.recvs:
+                sends = sent_at.get((recv.channel, step))
+                if sends:
+                    begin = max(begin, sends[0][0])
+            end = max(span.ready, begin + 0.001)
+            rank_free[span.rank] = end
+            last_on_rank[span.rank] = index
+            device_span[index] = (begin, end)
+        return device_span, sent_at
+
+    def _flows(
+        self,
+        device_span: dict[int, tuple[float, float]],
+        sent_at: dict[tuple[int, int], list[tuple[float, int]]],
+    ) -> list[dict[str, Any]]:
+        """A flow arrow per transfer: from the sender's task that made the value (ending
+        inside it) to the receive's span on the receiving rank."""
+        pid = self.process
+        events: list[dict[str, Any]] = []
+        step_of = _step_index(self.steps, len(self.spans))
+        flow_id = self.process * 10_000_000
+        pending = {key: list(value) for key, value in sent_at.items()}
+        for index, span in enumerate(self.spans):
             for recv in span.recvs:
                 begin, end = device_span.get(index, (span.dispatch_start, span.dispatch_end))
-                starts = sent_from.get((recv.channel, step_of[index]))
+                sends = pending.get((recv.channel, step_of[index]))
                 flow_id += 1
                 common = {"name": "transfer", "cat": "transfer", "id": flow_id, "pid": pid}
                 bytes_moved = _spec_bytes(recv.spec)
-                if starts:
+                if sends:
+                    ready, sender = sends.pop(0)
                     events.append(
-                        {**common, "ph": "s", "ts": starts.pop(0), "tid": recv.peer,
+                        {**common, "ph": "s", "ts": ready - 0.001, "tid": sender,
                          "args": {"bytes": bytes_moved, "channel": recv.channel}}
                     )  # fmt: skip
                 events.append(
