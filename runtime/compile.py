@@ -25,6 +25,7 @@ from jaxpp_mlir.errors import RuntimeFailure
 
 from . import trace as _trace
 from .plan import TensorSpec
+from .progress import CompileProgress
 
 # Compilations done by this process through ``compile_stage`` (tests check that
 # calling a compiled plan never compiles again).
@@ -71,13 +72,17 @@ def compile_stages(
     for index, (_, text, devices) in enumerate(jobs):
         first_of.setdefault((text, len(tuple(devices))), index)
     unique = sorted(set(first_of.values()))
+    progress = CompileProgress.start(len(unique))  # None: silent (few programs, or off)
+    compile_one = progress.wrap(compile_stage) if progress is not None else compile_stage
     if len(unique) <= 1:
-        compiled = {i: compile_stage(*jobs[i]) for i in unique}
+        compiled = {i: compile_one(*jobs[i]) for i in unique}
     else:
         workers = min(len(unique), max(2, 2 * (os.cpu_count() or 1)), 16)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jaxpp-compile") as pool:
-            futures = {i: pool.submit(compile_stage, *jobs[i]) for i in unique}
+            futures = {i: pool.submit(compile_one, *jobs[i]) for i in unique}
             compiled = {i: futures[i].result() for i in unique}
+    if progress is not None:
+        progress.finish()
     result = []
     for index, (name, text, devices) in enumerate(jobs):
         source = first_of[(text, len(tuple(devices)))]
