@@ -138,8 +138,11 @@ def schedule_from_csv(
     stages = {task.stage for row in rows for item in row for task in item.parts}
     total = num_stages if num_stages is not None else max(stages) + 1
     placement = stage_rank if stage_rank is not None else _placement(rows, total, name)
-    schedule = CustomSchedule(rows, total, stage_rank=placement)
-    schedule.validate(schedule.num_microbatches)
+    try:
+        schedule = CustomSchedule(rows, total, stage_rank=placement)
+        schedule.validate(schedule.num_microbatches)
+    except ScheduleError as e:
+        raise ScheduleError(f"{name}: {e}") from None
     return schedule
 
 
