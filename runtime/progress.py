@@ -1,7 +1,8 @@
 """Progress of compiling many stage programs: a log line per program, the slowest named.
 
-Compiling more than ``MIN_JOBS`` distinct stage programs logs, on the
-``jaxpp_mlir.runtime.progress`` logger at INFO, one line per finished program
+Compiling at least ``MIN_JOBS`` distinct stage programs logs, on the
+``jaxpp_mlir.runtime.progress`` logger at INFO (to stderr when the application has
+configured no logging), one line per finished program
 (``compiled 3/12 stage programs: stage1_bwd (0.42 s)``) and a closing line naming the
 slowest. With tqdm installed and ``JAXPP_MLIR_PROGRESS=tqdm`` it shows a progress bar
 instead. ``JAXPP_MLIR_PROGRESS=0`` (or the logger's level) switches it off.
@@ -20,6 +21,16 @@ logger = logging.getLogger(__name__)
 
 #: Fewer distinct programs than this compile silently.
 MIN_JOBS = 6
+
+
+def _show_by_default() -> None:
+    """Progress lines go to stderr unless the application configured logging itself."""
+    if not logger.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("jaxpp_mlir: %(message)s"))
+        logger.addHandler(handler)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
 
 
 class CompileProgress:
@@ -46,6 +57,7 @@ class CompileProgress:
                 logger.warning("JAXPP_MLIR_PROGRESS=tqdm but tqdm is not installed: logging")
             else:
                 return cls(total, tqdm(total=total, desc="compiling stage programs", unit="prog"))
+        _show_by_default()
         if not logger.isEnabledFor(logging.INFO):
             return None
         return cls(total)

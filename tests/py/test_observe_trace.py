@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from collections import Counter
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -17,6 +19,8 @@ import jaxpp_mlir as pp  # noqa: E402
 from jaxpp_mlir.runtime import compile as runtime_compile  # noqa: E402
 from jaxpp_mlir.runtime import trace as trace_module  # noqa: E402
 from jaxpp_mlir.runtime.plan import Recv, RunStage  # noqa: E402
+from jaxpp_mlir.observe.summary import stage_bytes  # noqa: E402
+from jaxpp_mlir.runtime.progress import MIN_JOBS, CompileProgress  # noqa: E402
 from jaxpp_mlir.runtime.trace import merge_traces, program_trace, task_fields  # noqa: E402
 
 NUM_STEPS = 2
@@ -55,15 +59,33 @@ def partition(schedule: pp.Schedule, num_ranks: int, num_microbatches: int):
 
 
 
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     """A 4-rank 1F1B step compiled and called twice inside one trace."""
     program, params, batch = partition(pp.Std1F1B(4), num_ranks=4, num_microbatches=4)
     path = tmp_path_factory.mktemp("trace") / "step.json"
+    records = _Records()
+    progress_logger = logging.getLogger("jaxpp_mlir.runtime.progress")
+    progress_logger.addHandler(records)
+    level, progress_logger.level = progress_logger.level, logging.INFO
     with program_trace(path):
         compiled_before = runtime_compile.compile_count
-        step = program.compile()
+        try:
+            step = program.compile()
+        finally:
+            progress_logger.removeHandler(records)
+            progress_logger.setLevel(level)
         step.compilations = runtime_compile.compile_count - compiled_before
+        step.progress_lines = records.lines
         source_before = step.executable.dispatch_source()
         outputs = step(params, batch)
         outputs = step(outputs[0], batch)
@@ -208,3 +230,47 @@ def test_merge_rejects_a_file_that_is_not_a_trace(tmp_path):
     missing = tmp_path / "missing.json"
     with pytest.raises(ValueError, match="cannot read trace"):
         merge_traces([missing])
+
+
+def test_compile_progress_names_every_program_and_the_slowest(traced):
+    _, step, *_ = traced
+    lines = step.progress_lines
+    assert len(lines) == step.compilations + 1
+    assert lines[0].startswith(f"compiled 1/{step.compilations} stage programs: ")
+    assert lines[-1].startswith(f"compiled {step.compilations} stage programs in ")
+    slowest = re.search(r"slowest: (\S+) \(", lines[-1]).group(1)
+    times = {m.group(1): float(m.group(2))
+             for m in (re.search(r": (\S+) \(([\d.]+) s\)", line) for line in lines[:-1])}  # fmt: skip
+    assert times[slowest] == max(times.values())
+
+
+def test_compile_progress_is_silent_when_few_or_switched_off(monkeypatch):
+    assert CompileProgress.start(MIN_JOBS - 1) is None
+    monkeypatch.setenv("JAXPP_MLIR_PROGRESS", "0")
+    assert CompileProgress.start(100) is None
+
+
+def test_summary_and_repr(traced):
+    program, step, *_ = traced
+    runs = sum(isinstance(i, RunStage) for i in program.plan.instructions)
+    recvs = [i for i in program.plan.instructions if isinstance(i, Recv)]
+    moved = sum(int(np.prod(r.spec.shape)) * 4 for r in recvs)
+    assert repr(program) == (
+        f"PartitionedProgram(4 stages on 4 ranks, Std1F1B(num_stages=4), "
+        f"{len(program.stage_modules)} stage functions)"
+    )
+    text = program.summary()
+    assert text.splitlines()[0] == repr(program)
+    assert "schedule: Std1F1B(num_stages=4), 4 microbatches" in text
+    for rank in range(4):
+        assert f"rank {rank} [cpu:{program.mesh.rank_devices(rank)[0].id}]: stages [{rank}]" in text
+    assert f"per step: {runs} tasks, {len(recvs)} transfers moving {moved / 1024:.1f} KiB" in text
+    simulated = program.schedule.simulate(4)
+    assert f"makespan {simulated.makespan:g}" in text
+    assert f"bubble {simulated.bubble_fraction:.1%}" in text
+    assert f"executables: {len(program.plan.executables)} (" in text
+    sizes = stage_bytes(program.plan, 4)
+    weight = WIDTH * WIDTH * 4
+    assert all(entry["param_bytes"] >= weight for entry in sizes)
+    # One microbatch's forward of a middle stage keeps at least its 2 x WIDTH output.
+    assert sizes[1]["activation_bytes"] >= 2 * WIDTH * 4
