@@ -188,7 +188,10 @@ def main() -> int:
         )
     print()
     print("tracing overhead (step time traced / untraced, measured side by side):")
-    print(f"{'workload':8} {'schedule':11} {'untraced ms':>11} {'device-timed':>12} {'dispatch-only':>13}")
+    print(
+        f"{'workload':8} {'schedule':11} {'untraced ms':>11} "
+        f"{'device-timed':>12} {'dispatch-only':>13}"
+    )
     for r in rows:
         base = r["untraced_step_ms"]
         print(

@@ -81,7 +81,11 @@ class CompileProgress:
                 self._bar.update(1)
             else:
                 logger.info(
-                    "compiled %d/%d stage programs: %s (%.2f s)", self.done, self.total, name, seconds
+                    "compiled %d/%d stage programs: %s (%.2f s)",
+                    self.done,
+                    self.total,
+                    name,
+                    seconds,
                 )
 
     def finish(self) -> str:

@@ -153,7 +153,10 @@ class TraceRecorder:
         infos, rank_slots = self._describe(plan)
         first_span = len(self.spans)
         start = _now_us()
-        wrapped = [self._traced(op, info, rank_slots) for op, info in zip(ops, infos)]
+        wrapped = [
+            self._traced(op, info, rank_slots)
+            for op, info in zip(ops, infos[: len(ops)], strict=True)
+        ]
         if wrapped:
             last = wrapped[-1]
 
@@ -460,9 +463,7 @@ def _rank_slots(plan: Any) -> list[list[tuple[int, int]]]:
 
 
 @contextlib.contextmanager
-def program_trace(
-    path: str | os.PathLike, *, device_time: bool = True
-) -> Iterator[TraceRecorder]:
+def program_trace(path: str | os.PathLike, *, device_time: bool = True) -> Iterator[TraceRecorder]:
     """Records every call of a compiled program inside the block; writes ``path`` at exit.
 
     ``device_time=False`` skips the helper threads: spans are then dispatch times.

@@ -82,9 +82,7 @@ def summary_text(program: Any) -> str:
         stages = sorted({int(s) for inst in plan.rank_program(rank) if isinstance(inst, RunStage)
                          for _, s, _ in _TASK.findall(inst.label)})  # fmt: skip
         lines.append(f"    rank {rank} [{devices}]: stages {stages}")
-    lines.append(
-        "  stages (inputs: parameters and data read; activations: one forward's outputs):"
-    )
+    lines.append("  stages (inputs: parameters and data read; activations: one forward's outputs):")
     for stage, sizes in enumerate(stage_bytes(plan, program.num_stages)):
         lines.append(
             f"    stage {stage}: params {_size(sizes['param_bytes'])}, "
@@ -94,9 +92,7 @@ def summary_text(program: Any) -> str:
     runs = [inst for inst in plan.instructions if isinstance(inst, RunStage)]
     recvs = [inst for inst in plan.instructions if isinstance(inst, Recv)]
     moved = sum(spec_bytes(specs[r.value]) for r in recvs)
-    lines.append(
-        f"  per step: {len(runs)} tasks, {len(recvs)} transfers moving {_size(moved)}"
-    )
+    lines.append(f"  per step: {len(runs)} tasks, {len(recvs)} transfers moving {_size(moved)}")
     sizes = {name: len(stage.mlir_module) for name, stage in plan.executables.items()}
     largest = max(sizes, key=sizes.get) if sizes else "-"
     lines.append(

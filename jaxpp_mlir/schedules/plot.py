@@ -101,7 +101,11 @@ def load_trace_events(trace: str | os.PathLike | dict) -> list[dict[str, Any]]:
 
 
 def gantt_from_trace(
-    trace: str | os.PathLike | dict, *, step: int = -1, title: str = "measured", pid: int | None = None
+    trace: str | os.PathLike | dict,
+    *,
+    step: int = -1,
+    title: str = "measured",
+    pid: int | None = None,
 ) -> Gantt:
     """The device-timed spans of one step (default: the last) of a recorded trace, in ms.
 
@@ -152,8 +156,9 @@ def draw(ax: Any, gantt: Gantt, *, labels: bool = True) -> None:
         ax.barh(rank, span, left=origin, height=0.8, color="#F4F4F4", hatch="//",
                 edgecolor="#D8D8D8", linewidth=0)  # fmt: skip
     for bar in gantt.bars:
+        colour = COLOURS.get(bar.kind, COLOURS[None])
         ax.barh(bar.rank, bar.end - bar.start, left=bar.start, height=0.8,
-                color=COLOURS.get(bar.kind, COLOURS[None]), edgecolor="white", linewidth=0.5)  # fmt: skip
+                color=colour, edgecolor="white", linewidth=0.5)  # fmt: skip
         if labels and bar.kind is not None and span > 0 and (bar.end - bar.start) / span > 0.02:
             ax.text((bar.start + bar.end) / 2, bar.rank, bar.label, ha="center", va="center",
                     fontsize=6, color="white")  # fmt: skip

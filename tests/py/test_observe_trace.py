@@ -14,14 +14,14 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
 from jaxpp_mlir.runtime import compile as runtime_compile  # noqa: E402
 from jaxpp_mlir.runtime import trace as trace_module  # noqa: E402
 from jaxpp_mlir.runtime.plan import Recv, RunStage  # noqa: E402
-from jaxpp_mlir.observe.summary import stage_bytes  # noqa: E402
 from jaxpp_mlir.runtime.progress import MIN_JOBS, CompileProgress  # noqa: E402
 from jaxpp_mlir.runtime.trace import merge_traces, program_trace, task_fields  # noqa: E402
+
+import jaxpp_mlir as pp  # noqa: E402
+from jaxpp_mlir.observe.summary import stage_bytes  # noqa: E402
 
 NUM_STEPS = 2
 
@@ -56,7 +56,6 @@ def partition(schedule: pp.Schedule, num_ranks: int, num_microbatches: int):
     batch = jax.random.normal(kx, shape), jax.random.normal(ky, shape)
     lowered = jax.jit(train_step).lower(params, batch)
     return pp.partition(lowered, mesh=make_mesh(num_ranks), schedule=schedule), params, batch
-
 
 
 class _Records(logging.Handler):
@@ -190,7 +189,9 @@ def test_tracing_off_leaves_the_dispatch_code_unchanged(traced, monkeypatch):
 
     monkeypatch.setattr(trace_module.TraceRecorder, "wrap", fail)
     step(params, batch)
-    assert plan._ops == ops_before and all(a is b for a, b in zip(plan._ops, ops_before))
+    assert plan._ops == ops_before and all(
+        a is b for a, b in zip(plan._ops, ops_before, strict=True)
+    )
     assert plan.dispatch_source() == source_before
 
 
@@ -239,8 +240,8 @@ def test_compile_progress_names_every_program_and_the_slowest(traced):
     assert lines[0].startswith(f"compiled 1/{step.compilations} stage programs: ")
     assert lines[-1].startswith(f"compiled {step.compilations} stage programs in ")
     slowest = re.search(r"slowest: (\S+) \(", lines[-1]).group(1)
-    times = {m.group(1): float(m.group(2))
-             for m in (re.search(r": (\S+) \(([\d.]+) s\)", line) for line in lines[:-1])}  # fmt: skip
+    found = [re.search(r": (\S+) \(([\d.]+) s\)", line) for line in lines[:-1]]
+    times = {m.group(1): float(m.group(2)) for m in found}
     assert times[slowest] == max(times.values())
 
 

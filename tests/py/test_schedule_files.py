@@ -39,9 +39,7 @@ BUILT_IN = [  # (schedule, microbatch counts it runs)
 CASES = [(schedule, n) for schedule, counts in BUILT_IN for n in counts]
 
 
-@pytest.mark.parametrize(
-    "schedule, num_microbatches", CASES, ids=[f"{s!r}-{n}" for s, n in CASES]
-)
+@pytest.mark.parametrize("schedule, num_microbatches", CASES, ids=[f"{s!r}-{n}" for s, n in CASES])
 def test_every_built_in_round_trips(schedule, num_microbatches, tmp_path):
     expected = schedule.tasks(num_microbatches)
     path = tmp_path / "schedule.csv"
@@ -110,7 +108,8 @@ def test_a_pytorch_interleaved_file_runs_like_jit():
     got = program.compile()(params, batch)
     expected = jax.jit(_step)(params, batch)
     # Same ops per stage and gradients summed in microbatch order: bit for bit.
-    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected), strict=True):
+    leaves = zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected), strict=True)
+    for a, b in leaves:
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
