@@ -84,6 +84,7 @@ class _OpInfo:
     output_slots: tuple[int, ...]
     recvs: tuple[Recv, ...] = ()
     sends: tuple[Send, ...] = ()
+    live_after: int = 0  # bytes its rank holds after it (see live_bytes_after)
 
 
 @dataclasses.dataclass
@@ -139,7 +140,10 @@ class TraceRecorder:
         self.steps: list[tuple[float, float, int]] = []  # (start, dispatch end, first span)
         self.counters: list[tuple[float, int, int]] = []  # (time, rank, live bytes)
         self.compiles: list[tuple[str, float, float]] = []
-        self._infos: dict[int, tuple[Any, list[_OpInfo], list[list[tuple[int, int]]]]] = {}
+        self._infos: dict[int, tuple[Any, list[_OpInfo]]] = {}
+        self._wrapped: dict[tuple[int, int], tuple[Any, list[Callable]]] = {}
+        self._step_start = 0.0
+        self._first_span = 0
         self._watchers: dict[int, _RankWatcher] = {}
         self._lock = threading.Lock()
 
@@ -149,29 +153,34 @@ class TraceRecorder:
             self.compiles.append((name, start_us, end_us))
 
     def wrap(self, plan: Any, ops: Sequence[Callable[[list], None]]) -> list[Callable]:
-        """``ops`` of ``plan`` (a ``CompiledPlan``), each wrapped to record its span."""
-        infos, rank_slots = self._describe(plan)
-        first_span = len(self.spans)
-        start = _now_us()
-        wrapped = [
-            self._traced(op, info, rank_slots)
-            for op, info in zip(ops, infos[: len(ops)], strict=True)
-        ]
+        """``ops`` of ``plan`` (a ``CompiledPlan``), each wrapped to record its span.
+
+        The wrappers are made once per plan and list of operations, then reused.
+        """
+        self._step_start = _now_us()
+        self._first_span = len(self.spans)
+        key = (id(plan), len(ops))
+        cached = self._wrapped.get(key)
+        if cached is not None and cached[0] is plan:
+            return cached[1]
+        infos = self._describe(plan)
+        wrapped = [self._traced(op, info) for op, info in zip(ops, infos[: len(ops)], strict=True)]
         if wrapped:
             last = wrapped[-1]
 
             def closing(env: list, _last=last) -> None:
                 _last(env)
-                self.steps.append((start, _now_us(), first_span))
+                self.steps.append((self._step_start, _now_us(), self._first_span))
 
             closing.what = last.what  # type: ignore[attr-defined]
             wrapped[-1] = closing
+        self._wrapped[key] = (plan, wrapped)
         return wrapped
 
-    def _traced(self, op: Callable, info: _OpInfo, rank_slots: list[list[tuple[int, int]]]):
+    def _traced(self, op: Callable, info: _OpInfo):
         spans, counters = self.spans, self.counters
         watcher = self._watcher(info.rank) if self.device_time else None
-        slots = rank_slots[info.rank] if info.rank < len(rank_slots) else []
+        live = (info.rank, info.live_after)
 
         def traced(env: list) -> None:
             begin = _now_us()
@@ -184,7 +193,7 @@ class TraceRecorder:
             arrays = [env[s] for s in info.output_slots if env[s] is not None]
             if watcher is not None and arrays:
                 watcher.jobs.put((span, arrays))
-            counters.append((end, info.rank, sum(b for s, b in slots if env[s] is not None)))
+            counters.append((end, *live))
 
         traced.what = op.what  # type: ignore[attr-defined]
         return traced
@@ -194,15 +203,14 @@ class TraceRecorder:
             self._watchers[rank] = _RankWatcher(rank)
         return self._watchers[rank]
 
-    def _describe(self, plan: Any) -> tuple[list[_OpInfo], list[list[tuple[int, int]]]]:
+    def _describe(self, plan: Any) -> list[_OpInfo]:
         """Per generated operation of ``plan``: its kind, rank, outputs and transfers."""
         cached = self._infos.get(id(plan))
         if cached is not None and cached[0] is plan:
-            return cached[1], cached[2]
+            return cached[1]
         infos = describe_ops(plan)
-        rank_slots = _rank_slots(plan)
-        self._infos[id(plan)] = (plan, infos, rank_slots)
-        return infos, rank_slots
+        self._infos[id(plan)] = (plan, infos)
+        return infos
 
     def finish(self) -> None:
         """Waits for the helper threads: every span then has its ready time."""
@@ -398,6 +406,7 @@ def describe_ops(plan: Any) -> list[_OpInfo]:
     """
     execution: ExecutionPlan = plan.plan
     steps = plan._steps
+    live = live_bytes_after(execution)
     infos: list[_OpInfo] = []
     group_start = previous_end = 0
     group_end = -1
@@ -434,6 +443,8 @@ def describe_ops(plan: Any) -> list[_OpInfo]:
         group_recvs_given = True
         args = {"values": len(recvs), "bytes": total}
         infos.append(_OpInfo(kind, rank, f"recv {total} B", args, outs, recvs=given))
+    for info, end in zip(infos, plan._op_end, strict=True):
+        info.live_after = live[end - 1][info.rank] if end > 0 else 0
     return infos
 
 
@@ -445,20 +456,61 @@ def _run_name(inst: RunStage) -> str:
     return inst.label or inst.executable
 
 
-def _rank_slots(plan: Any) -> list[list[tuple[int, int]]]:
-    """Per rank, ``(slot, bytes)`` of every value the rank holds in ``plan``'s env."""
-    execution: ExecutionPlan = plan.plan
-    specs: dict[int, TensorSpec] = {b.index: b.spec for b in execution.inputs}
-    for inst in execution.instructions:
+def live_bytes_after(plan: ExecutionPlan) -> list[list[int]]:
+    """Per instruction, the bytes each rank holds right after it.
+
+    The runtime's own bookkeeping (as ``memory.peak_bytes_per_rank`` models it):
+    inputs live from the start on the ranks that read them, a value dies after its
+    last use on its rank (outputs live to the end), a value in flight counts on its
+    sender until received. Computed once per plan, so the counter costs nothing per
+    operation.
+    """
+    specs: dict[int, TensorSpec] = {b.index: b.spec for b in plan.inputs}
+    last_use: dict[tuple[int, int], int] = {}
+    for at, inst in enumerate(plan.instructions):
         if isinstance(inst, RunStage):
-            stage = execution.executables[inst.executable]
+            stage = plan.executables[inst.executable]
             specs.update(zip(inst.outputs, stage.output_specs, strict=True))
-        elif isinstance(inst, Recv):
+            for value in inst.inputs:
+                last_use[(inst.rank, value)] = at
+        elif isinstance(inst, Send):
+            last_use[(inst.rank, inst.value)] = at
+        else:
             specs[inst.value] = inst.spec
-    result: list[list[tuple[int, int]]] = [[] for _ in range(execution.num_ranks)]
-    for (rank, value), slot in plan._slots.items():
-        if value in specs:
-            result[rank].append((slot, _spec_bytes(specs[value])))
+    end = len(plan.instructions)
+    for output in plan.outputs:
+        last_use[(output.rank, output.value)] = end
+    live = [0] * plan.num_ranks
+    held: dict[tuple[int, int], int] = {}
+    for binding in plan.inputs:
+        for rank in binding.ranks:
+            if (rank, binding.index) in last_use:
+                held[(rank, binding.index)] = _spec_bytes(binding.spec)
+                live[rank] += held[(rank, binding.index)]
+    in_flight: dict[int, tuple[int, int]] = {}
+    result: list[list[int]] = []
+    for at, inst in enumerate(plan.instructions):
+        defined: list[tuple[int, int]] = []
+        read: list[tuple[int, int]] = []
+        if isinstance(inst, RunStage):
+            defined = [(inst.rank, v) for v in inst.outputs]
+            read = [(inst.rank, v) for v in inst.inputs]
+        elif isinstance(inst, Send):
+            size = _spec_bytes(specs[inst.value])
+            in_flight[inst.channel] = (inst.rank, size)
+            live[inst.rank] += size
+            read = [(inst.rank, inst.value)]
+        else:
+            sender, size = in_flight.pop(inst.channel, (inst.peer, 0))
+            live[sender] -= size
+            defined = [(inst.rank, inst.value)]
+        for key in defined:
+            held[key] = _spec_bytes(specs[key[1]])
+            live[key[0]] += held[key]
+        for key in read + defined:
+            if last_use.get(key, at) <= at and key in held:
+                live[key[0]] -= held.pop(key)
+        result.append(list(live))
     return result
 
 

@@ -275,3 +275,20 @@ def test_summary_and_repr(traced):
     assert all(entry["param_bytes"] >= weight for entry in sizes)
     # One microbatch's forward of a middle stage keeps at least its 2 x WIDTH output.
     assert sizes[1]["activation_bytes"] >= 2 * WIDTH * 4
+
+
+def test_live_bytes_end_with_the_outputs_each_rank_holds(traced):
+    program, *_, events, _ = traced
+    plan = program.plan
+    last: dict[str, int] = {}
+    for e in sorted((e for e in events if e["ph"] == "C"), key=lambda e: e["ts"]):
+        last[e["name"]] = e["args"]["bytes"]
+    held = {(out.rank, out.value): int(np.prod(out.spec.shape)) * 4 for out in plan.outputs}
+    peaks = program.peak_bytes_per_rank()
+    for rank in range(program.num_ranks):
+        expected = sum(size for (r, _), size in held.items() if r == rank)
+        assert last[f"rank {rank} live bytes"] == expected
+        assert (
+            max(e["args"]["bytes"] for e in events if e.get("name") == f"rank {rank} live bytes")
+            <= peaks[rank]
+        )
