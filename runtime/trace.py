@@ -6,14 +6,15 @@ when the block ends, a JSON trace (``chrome://tracing``, ui.perfetto.dev) with:
 - one track per rank (``pid`` = the process, ``tid`` = the rank) holding one span
   per task (stage, kind, microbatch in ``args``) and one per receive, timed on the
   device: a helper thread per rank waits for each operation's outputs and marks
-  the moment they are ready; a span starts when it was dispatched or when the
-  rank's previous operation finished, whichever is later (an estimate: the rank
-  may still wait for its inputs);
+  the moment they are ready; a span starts at the latest of its dispatch, the end
+  of the rank's previous span and (a receive) the moment the sent value was ready
+  on the sender (an estimate: a task may still wait for an input);
 - a host track per process with the dispatch of every operation;
 - flow arrows from each send to its receive, with the bytes moved;
 - compile spans (when compiling inside the block), on a compile track;
 - a ``live bytes`` counter per rank (the runtime's own buffers after each
-  operation; temporaries inside executables are not counted).
+  operation, from ``live_bytes_after``; temporaries inside executables are not
+  counted).
 
 Tracing off costs one global read per call: ``CompiledPlan`` checks ``ACTIVE``
 once and, when it is ``None``, runs its generated dispatch code unchanged. On,
