@@ -37,6 +37,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -53,6 +54,9 @@ ACTIVE: TraceRecorder | None = None
 #: Track ids beyond the ranks' own.
 HOST_TID = 10_000
 COMPILE_TID = 10_001
+
+# CompiledPlan -> its operations described (describe_ops), kept while the plan lives.
+_DESCRIBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 _LABEL = re.compile(r"(fwd|bwd_i|bwd_w|bwd)_(\d+)__(\d+)")
 _WAIT_SECONDS = 600.0
@@ -141,7 +145,6 @@ class TraceRecorder:
         self.steps: list[tuple[float, float, int]] = []  # (start, dispatch end, first span)
         self.counters: list[tuple[float, int, int]] = []  # (time, rank, live bytes)
         self.compiles: list[tuple[str, float, float]] = []
-        self._infos: dict[int, tuple[Any, list[_OpInfo]]] = {}
         self._wrapped: dict[tuple[int, int], tuple[Any, list[Callable]]] = {}
         self._step_start = 0.0
         self._first_span = 0
@@ -205,12 +208,11 @@ class TraceRecorder:
         return self._watchers[rank]
 
     def _describe(self, plan: Any) -> list[_OpInfo]:
-        """Per generated operation of ``plan``: its kind, rank, outputs and transfers."""
-        cached = self._infos.get(id(plan))
-        if cached is not None and cached[0] is plan:
-            return cached[1]
-        infos = describe_ops(plan)
-        self._infos[id(plan)] = (plan, infos)
+        """Per generated operation of ``plan``: its kind, rank, outputs and transfers
+        (worked out once per plan, for every recorder)."""
+        infos = _DESCRIBED.get(plan)
+        if infos is None:
+            infos = _DESCRIBED[plan] = describe_ops(plan)
         return infos
 
     def finish(self) -> None:
