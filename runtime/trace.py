@@ -21,8 +21,9 @@ once and, when it is ``None``, runs its generated dispatch code unchanged. On,
 each operation costs a few microseconds of host time and the helper threads
 keep each output alive until it is ready. It works inside ``jax.profiler.trace``
 (the two do not share state). With several processes each process writes
-``<stem>.process<N>.json``; ``python -m jaxpp_mlir.runtime.trace merge OUT IN...``
-merges them into one file.
+``<stem>.process<N>.json``; ``python -m jaxpp_mlir.trace merge OUT IN...``
+merges them into one file (a transfer between processes shows as a span on both
+sides, not as an arrow).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import logging
 import os
 import queue
 import re
-import sys
 import threading
 import time
 import weakref
@@ -554,28 +554,3 @@ def merge_traces(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
             raise ValueError(f"{os.fspath(path)!r} is not a Chrome trace (no 'traceEvents' list)")
         events += data["traceEvents"]
     return {"traceEvents": events, "displayTimeUnit": "ms"}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxpp_mlir.runtime.trace", description="Tools for jaxpp traces."
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    merge = commands.add_parser("merge", help="merge per-process traces into one file")
-    merge.add_argument("output")
-    merge.add_argument("inputs", nargs="+")
-    args = parser.parse_args(argv)
-    try:
-        merged = merge_traces(args.inputs)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    with open(args.output, "w") as handle:
-        json.dump(merged, handle)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,6 +21,7 @@ from jaxpp_mlir.runtime.progress import MIN_JOBS, CompileProgress  # noqa: E402
 from jaxpp_mlir.runtime.trace import merge_traces, program_trace, task_fields  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402
+from jaxpp_mlir import trace as trace_cli  # noqa: E402
 from jaxpp_mlir.observe.summary import stage_bytes  # noqa: E402
 
 NUM_STEPS = 2
@@ -217,7 +218,7 @@ def test_merge_gives_each_process_its_events(traced, tmp_path):
         paths.append(tmp_path / f"step.process{process}.json")
         paths[-1].write_text(json.dumps({"traceEvents": moved}))
     out = tmp_path / "merged.json"
-    assert trace_module.main(["merge", str(out), *map(str, paths)]) == 0
+    assert trace_cli.main(["merge", str(out), *map(str, paths)]) == 0
     merged = json.loads(out.read_text())["traceEvents"]
     assert len(merged) == 2 * len(events)
     assert Counter(e["pid"] for e in merged) == {0: len(events), 1: len(events)}
@@ -292,3 +293,11 @@ def test_live_bytes_end_with_the_outputs_each_rank_holds(traced):
             max(e["args"]["bytes"] for e in events if e.get("name") == f"rank {rank} live bytes")
             <= peaks[rank]
         )
+
+
+def test_merge_command_reports_a_bad_input(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json")
+    assert trace_cli.main(["merge", str(tmp_path / "out.json"), str(bad)]) == 1
+    assert "cannot read trace" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
