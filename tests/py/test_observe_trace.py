@@ -76,7 +76,9 @@ def traced(tmp_path_factory):
     records = _Records()
     progress_logger = logging.getLogger("jaxpp_mlir.runtime.progress")
     progress_logger.addHandler(records)
+    # Another module's logging.config may have disabled existing loggers: enable it here.
     level, progress_logger.level = progress_logger.level, logging.INFO
+    disabled, progress_logger.disabled = progress_logger.disabled, False
     with program_trace(path):
         compiled_before = runtime_compile.compile_count
         try:
@@ -84,6 +86,7 @@ def traced(tmp_path_factory):
         finally:
             progress_logger.removeHandler(records)
             progress_logger.setLevel(level)
+            progress_logger.disabled = disabled
         step.compilations = runtime_compile.compile_count - compiled_before
         step.progress_lines = records.lines
         source_before = step.executable.dispatch_source()
