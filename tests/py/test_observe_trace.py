@@ -304,3 +304,15 @@ def test_merge_command_reports_a_bad_input(tmp_path, capsys):
     assert trace_cli.main(["merge", str(tmp_path / "out.json"), str(bad)]) == 1
     assert "cannot read trace" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_each_process_writes_its_own_file(traced, tmp_path, monkeypatch):
+    _, step, params, batch, *_ = traced
+    monkeypatch.setattr(trace_module.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(trace_module.jax, "process_index", lambda: 1)
+    with program_trace(tmp_path / "step.json", device_time=False) as recorder:
+        jax.block_until_ready(step(params, batch))
+    assert recorder.path == str(tmp_path / "step.process1.json")
+    assert not (tmp_path / "step.json").exists()
+    events = json.loads((tmp_path / "step.process1.json").read_text())["traceEvents"]
+    assert {e["pid"] for e in events} == {1}
