@@ -1,6 +1,11 @@
 """Train a small MLP as a 4-stage pipeline on CPU devices and check it against jax.jit.
 
 Run: python examples/train_mlp.py [--steps N] [--schedule NAME] [--dump-dir DIR]
+                                  [--trace step.json] [--plot schedule.png]
+
+--trace records every compile and step as a Chrome/Perfetto trace (open it in
+ui.perfetto.dev); --plot draws the schedule as planned (simulated) and, with
+--trace, the last step as measured, one above the other.
 
 The step is an ordinary JAX training step: a microbatch loop (treduce) of
 value_and_grad over a marked model, then optax's Adam update. It is lowered
@@ -23,6 +28,7 @@ Each process checks against jax.jit on its own devices.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -91,6 +97,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--schedule", choices=sorted(SCHEDULES), default="1f1b")
     parser.add_argument("--dump-dir", default=None, help="write the IR of every pass here")
+    parser.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here")
+    parser.add_argument("--plot", default=None, help="draw planned (and measured) schedule here")
     args = parser.parse_args()
     # jax.distributed under jaxpp_mlir.launch (or Slurm, Open MPI); nothing in one process.
     several = initialize_from_env()
@@ -117,6 +125,27 @@ def main() -> int:
     )
     say(program)
     say(f"peak bytes per rank: {program.peak_bytes_per_rank()}")
+    tracing = pp.program_trace(args.trace) if args.trace else contextlib.nullcontext()
+    with tracing as recorder:
+        ok = train(args, program, params, opt_state, batch, several, say)
+    if args.plot and me == 0:
+        plot(args, program, recorder)
+    return 0 if ok else 1
+
+
+def plot(args, program, recorder) -> None:
+    from jaxpp_mlir.schedules.plot import plot_planned_vs_measured
+
+    if recorder is None:
+        program.schedule.plot(MICROBATCHES, path=args.plot)
+        print(f"planned schedule drawn in {args.plot}")
+    else:
+        plot_planned_vs_measured(program.schedule, MICROBATCHES, recorder.path, path=args.plot)
+        print(f"trace in {recorder.path}; planned and measured schedule drawn in {args.plot}")
+
+
+def train(args, program, params, opt_state, batch, several, say) -> bool:
+    """Runs ``args.steps`` pipelined steps next to jax.jit's; whether they agree."""
     step = program.compile()
     if several:
         say(f"{jax.process_count()} processes; {step.executable!r}".splitlines()[0])
@@ -143,7 +172,7 @@ def main() -> int:
             print("parameters or optimizer state differ from jax.jit's", file=sys.stderr)
             break
     say("pipelined training matches jax.jit" if ok else "MISMATCH against jax.jit")
-    return 0 if ok else 1
+    return ok
 
 
 if __name__ == "__main__":

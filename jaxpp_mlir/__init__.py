@@ -15,6 +15,7 @@ from jaxpp_mlir.frontend.treduce import Add, Concat, Max, TreduceError, treduce,
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.partition import partition
 from jaxpp_mlir.program import CompiledProgram, PartitionedProgram
+from jaxpp_mlir.runtime.trace import program_trace
 from jaxpp_mlir.schedules import (
     CustomSchedule,
     DualPipeV,
@@ -59,6 +60,7 @@ __all__ = [
     "mark_stage_end",
     "partition",
     "pipeline_enter_stage",
+    "program_trace",
     "treduce",
     "treduce_i",
 ]

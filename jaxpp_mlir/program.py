@@ -124,12 +124,17 @@ class PartitionedProgram:
         )
         return CompiledProgram(self, executable, index_arrays)
 
+    def summary(self) -> str:
+        """Stages, ranks and devices, bytes per stage, tasks and transfers per step,
+        executables, the simulated makespan and bubble, peak bytes per rank."""
+        from jaxpp_mlir.observe.summary import summary_text
+
+        return summary_text(self)
+
     def __repr__(self) -> str:
-        names = ", ".join(self.stage_modules)
-        return (
-            f"PartitionedProgram(num_stages={self.num_stages}, num_ranks={self.num_ranks}, "
-            f"stage_functions=[{names}])"
-        )
+        from jaxpp_mlir.observe.summary import short_repr
+
+        return short_repr(self)
 
 
 class CompiledProgram:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,7 +23,9 @@ from jaxlib import xla_client as xc
 
 from jaxpp_mlir.errors import RuntimeFailure
 
+from . import trace as _trace
 from .plan import ExecutionPlan, TensorSpec
+from .progress import CompileProgress
 
 # Compilations done by this process through ``compile_stage`` (tests check that
 # calling a compiled plan never compiles again).
@@ -40,6 +43,7 @@ def compile_stage(
     global compile_count
     devices = tuple(devices)
     client = devices[0].client
+    started = time.time_ns() / 1000.0
     try:
         exe = client.compile_and_load(mlir_module, xc.DeviceList(devices), _options(devices))
     except Exception as e:  # XLA raises JaxRuntimeError; parse errors vary
@@ -48,6 +52,8 @@ def compile_stage(
         ) from e
     with _count_lock:
         compile_count += 1
+    if _trace.ACTIVE is not None:  # tracing hook: a compile span
+        _trace.ACTIVE.record_compile(name, started, time.time_ns() / 1000.0)
     return exe
 
 
@@ -66,13 +72,17 @@ def compile_stages(
     for index, (_, text, devices) in enumerate(jobs):
         first_of.setdefault((text, len(tuple(devices))), index)
     unique = sorted(set(first_of.values()))
+    progress = CompileProgress.start(len(unique))  # None: silent (few programs, or off)
+    compile_one = progress.wrap(compile_stage) if progress is not None else compile_stage
     if len(unique) <= 1:
-        compiled = {i: compile_stage(*jobs[i]) for i in unique}
+        compiled = {i: compile_one(*jobs[i]) for i in unique}
     else:
         workers = min(len(unique), max(2, 2 * (os.cpu_count() or 1)), 16)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jaxpp-compile") as pool:
-            futures = {i: pool.submit(compile_stage, *jobs[i]) for i in unique}
+            futures = {i: pool.submit(compile_one, *jobs[i]) for i in unique}
             compiled = {i: futures[i].result() for i in unique}
+    if progress is not None:
+        progress.finish()
     result = []
     for index, (name, text, devices) in enumerate(jobs):
         source = first_of[(text, len(tuple(devices)))]

@@ -31,6 +31,7 @@ from jaxlib import xla_client as xc
 from jaxpp_mlir.errors import CallError, JaxppError, MeshError, RuntimeFailure, ScheduleError
 
 from . import compile as _compile
+from . import trace as _trace
 from .dispatch import make_ops
 from .placement import input_checks, place_arguments
 from .plan import ExecutionPlan, RunStage
@@ -68,6 +69,7 @@ class CompiledPlan:
         resolved = resolve_slots(plan, self.rank_devices, self.executables)
         slots, where = resolved.slots, resolved.where
         self._ops, self._op_end = make_ops(plan, resolved, self.executables)
+        self._steps = resolved.steps  # read by the tracer (trace.describe_ops)
         self._slots = where
         self._num_slots = len(slots)
         self._output_slots = resolved.output_slots
@@ -93,6 +95,9 @@ class CompiledPlan:
         ops = self._ops
         if stop is not None:
             ops = ops[: bisect.bisect_right(self._op_end, stop)]
+        tracer = _trace.ACTIVE  # tracing hook: None (off) leaves the dispatch as is
+        if tracer is not None:
+            ops = tracer.wrap(self, ops)
         op: Any = None
         try:
             for op in ops:

@@ -7,6 +7,7 @@ draws them as a rank-by-time grid.
 """
 
 from jaxpp_mlir.schedules.base import Schedule
+from jaxpp_mlir.schedules.csv_format import schedule_from_csv, schedule_to_csv
 from jaxpp_mlir.schedules.custom import CustomSchedule
 from jaxpp_mlir.schedules.dual_pipe_v import DualPipeV
 from jaxpp_mlir.schedules.gpipe import GPipe
@@ -44,5 +45,7 @@ __all__ = [
     "ZeroBubble",
     "render_steps",
     "render_timeline",
+    "schedule_from_csv",
+    "schedule_to_csv",
     "simulate_tasks",
 ]

@@ -104,6 +104,14 @@ class Schedule(abc.ABC):
         """Rank-by-time-step grid of the schedule simulated with unit costs."""
         return render_timeline(self.simulate(num_microbatches, costs=UNIT_COSTS))
 
+    def plot(
+        self, num_microbatches: int, *, path: Any = None, costs: Costs | None = None, **figure: Any
+    ) -> Any:
+        """Gantt chart of the simulated schedule (matplotlib; see ``schedules.plot``)."""
+        from jaxpp_mlir.schedules.plot import plot_schedule
+
+        return plot_schedule(self, num_microbatches, path=path, costs=costs, **figure)
+
     def _repr_fields(self) -> dict[str, Any]:
         return {"num_stages": self.num_stages, "mpmd_dim": self.mpmd_dim}
 

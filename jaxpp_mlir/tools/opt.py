@@ -36,6 +36,7 @@ from jaxpp_mlir.passes.pipeline import (
     parse_pipeline,
     run_pipeline,
 )
+from jaxpp_mlir.tools.timing import PassTimer
 
 PROG = "jaxpp-opt"
 SPLIT_MARKER = "// -----"
@@ -196,6 +197,12 @@ def _build_parser(passes: dict[str, type[ModulePass]]) -> argparse.ArgumentParse
         "--list-passes",
         action="store_true",
         help="list the registered jaxpp passes with their options, and exit",
+    )
+    parser.add_argument(
+        "--timing",
+        "--mlir-timing",
+        action="store_true",
+        help="print the wall time of every pass to stderr at the end (like -mlir-timing)",
     )
     group = parser.add_argument_group("IR printing (to stderr)")
     group.add_argument(
@@ -550,6 +557,7 @@ class _Tool:
         self.lines = lines
         self.print_before = {n for item in args.print_ir_before for n in item.split(",") if n}
         self.print_after = {n for item in args.print_ir_after for n in item.split(",") if n}
+        self.timer = PassTimer() if args.timing else None
 
     # -- printing ------------------------------------------------------------
 
@@ -590,8 +598,12 @@ class _Tool:
     def _before_pass(self, index: int, element: PipelineElement, module: ir.Module) -> None:
         if self.args.print_ir_before_all or element.name in self.print_before:
             self.dump("Before", element, module)
+        if self.timer is not None:
+            self.timer.start()
 
     def _after_pass(self, index: int, element: PipelineElement, module: ir.Module) -> None:
+        if self.timer is not None:
+            self.timer.stop(element.name)
         if self.args.print_ir_after_all or element.name in self.print_after:
             self.dump("After", element, module)
 
@@ -809,6 +821,8 @@ def _run(argv: list[str]) -> int:
             result = tool.run_bytecode(data)
             for diagnostic in result.diagnostics:
                 tool.print_diagnostic(diagnostic)
+        if tool.timer is not None:
+            tool.timer.report(sys.stderr)
         if result.internal_error:
             return EXIT_INTERNAL
         if result.output is None:
@@ -839,6 +853,8 @@ def _run(argv: list[str]) -> int:
                     tool.print_diagnostic(diagnostic)
                 ok &= result.output is not None
             outputs.append(result.output if result.output is not None else "")
+    if tool.timer is not None:
+        tool.timer.report(sys.stderr)
     if internal_error:
         return EXIT_INTERNAL
     if len(outputs) == 1 and isinstance(outputs[0], bytes):

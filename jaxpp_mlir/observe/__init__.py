@@ -1,0 +1,1 @@
+"""Looking at a partitioned program: its summary (``summary``) and compile progress."""

@@ -1,0 +1,119 @@
+"""``PartitionedProgram.summary()``: what a partitioned program holds and does per step.
+
+Input bytes of a stage: the program inputs (parameters, data) its forward and
+backward tasks read, each once. Activation bytes of a stage: what one microbatch's
+forward task defines (the boundary value and the residuals kept for the
+backward). Transfers are counted per step with the bytes they move; the
+executable size is the length of its StableHLO text. The simulated makespan and
+bubble use the schedule's default costs (a backward costs two forwards).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from jaxpp_mlir.runtime.memory import peak_bytes_per_rank, spec_bytes
+from jaxpp_mlir.runtime.plan import ExecutionPlan, Recv, RunStage, TensorSpec
+
+_TASK = re.compile(r"(fwd|bwd_i|bwd_w|bwd)_(\d+)__(\d+)")
+
+
+def _value_specs(plan: ExecutionPlan) -> dict[int, TensorSpec]:
+    specs = {binding.index: binding.spec for binding in plan.inputs}
+    for inst in plan.instructions:
+        if isinstance(inst, RunStage):
+            stage = plan.executables[inst.executable]
+            specs.update(zip(inst.outputs, stage.output_specs, strict=True))
+        elif isinstance(inst, Recv):
+            specs[inst.value] = inst.spec
+    return specs
+
+
+def num_microbatches(plan: ExecutionPlan) -> int:
+    """The number of microbatches the plan's task labels cover (0 without a loop)."""
+    found = [int(m) for inst in plan.instructions if isinstance(inst, RunStage)
+             for _, _, m in _TASK.findall(inst.label)]  # fmt: skip
+    return max(found) + 1 if found else 0
+
+
+def stage_bytes(plan: ExecutionPlan, num_stages: int) -> list[dict[str, int]]:
+    """Per stage: ``{"param_bytes", "activation_bytes"}`` (see the module docstring)."""
+    specs = _value_specs(plan)
+    inputs = {binding.index for binding in plan.inputs}
+    params: list[set[int]] = [set() for _ in range(num_stages)]
+    activations = [0] * num_stages
+    for inst in plan.instructions:
+        if not isinstance(inst, RunStage):
+            continue
+        tasks = _TASK.findall(inst.label)
+        for kind, stage_text, microbatch in tasks:
+            stage = int(stage_text)
+            if stage >= num_stages:
+                continue
+            params[stage].update(v for v in inst.inputs if v in inputs)
+            if kind == "fwd" and microbatch == "0" and len(tasks) == 1:
+                activations[stage] = sum(spec_bytes(specs[v]) for v in inst.outputs)
+    return [
+        {"param_bytes": sum(spec_bytes(specs[v]) for v in params[s]),
+         "activation_bytes": activations[s]}
+        for s in range(num_stages)
+    ]  # fmt: skip
+
+
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(count) < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count} B"
+
+
+def summary_text(program: Any) -> str:
+    """The multi-line summary of a ``PartitionedProgram``."""
+    plan: ExecutionPlan = program.plan
+    lines = [short_repr(program)]
+    schedule = program.schedule
+    microbatches = num_microbatches(plan)
+    lines.append(f"  schedule: {schedule!r}, {microbatches} microbatches")
+    lines.append("  ranks:")
+    for rank in range(program.num_ranks):
+        devices = ", ".join(f"{d.platform}:{d.id}" for d in program.mesh.rank_devices(rank))
+        stages = sorted({int(s) for inst in plan.rank_program(rank) if isinstance(inst, RunStage)
+                         for _, s, _ in _TASK.findall(inst.label)})  # fmt: skip
+        lines.append(f"    rank {rank} [{devices}]: stages {stages}")
+    lines.append("  stages (inputs: parameters and data read; activations: one forward's outputs):")
+    for stage, sizes in enumerate(stage_bytes(plan, program.num_stages)):
+        lines.append(
+            f"    stage {stage}: params {_size(sizes['param_bytes'])}, "
+            f"activations {_size(sizes['activation_bytes'])}"
+        )
+    specs = _value_specs(plan)
+    runs = [inst for inst in plan.instructions if isinstance(inst, RunStage)]
+    recvs = [inst for inst in plan.instructions if isinstance(inst, Recv)]
+    moved = sum(spec_bytes(specs[r.value]) for r in recvs)
+    lines.append(f"  per step: {len(runs)} tasks, {len(recvs)} transfers moving {_size(moved)}")
+    sizes = {name: len(stage.mlir_module) for name, stage in plan.executables.items()}
+    largest = max(sizes, key=sizes.get) if sizes else "-"
+    lines.append(
+        f"  executables: {len(sizes)} ({_size(sum(sizes.values()))} of StableHLO; "
+        f"largest {largest}, {_size(sizes.get(largest, 0))})"
+    )
+    if schedule is not None and microbatches:
+        result = schedule.simulate(microbatches)
+        lines.append(
+            f"  simulated: makespan {result.makespan:g} (forward = 1), "
+            f"bubble {result.bubble_fraction:.1%}, peak in-flight microbatches "
+            f"{result.peak_in_flight}"
+        )
+    peaks = peak_bytes_per_rank(plan)
+    lines.append(f"  peak bytes per rank: {', '.join(_size(p) for p in peaks)}")
+    return "\n".join(lines)
+
+
+def short_repr(program: Any) -> str:
+    """``PartitionedProgram(4 stages on 4 ranks, Std1F1B(num_stages=4), 12 stage functions)``."""
+    return (
+        f"PartitionedProgram({program.num_stages} stages on {program.num_ranks} ranks, "
+        f"{program.schedule!r}, {len(program.stage_modules)} stage functions)"
+    )
