@@ -22,8 +22,7 @@ import jax
 import numpy as np
 from jaxlib import xla_client as xc
 
-from jaxpp_mlir.errors import RuntimeFailure
-
+from .errors import RuntimeFailure
 from .plan import TensorSpec
 
 _ELEMENT_TYPES = {

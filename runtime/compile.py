@@ -20,8 +20,7 @@ import numpy as np
 from jax.extend import backend as jax_backend
 from jaxlib import xla_client as xc
 
-from jaxpp_mlir.errors import RuntimeFailure
-
+from .errors import RuntimeFailure
 from .plan import TensorSpec
 
 # Compilations done by this process through ``compile_stage`` (tests check that

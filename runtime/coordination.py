@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jaxpp_mlir.errors import RuntimeFailure
+from .errors import RuntimeFailure
 
 ROOT = "jaxpp"
 

@@ -42,13 +42,12 @@ import numpy as np
 from jax.sharding import Sharding
 from jaxlib import xla_client as xc
 
-from jaxpp_mlir.errors import CallError, JaxppError, MeshError, RuntimeFailure, ScheduleError
-
 from . import collectives, ordering
 from . import compile as _compile
 from . import transfer as _transfer
 from . import watchdog as _watchdog
 from .coordination import Exchange
+from .errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
 from .executor import CompiledPlan
 from .local_plan import Extra, Feed, LocalPlanBuilder
 from .plan import ExecutionPlan, RunStage, TensorSpec
@@ -154,7 +153,7 @@ def plan_transfers(
     """The plan's cross-process transfer groups, checked: pairing, held values, no deadlock.
 
     Pure (no jax.distributed needed): ``process_of[r]`` is rank r's process.
-    Raises ``ScheduleError`` for a plan that cannot run on these processes.
+    Raises ``PlanError`` for a plan that cannot run on these processes.
     """
     transfers = ordering.cross_transfers(plan, process_of)
     groups = ordering.group_transfers(transfers)
@@ -613,9 +612,9 @@ def compile_distributed(
 
     ``num_user_inputs``: the first inputs that a caller may pass back from an
     earlier call's outputs (the rest, such as microbatch indices, never are).
-    Raises ``ScheduleError`` before anything runs if the cross-process transfers
+    Raises ``PlanError`` before anything runs if the cross-process transfers
     would deadlock, ``MeshError`` if a rank spans processes.
     """
     if not isinstance(plan, ExecutionPlan):
-        raise ScheduleError(f"compile_distributed takes an ExecutionPlan, got {type(plan)}")
+        raise PlanError(f"compile_distributed takes an ExecutionPlan, got {type(plan)}")
     return DistributedPlan(plan, rank_devices, num_user_inputs=num_user_inputs, options=options)

@@ -31,10 +31,9 @@ import numpy as np
 from jax.sharding import Sharding
 from jaxlib import xla_client as xc
 
-from jaxpp_mlir.errors import CallError, JaxppError, MeshError, RuntimeFailure, ScheduleError
-
 from . import compile as _compile
 from . import transfer as _transfer
+from .errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
 from .plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
 
 _ArrayImpl = xc.ArrayImpl  # the concrete jax.Array class: an exact type test is cheapest
@@ -118,7 +117,7 @@ class _SlotTable:
     def define(self, rank: int, value: int, spec: TensorSpec, sharding, at: int) -> int:
         """A new slot for ``value`` on ``rank``, defined by instruction ``at`` (-1: input)."""
         if (rank, value) in self.where:
-            raise ScheduleError(
+            raise PlanError(
                 f"value {value} is defined twice on rank {rank} (again by {self._at(at)})"
             )
         self.where[(rank, value)] = len(self.slots)
@@ -137,12 +136,12 @@ class _SlotTable:
         """
         slot = self.where.get((rank, value))
         if slot is None:
-            raise ScheduleError(
+            raise PlanError(
                 f"{self._at(at)} uses value {value}, which is not defined on rank {rank} before it"
             )
         info = self.slots[slot]
         if info.spec != spec:
-            raise ScheduleError(
+            raise PlanError(
                 f"{self._at(at)} takes value {value} as {spec} but it is {info.spec}"
             )
         if sharding is not None:
@@ -204,7 +203,7 @@ class CompiledPlan:
         # Program inputs: value i on every rank of its binding.
         for i, binding in enumerate(plan.inputs):
             if binding.index != i:
-                raise ScheduleError(f"plan.inputs[{i}] binds input {binding.index}, not {i}")
+                raise PlanError(f"plan.inputs[{i}] binds input {binding.index}, not {i}")
             for rank in binding.ranks:
                 self._check_rank(rank, f"input {i}")
                 define(rank, i, binding.spec, None, -1)
@@ -231,18 +230,18 @@ class CompiledPlan:
             if isinstance(inst, RunStage):
                 stage = plan.executables.get(inst.executable)
                 if stage is None:
-                    raise ScheduleError(
+                    raise PlanError(
                         f"instruction {at} runs unknown executable {inst.executable!r}"
                     )
                 if stage.rank != inst.rank:
-                    raise ScheduleError(
+                    raise PlanError(
                         f"instruction {at} runs {inst.executable!r} on rank {inst.rank}, "
                         f"but it is compiled for rank {stage.rank}"
                     )
                 if len(inst.inputs) != len(stage.input_specs) or len(inst.outputs) != len(
                     stage.output_specs
                 ):
-                    raise ScheduleError(
+                    raise PlanError(
                         f"instruction {at} ({_describe(inst)}) has {len(inst.inputs)} inputs "
                         f"and {len(inst.outputs)} outputs; the executable takes "
                         f"{len(stage.input_specs)} and gives {len(stage.output_specs)}"
@@ -267,7 +266,7 @@ class CompiledPlan:
                 self._check_rank(inst.peer, f"instruction {at}")
                 src = where.get((inst.rank, inst.value))
                 if src is None:
-                    raise ScheduleError(
+                    raise PlanError(
                         f"instruction {at} ({_describe(inst)}) sends a value that rank "
                         f"{inst.rank} does not hold"
                     )
@@ -281,19 +280,19 @@ class CompiledPlan:
             elif isinstance(inst, Recv):
                 queue = pending.get(inst.channel)
                 if not queue:
-                    raise ScheduleError(
+                    raise PlanError(
                         f"instruction {at} ({_describe(inst)}) waits on channel "
                         f"{inst.channel}, but no send on it precedes it"
                     )
                 send, chan = queue.popleft()
                 if send.rank != inst.peer or send.peer != inst.rank:
-                    raise ScheduleError(
+                    raise PlanError(
                         f"channel {inst.channel} carries a send from rank {send.rank} to "
                         f"rank {send.peer}, but instruction {at} receives on rank "
                         f"{inst.rank} from rank {inst.peer}"
                     )
                 if slots[chan].spec != inst.spec:
-                    raise ScheduleError(
+                    raise PlanError(
                         f"instruction {at} ({_describe(inst)}) expects {inst.spec} on channel "
                         f"{inst.channel}, but the send carries {slots[chan].spec}"
                     )
@@ -301,11 +300,11 @@ class CompiledPlan:
                 dst = define(inst.rank, inst.value, inst.spec, None, at)
                 steps.append((_COPY, inst, chan, dst))
             else:
-                raise ScheduleError(f"instruction {at} is not an instruction: {inst!r}")
+                raise PlanError(f"instruction {at} is not an instruction: {inst!r}")
         for channel, queue in pending.items():
             if queue:
                 send, _ = queue[0]
-                raise ScheduleError(
+                raise PlanError(
                     f"the send of value {send.value} from rank {send.rank} on channel "
                     f"{channel} is never received"
                 )
@@ -315,12 +314,12 @@ class CompiledPlan:
         for k, out in enumerate(plan.outputs):
             slot = where.get((out.rank, out.value))
             if slot is None:
-                raise ScheduleError(
+                raise PlanError(
                     f"output {k} is value {out.value} on rank {out.rank}, which is never "
                     f"defined there"
                 )
             if slots[slot].spec != out.spec:
-                raise ScheduleError(
+                raise PlanError(
                     f"output {k} is declared {out.spec} but value {out.value} is {slots[slot].spec}"
                 )
             slots[slot].last_use = n_inst
@@ -368,7 +367,7 @@ class CompiledPlan:
 
     def _check_rank(self, rank: int, what: str) -> None:
         if not 0 <= rank < len(self.rank_devices):
-            raise ScheduleError(
+            raise PlanError(
                 f"{what} refers to rank {rank}, but the plan runs on {len(self.rank_devices)} ranks"
             )
 
@@ -659,7 +658,7 @@ def compile_plan(plan: ExecutionPlan, rank_devices: Sequence[Sequence[jax.Device
             raise MeshError(f"rank {rank} has no devices")
     for name, stage in plan.executables.items():
         if not 0 <= stage.rank < len(devices):
-            raise ScheduleError(
+            raise PlanError(
                 f"executable {name!r} is for rank {stage.rank}, but the plan has "
                 f"{len(devices)} ranks"
             )

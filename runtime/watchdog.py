@@ -61,9 +61,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from jaxpp_mlir.errors import RuntimeFailure
-
 from . import coordination
+from .errors import RuntimeFailure
 
 EXIT_CODE = 70
 STATE_GAP_S = 0.1  # the least time between two heartbeats published for a change of state
