@@ -14,7 +14,7 @@ from jaxpp_mlir.passes.base import ModulePass, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class CheckShardings(ModulePass):
     """Check that the step was lowered on the lowering mesh and shards within a stage only.
 

@@ -14,7 +14,7 @@ from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pas
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class NormalizeLoop(ModulePass):
     """Rewrite the microbatch loop (the while holding @jaxpp.loop_marker) as a jaxpp.loop.
 
@@ -36,13 +36,15 @@ class NormalizeLoop(ModulePass):
     """
 
     name = "jaxpp-normalize-loop"
-    # They split the loop body (the stage block) into stages, and see none without it.
-    required_by = (
-        "jaxpp-assign-stages",
-        "jaxpp-split-accumulators",
-        "jaxpp-split-backward",
-        "jaxpp-outline-stages",
-    )
+    requires = ("jaxpp-inline-calls",)  # it looks for the loop marker in @main only
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        main = find_main(module)
+        loop = ir_utils.find_loop(main) if main is not None else None
+        if loop is None:
+            return None
+        return Evidence(loop, "the microbatch loop is already normalized (found jaxpp.loop)")
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:

@@ -14,7 +14,7 @@ from jaxpp_mlir.passes.base import ModulePass, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class OutlineOuterCode(ModulePass):
     """Place the code before and after the microbatch loop on ranks and outline it into tasks.
 

@@ -13,7 +13,7 @@ from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class RestoreShardingConstraints(ModulePass):
     """Turn the sdy.reshard ops Shardy's propagation pipeline made back into sharding constraints.
 
@@ -37,7 +37,6 @@ class RestoreShardingConstraints(ModulePass):
     """
 
     name = "jaxpp-restore-sharding-constraints"
-    required_by = ("jaxpp-outline-stages",)  # a reshard left would reach a stage module
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:

@@ -13,7 +13,7 @@ from jaxpp_mlir.passes.base import ModulePass, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class VerifyProgram(ModulePass):
     """Verify a partitioned module: tasks, transfers and stage functions agree.
 
