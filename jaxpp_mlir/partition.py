@@ -37,11 +37,12 @@ from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
 from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.verify_program import VerifyProgram
 from jaxpp_mlir.program import PartitionedProgram
+from jaxpp_mlir.runtime import options
 from jaxpp_mlir.schedules import Schedule, Std1F1B
 from jaxpp_mlir.schedules.base import uses_split_backward
 from jaxpp_mlir.schedules.parse import schedule_from_text
 
-DUMP_DIR_ENV = "JAXPP_MLIR_DUMP_DIR"
+DUMP_DIR_ENV = options.DUMP_DIR.env
 
 
 def stage_pipeline(
@@ -164,7 +165,7 @@ def _partition(
         raise TypeError(f"schedule must be a jaxpp_mlir schedule, got {type(schedule).__name__}")
     module, tree_info = _import(x)
     treduce_schedule = _treduce_schedule_text(module)
-    dump_dir = dump_dir or os.environ.get(DUMP_DIR_ENV) or None
+    dump_dir = dump_dir or options.DUMP_DIR.value()
     runner = _Runner(module, dump_dir)
     submesh_size = len(mesh.rank_devices(0))
     sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)

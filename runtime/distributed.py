@@ -33,7 +33,6 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,7 +41,7 @@ import numpy as np
 from jax.sharding import Sharding
 from jaxlib import xla_client as xc
 
-from . import collectives, ordering
+from . import collectives, options, ordering
 from . import compile as _compile
 from . import transfer as _transfer
 from . import watchdog as _watchdog
@@ -61,20 +60,18 @@ class DistributedOptions:
 
     ``setup_timeout_s`` bounds each setup barrier (a peer still partitioning
     or compiling); the watchdog's options bound transfers and heartbeats.
-    Environment variables override the defaults: ``JAXPP_SETUP_TIMEOUT``,
-    ``JAXPP_TRANSFER_TIMEOUT``, ``JAXPP_PEER_TIMEOUT``, ``JAXPP_HEARTBEAT_INTERVAL``.
+    Environment variables override the defaults (``runtime.options``).
     """
 
-    setup_timeout_s: float = 900.0
+    setup_timeout_s: float = options.SETUP_TIMEOUT.default
     watchdog: _watchdog.WatchdogOptions = dataclasses.field(
         default_factory=_watchdog.WatchdogOptions
     )
 
     @classmethod
     def from_env(cls) -> DistributedOptions:
-        value = os.environ.get("JAXPP_SETUP_TIMEOUT")
         return cls(
-            setup_timeout_s=float(value) if value else cls.setup_timeout_s,
+            setup_timeout_s=options.SETUP_TIMEOUT.value(),
             watchdog=_watchdog.WatchdogOptions.from_env(),
         )
 
