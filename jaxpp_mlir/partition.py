@@ -10,7 +10,7 @@ from typing import Any
 
 from jax.extend.mlir import ir
 
-from jaxpp_mlir import ir_context
+from jaxpp_mlir import ir_context, partition_log
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.mesh import MpmdMesh
@@ -192,6 +192,7 @@ def _partition(
         )
     )
     program = PartitionedProgram(module, mesh, schedule=schedule, **tree_info)
+    partition_log.log_summary(program.plan, program.num_stages)
     if dump_dir is not None:
         program.dump(os.path.join(dump_dir, "program"))
     return program
@@ -209,14 +210,19 @@ class _Runner:
             _write(dump_dir, "00_input.mlir", _print(module))
 
     def run(self, pipeline: list[PipelineElement]) -> None:
+        timer = partition_log.PassTimer()
+
         def after_pass(index: int, element: PipelineElement, current: ir.Module) -> None:
+            timer.after_pass(index, element, current)
             self.count += 1
             if self.dump_dir is not None:
                 name = f"{self.count:02d}_after_{element.name}.mlir"
                 _write(self.dump_dir, name, _print(current))
 
         try:
-            run_pipeline(self.module, pipeline, after_pass=after_pass)
+            found = run_pipeline(
+                self.module, pipeline, before_pass=timer.before_pass, after_pass=after_pass
+            )
         except PipelineFailure as failure:
             if failure.internal_error is not None:
                 raise failure.internal_error from None
@@ -225,6 +231,7 @@ class _Runner:
                 text or f"pass {failure.pass_name} failed",
                 tuple(d.render() for d in failure.diagnostics),
             ) from None
+        partition_log.surface_warnings(found)
 
 
 def _num_microbatches(module: ir.Module) -> int | None:
