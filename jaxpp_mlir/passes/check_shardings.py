@@ -36,6 +36,11 @@ class CheckShardings(ModulePass):
     )
 
     def run(self, module: ir.Operation) -> None:
+        self._check_meshes(module)
+        if self.mpmd_axis:
+            self._check_shardings(ir_utils.get_main(module))
+
+    def _check_meshes(self, module: ir.Operation) -> None:
         for mesh in shardings.mesh_ops(module):
             axes = dict(shardings.mesh_axes(mesh))
             if not axes:  # a maximal mesh (one device, e.g. for jax.debug.print): no SPMD
@@ -54,9 +59,8 @@ class CheckShardings(ModulePass):
                     f"the step's mesh has {size} devices but each submesh has "
                     f"{self.submesh_size}: lower it on mpmd_mesh.lowering_mesh()",
                 )
-        if not self.mpmd_axis:
-            return
-        main = ir_utils.get_main(module)
+
+    def _check_shardings(self, main: ir.Operation) -> None:
         for attrs_name in ("arg_attrs", "res_attrs"):
             if attrs_name in main.attributes:
                 for attrs in ir.ArrayAttr(main.attributes[attrs_name]):

@@ -107,14 +107,7 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
     yielded = list(terminator.operands)
     arguments = list(body.arguments)
     counter_arg = marker.operands[0]
-    kinds = []
-    for index, (argument, value) in enumerate(zip(arguments, yielded, strict=True)):
-        if value == argument:
-            kinds.append("invariant")
-        elif _is_counter(argument, value, loop.operands[index]):
-            kinds.append("counter")
-        else:
-            kinds.append("state")
+    kinds = _argument_kinds(loop, arguments, yielded)
     if counter_arg not in arguments or kinds[arguments.index(counter_arg)] != "counter":
         raise diagnostics.error(
             marker, "the loop marker must mark the loop's microbatch counter (0, 1, 2, ...)"
@@ -147,6 +140,29 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
         elif kind == "counter":
             arguments[index].replace_all_uses_with(index_arg)
     _erase_dead_counter_updates(new_body)
+    _replace_results(loop, new_loop, kinds, state)
+    loop.erase()
+
+
+def _argument_kinds(
+    loop: ir.Operation, arguments: list[ir.Value], yielded: list[ir.Value]
+) -> list[str]:
+    """Each while argument's kind: "invariant", "counter" (0, 1, 2, ...) or "state"."""
+    kinds = []
+    for index, (argument, value) in enumerate(zip(arguments, yielded, strict=True)):
+        if value == argument:
+            kinds.append("invariant")
+        elif _is_counter(argument, value, loop.operands[index]):
+            kinds.append("counter")
+        else:
+            kinds.append("state")
+    return kinds
+
+
+def _replace_results(
+    loop: ir.Operation, new_loop: ir.Operation, kinds: list[str], state: list[int]
+) -> None:
+    """Uses of the while's results read the jaxpp.loop's (or the invariant inputs)."""
     for index, kind in enumerate(kinds):
         result = loop.results[index]
         if kind == "invariant":
@@ -157,7 +173,6 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
             raise diagnostics.error(
                 loop, "the microbatch counter is used after the loop, which is not supported"
             )
-    loop.erase()
 
 
 def _is_counter(argument: ir.Value, value: ir.Value, init: ir.Value) -> bool:
