@@ -13,6 +13,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import ir_context, partition_log
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
+from jaxpp_mlir.ir.utils import find_loop, find_main
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.passes import (
     ir_utils,
@@ -235,15 +236,11 @@ class _Runner:
 
 
 def _num_microbatches(module: ir.Module) -> int | None:
-    for op in module.body.operations:
-        if (
-            op.operation.name == "func.func"
-            and ir.StringAttr(op.attributes["sym_name"]).value == "main"
-        ):
-            for nested in op.regions[0].blocks[0].operations:
-                if jaxpp.is_loop(nested):
-                    return jaxpp.get_int_attr(nested, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
-    return None
+    main = find_main(module)
+    loop = find_loop(main) if main is not None else None
+    if loop is None:
+        return None
+    return jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
 
 
 def _treduce_schedule_text(module: ir.Module) -> str:

@@ -16,6 +16,7 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import CallError, PartitionError
+from jaxpp_mlir.ir.utils import find_main
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan_builder import build_plan
 from jaxpp_mlir.runtime import plan as rt
@@ -217,9 +218,9 @@ def _tasks_in_order(block: ir.Block) -> list[ir.Operation]:
 
 
 def _main(module: ir.Module) -> ir.Operation:
-    for op in module.body.operations:
-        if ir.StringAttr(op.attributes["sym_name"]).value == "main":
-            return op.operation
+    main = find_main(module)
+    if main is not None:
+        return main
     raise PartitionError("the partitioned module has no @main")
 
 

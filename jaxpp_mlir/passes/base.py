@@ -34,7 +34,8 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.diagnostics import PassFailed
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.ir.utils import find_main  # noqa: F401  (passes import it from here)
 
 _REGISTRY: dict[str, type[ModulePass]] = {}
 
@@ -221,19 +222,6 @@ def find_in_stage_block(
         what = what_it_shows(op.operation)
         if what is not None:
             return Evidence(op.operation, what)
-    return None
-
-
-def find_main(module: ir.Operation) -> ir.Operation | None:
-    """The ``func.func @main`` of ``module``, or None (no diagnostic: for ``finished`` & co)."""
-    for op in module.regions[0].blocks[0].operations:
-        op = op.operation
-        if (
-            op.name == "func.func"
-            and "sym_name" in op.attributes
-            and ir.StringAttr(op.attributes["sym_name"]).value == "main"
-        ):
-            return op
     return None
 
 

@@ -7,7 +7,8 @@ import dataclasses
 from jax.extend.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils, outlining
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import outlining
 from jaxpp_mlir.passes.base import Evidence, ModulePass, find_in_stage_block, register_pass
 
 

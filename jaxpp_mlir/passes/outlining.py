@@ -12,7 +12,8 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func
 
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils, shardings
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import shardings
 
 
 def copyable_ops(top_ops: list[ir.Operation], keep: set[ir.Value]) -> set[ir.Operation]:

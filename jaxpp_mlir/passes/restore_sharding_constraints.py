@@ -8,7 +8,7 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import sdy
 
 from jaxpp_mlir import diagnostics
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
 
 
