@@ -16,6 +16,10 @@ COMPILER_PREFIXES = (
     "jaxpp_mlir.dialect",
     "jaxpp_mlir.schedules",
     "jaxpp_mlir.tools",
+    "jaxpp_mlir.ir",
+    "jaxpp_mlir.stage_modules",
+    "jaxpp_mlir.mesh",
+    "jaxpp_mlir.launch",
 )
 
 _LOAD_ALL_OF_RUNTIME = """
