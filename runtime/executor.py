@@ -141,9 +141,7 @@ class _SlotTable:
             )
         info = self.slots[slot]
         if info.spec != spec:
-            raise PlanError(
-                f"{self._at(at)} takes value {value} as {spec} but it is {info.spec}"
-            )
+            raise PlanError(f"{self._at(at)} takes value {value} as {spec} but it is {info.spec}")
         if sharding is not None:
             if info.sharding is None:
                 info.sharding = sharding
@@ -230,9 +228,7 @@ class CompiledPlan:
             if isinstance(inst, RunStage):
                 stage = plan.executables.get(inst.executable)
                 if stage is None:
-                    raise PlanError(
-                        f"instruction {at} runs unknown executable {inst.executable!r}"
-                    )
+                    raise PlanError(f"instruction {at} runs unknown executable {inst.executable!r}")
                 if stage.rank != inst.rank:
                     raise PlanError(
                         f"instruction {at} runs {inst.executable!r} on rank {inst.rank}, "
