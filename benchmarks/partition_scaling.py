@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import json
 import os
 import statistics
@@ -56,9 +57,9 @@ import numpy as np  # noqa: E402
 import jaxpp_mlir as pp  # noqa: E402
 
 # The modules whose functions are wrapped (``jaxpp_mlir.partition`` the attribute is the
-# function, so go through sys.modules).
-_PARTITION_MODULE = sys.modules["jaxpp_mlir.partition"]
-_PROGRAM_MODULE = sys.modules["jaxpp_mlir.program"]
+# function, so import the modules by name).
+_PARTITION_MODULE = importlib.import_module("jaxpp_mlir.partition")
+_PROGRAM_MODULE = importlib.import_module("jaxpp_mlir.program")
 
 # part name -> (module, attribute) timed when partition calls it.
 PARTS = {

@@ -1,66 +1,78 @@
-"""jaxpp_mlir: MPMD pipeline parallelism for JAX as MLIR passes over StableHLO."""
+"""jaxpp_mlir: MPMD pipeline parallelism for JAX as MLIR passes over StableHLO.
 
-from jaxpp_mlir.errors import (
-    CallError,
-    JaxppError,
-    MarkerError,
-    MeshError,
-    MlirParseError,
-    PartitionError,
-    RuntimeFailure,
-    ScheduleError,
-)
-from jaxpp_mlir.frontend.markers import mark_stage_end, pipeline_enter_stage
-from jaxpp_mlir.frontend.treduce import Add, Concat, Max, TreduceError, treduce, treduce_i
-from jaxpp_mlir.mesh import MpmdMesh
-from jaxpp_mlir.partition import partition
-from jaxpp_mlir.program import CompiledProgram, PartitionedProgram
-from jaxpp_mlir.runtime.trace import program_trace
-from jaxpp_mlir.schedules import (
-    CustomSchedule,
-    DualPipeV,
-    Eager1F1B,
-    FusedTask,
-    GPipe,
-    Interleaved1F1B,
-    Schedule,
-    SimulationResult,
-    Std1F1B,
-    Task,
-    ZeroBubble,
-)
+Public names load on first use (PEP 562): ``import jaxpp_mlir.runtime`` or
+``import jaxpp_mlir.errors`` loads neither the passes nor the frontend.
+"""
 
-__all__ = [
-    "Add",
-    "CallError",
-    "CompiledProgram",
-    "Concat",
-    "CustomSchedule",
-    "DualPipeV",
-    "Eager1F1B",
-    "FusedTask",
-    "GPipe",
-    "Interleaved1F1B",
-    "JaxppError",
-    "MarkerError",
-    "Max",
-    "MeshError",
-    "MlirParseError",
-    "MpmdMesh",
-    "PartitionError",
-    "PartitionedProgram",
-    "RuntimeFailure",
-    "Schedule",
-    "ScheduleError",
-    "SimulationResult",
-    "Std1F1B",
-    "Task",
-    "TreduceError",
-    "ZeroBubble",
-    "mark_stage_end",
-    "partition",
-    "pipeline_enter_stage",
-    "program_trace",
-    "treduce",
-    "treduce_i",
-]
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from typing import Any
+
+_SOURCES = {
+    "Add": "jaxpp_mlir.frontend.treduce",
+    "CallError": "jaxpp_mlir.errors",
+    "CompiledProgram": "jaxpp_mlir.program",
+    "Concat": "jaxpp_mlir.frontend.treduce",
+    "CustomSchedule": "jaxpp_mlir.schedules",
+    "DualPipeV": "jaxpp_mlir.schedules",
+    "Eager1F1B": "jaxpp_mlir.schedules",
+    "FusedTask": "jaxpp_mlir.schedules",
+    "GPipe": "jaxpp_mlir.schedules",
+    "Interleaved1F1B": "jaxpp_mlir.schedules",
+    "JaxppError": "jaxpp_mlir.errors",
+    "MarkerError": "jaxpp_mlir.errors",
+    "Max": "jaxpp_mlir.frontend.treduce",
+    "MeshError": "jaxpp_mlir.errors",
+    "MlirParseError": "jaxpp_mlir.errors",
+    "MpmdMesh": "jaxpp_mlir.mesh",
+    "PartitionError": "jaxpp_mlir.errors",
+    "PartitionedProgram": "jaxpp_mlir.program",
+    "PlanError": "jaxpp_mlir.errors",
+    "RuntimeFailure": "jaxpp_mlir.errors",
+    "Schedule": "jaxpp_mlir.schedules",
+    "ScheduleError": "jaxpp_mlir.errors",
+    "SimulationResult": "jaxpp_mlir.schedules",
+    "Std1F1B": "jaxpp_mlir.schedules",
+    "Task": "jaxpp_mlir.schedules",
+    "TreduceError": "jaxpp_mlir.frontend.treduce",
+    "ZeroBubble": "jaxpp_mlir.schedules",
+    "mark_stage_end": "jaxpp_mlir.frontend.markers",
+    "partition": "jaxpp_mlir.partition",
+    "pipeline_enter_stage": "jaxpp_mlir.frontend.markers",
+    "program_trace": "jaxpp_mlir.runtime.trace",
+    "treduce": "jaxpp_mlir.frontend.treduce",
+    "treduce_i": "jaxpp_mlir.frontend.treduce",
+}
+
+__all__ = sorted(_SOURCES)
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        if importlib.util.find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return importlib.import_module(f"{__name__}.{name}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+class _Package(types.ModuleType):
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Importing the submodule ``jaxpp_mlir.partition`` binds it on the package;
+        # the public name ``partition`` stays the function, as with eager imports.
+        if isinstance(value, types.ModuleType) and _SOURCES.get(name) == value.__name__:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,10 +1,31 @@
-"""The exception types raised by jaxpp_mlir, all under ``JaxppError``."""
+"""The exception types raised by jaxpp_mlir, all under ``JaxppError``.
+
+The runtime's own (``CallError``, ``RuntimeFailure``, ``PlanError``...) are
+defined in ``jaxpp_mlir.runtime.errors`` and re-exported here.
+"""
 
 from __future__ import annotations
 
+from jaxpp_mlir.runtime.errors import (
+    CallError,
+    JaxppError,
+    MeshError,
+    PlanError,
+    RuntimeFailure,
+    ScheduleError,
+)
 
-class JaxppError(Exception):
-    """Base class of every error jaxpp_mlir raises on purpose."""
+__all__ = [
+    "CallError",
+    "JaxppError",
+    "MarkerError",
+    "MeshError",
+    "MlirParseError",
+    "PartitionError",
+    "PlanError",
+    "RuntimeFailure",
+    "ScheduleError",
+]
 
 
 class MarkerError(JaxppError):
@@ -21,19 +42,3 @@ class PartitionError(JaxppError):
 
 class MlirParseError(JaxppError):
     """The MLIR text given to jaxpp_mlir does not parse."""
-
-
-class MeshError(JaxppError):
-    """The mesh cannot host the program (too few submeshes, bad axis name...)."""
-
-
-class ScheduleError(JaxppError):
-    """A schedule is malformed or cannot run (deadlock, broken dependency)."""
-
-
-class CallError(JaxppError):
-    """A compiled program was called with arguments it cannot take."""
-
-
-class RuntimeFailure(JaxppError):
-    """Execution failed at run time (a peer is lost, a wait timed out...)."""

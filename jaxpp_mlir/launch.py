@@ -41,6 +41,8 @@ from typing import IO
 
 import numpy as np
 
+from jaxpp_mlir.runtime import options
+
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 
@@ -69,17 +71,18 @@ def initialize_from_env(*, heartbeat_timeout_s: int | None = None) -> bool:
 
     env = os.environ
     if heartbeat_timeout_s is None:
-        heartbeat_timeout_s = int(env.get("JAXPP_HEARTBEAT_TIMEOUT", "20"))
+        heartbeat_timeout_s = options.HEARTBEAT_TIMEOUT.value()
     cluster = any(k in env for k in ("SLURM_JOB_ID", "OMPI_MCA_orte_hnp_uri", "PMIX_RANK"))
     timeouts = {
         "heartbeat_timeout_seconds": heartbeat_timeout_s,
-        "initialization_timeout": int(env.get("JAXPP_INIT_TIMEOUT", "300")),
+        "initialization_timeout": options.INIT_TIMEOUT.value(),
     }
-    if "JAXPP_PROCESS_ID" in env and "JAXPP_NUM_PROCESSES" in env:
+    process_id, num_processes = options.PROCESS_ID.value(), options.NUM_PROCESSES.value()
+    if process_id is not None and num_processes is not None:
         jax.distributed.initialize(
             coordinator_address=env.get("JAX_COORDINATOR_ADDRESS"),
-            num_processes=int(env["JAXPP_NUM_PROCESSES"]),
-            process_id=int(env["JAXPP_PROCESS_ID"]),
+            num_processes=num_processes,
+            process_id=process_id,
             **timeouts,
         )
     elif cluster or "JAX_COORDINATOR_ADDRESS" in env:
@@ -140,8 +143,9 @@ def child_env(
     address = f"127.0.0.1:{port}"
     env["JAX_COORDINATOR_ADDRESS"] = address
     env["JAX_COORDINATOR_BIND_ADDRESS"] = address
-    env["JAXPP_NUM_PROCESSES"] = str(nproc)
-    env["JAXPP_PROCESS_ID"] = str(process)
+    for option, value in ((options.NUM_PROCESSES, nproc), (options.PROCESS_ID, process)):
+        env[option.env] = str(value)
+        env[option.legacy_env] = str(value)  # for scripts that still read the old name
     env["PYTHONUNBUFFERED"] = "1"
     if devices_per_proc is not None:
         flags = re.sub(rf"{_DEVICE_COUNT_FLAG}=\S+", "", env.get("XLA_FLAGS", "")).split()

@@ -10,9 +10,10 @@ from typing import Any
 
 from jax.extend.mlir import ir
 
-from jaxpp_mlir import ir_context
+from jaxpp_mlir import ir_context, partition_log
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
+from jaxpp_mlir.ir.utils import find_loop, find_main
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.passes import (
     ir_utils,
@@ -37,11 +38,12 @@ from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
 from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.verify_program import VerifyProgram
 from jaxpp_mlir.program import PartitionedProgram
+from jaxpp_mlir.runtime import options
 from jaxpp_mlir.schedules import Schedule, Std1F1B
 from jaxpp_mlir.schedules.base import uses_split_backward
 from jaxpp_mlir.schedules.parse import schedule_from_text
 
-DUMP_DIR_ENV = "JAXPP_MLIR_DUMP_DIR"
+DUMP_DIR_ENV = options.DUMP_DIR.env
 
 
 def stage_pipeline(
@@ -164,7 +166,7 @@ def _partition(
         raise TypeError(f"schedule must be a jaxpp_mlir schedule, got {type(schedule).__name__}")
     module, tree_info = _import(x)
     treduce_schedule = _treduce_schedule_text(module)
-    dump_dir = dump_dir or os.environ.get(DUMP_DIR_ENV) or None
+    dump_dir = dump_dir or options.DUMP_DIR.value()
     runner = _Runner(module, dump_dir)
     submesh_size = len(mesh.rank_devices(0))
     sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
@@ -191,6 +193,7 @@ def _partition(
         )
     )
     program = PartitionedProgram(module, mesh, schedule=schedule, **tree_info)
+    partition_log.log_summary(program.plan, program.num_stages)
     if dump_dir is not None:
         program.dump(os.path.join(dump_dir, "program"))
     return program
@@ -208,14 +211,19 @@ class _Runner:
             _write(dump_dir, "00_input.mlir", _print(module))
 
     def run(self, pipeline: list[PipelineElement]) -> None:
+        timer = partition_log.PassTimer()
+
         def after_pass(index: int, element: PipelineElement, current: ir.Module) -> None:
+            timer.after_pass(index, element, current)
             self.count += 1
             if self.dump_dir is not None:
                 name = f"{self.count:02d}_after_{element.name}.mlir"
                 _write(self.dump_dir, name, _print(current))
 
         try:
-            run_pipeline(self.module, pipeline, after_pass=after_pass)
+            found = run_pipeline(
+                self.module, pipeline, before_pass=timer.before_pass, after_pass=after_pass
+            )
         except PipelineFailure as failure:
             if failure.internal_error is not None:
                 raise failure.internal_error from None
@@ -224,18 +232,15 @@ class _Runner:
                 text or f"pass {failure.pass_name} failed",
                 tuple(d.render() for d in failure.diagnostics),
             ) from None
+        partition_log.surface_warnings(found)
 
 
 def _num_microbatches(module: ir.Module) -> int | None:
-    for op in module.body.operations:
-        if (
-            op.operation.name == "func.func"
-            and ir.StringAttr(op.attributes["sym_name"]).value == "main"
-        ):
-            for nested in op.regions[0].blocks[0].operations:
-                if jaxpp.is_loop(nested):
-                    return jaxpp.get_int_attr(nested, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
-    return None
+    main = find_main(module)
+    loop = find_loop(main) if main is not None else None
+    if loop is None:
+        return None
+    return jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
 
 
 def _treduce_schedule_text(module: ir.Module) -> str:

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func, sdy
 
+from jaxpp_mlir.dialect.vocabulary import SHARDING_ATTR
+from jaxpp_mlir.ir.utils import find_main
+
 # Where a fused part's operand comes from: ("input", i) is input i of the fused
 # module, ("part", j, r) is result r of the earlier part j.
 Source = tuple[str, int] | tuple[str, int, int]
-
-SHARDING_ATTR = "sdy.sharding"
 
 
 def standalone_module(module: ir.Module, callee: str, aliases: dict[int, int] | None = None) -> str:
@@ -49,8 +50,8 @@ def boundary_shardings(
 
 def donated_arguments(module: ir.Module) -> set[int]:
     """Arguments of ``@main`` that the lowering marked as donated."""
-    main = _function(module, "main")
-    if "arg_attrs" not in main.attributes:
+    main = find_main(module)
+    if main is None or "arg_attrs" not in main.attributes:
         return set()
     donated = set()
     for index, attrs in enumerate(ir.ArrayAttr(main.attributes["arg_attrs"])):

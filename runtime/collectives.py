@@ -22,9 +22,8 @@ import jax
 import numpy as np
 from jaxlib import xla_client as xc
 
-from jaxpp_mlir.errors import RuntimeFailure
-
 from .dtypes import element_type
+from .errors import RuntimeFailure
 from .plan import TensorSpec
 
 

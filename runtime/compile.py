@@ -10,6 +10,7 @@ pool of 4 threads compiles 8 tiny stages in about 90 ms against 165 ms serially
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -21,11 +22,12 @@ import numpy as np
 from jax.extend import backend as jax_backend
 from jaxlib import xla_client as xc
 
-from jaxpp_mlir.errors import RuntimeFailure
-
 from . import trace as _trace
+from .errors import RuntimeFailure
 from .plan import ExecutionPlan, TensorSpec
 from .progress import CompileProgress
+
+_logger = logging.getLogger("jaxpp_mlir.runtime.compile")
 
 # Compilations done by this process through ``compile_stage`` (tests check that
 # calling a compiled plan never compiles again).
@@ -52,6 +54,13 @@ def compile_stage(
         ) from e
     with _count_lock:
         compile_count += 1
+        _logger.debug(
+            "compiled %r for devices %s in %.3f s (compilation %d of this process)",
+            name,
+            [d.id for d in devices],
+            (time.time_ns() / 1000.0 - started) / 1e6,
+            compile_count,
+        )
     if _trace.ACTIVE is not None:  # tracing hook: a compile span
         _trace.ACTIVE.record_compile(name, started, time.time_ns() / 1000.0)
     return exe

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jaxpp_mlir.errors import RuntimeFailure
+from . import options
+from .errors import RuntimeFailure
 
 ROOT = "jaxpp"
 
@@ -90,7 +91,7 @@ class Exchange:
                 raise RuntimeFailure(
                     f"process {self.process} timed out after {self.timeout_s:.0f} s waiting for "
                     f"processes {missing} at '{name}' (are they running the same program? "
-                    f"raise the limit with JAXPP_SETUP_TIMEOUT)"
+                    f"raise the limit with {options.SETUP_TIMEOUT.env})"
                 )
             time.sleep(delay)
             delay = min(delay * 2, 0.05)

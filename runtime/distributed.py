@@ -32,16 +32,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
-from jaxpp_mlir.errors import CallError, JaxppError, MeshError, ScheduleError
-
-from . import collectives
+from . import collectives, options
 from . import watchdog as _watchdog
 from .coordination import Exchange
 from .distributed_setup import (
@@ -51,6 +48,7 @@ from .distributed_setup import (
     set_up,
     warm_up_order,
 )
+from .errors import CallError, JaxppError, MeshError, PlanError
 from .plan import ExecutionPlan, TensorSpec
 
 __all__ = [
@@ -72,20 +70,18 @@ class DistributedOptions:
 
     ``setup_timeout_s`` bounds each setup barrier (a peer still partitioning
     or compiling); the watchdog's options bound transfers and heartbeats.
-    Environment variables override the defaults: ``JAXPP_SETUP_TIMEOUT``,
-    ``JAXPP_TRANSFER_TIMEOUT``, ``JAXPP_PEER_TIMEOUT``, ``JAXPP_HEARTBEAT_INTERVAL``.
+    Environment variables override the defaults (``runtime.options``).
     """
 
-    setup_timeout_s: float = 900.0
+    setup_timeout_s: float = options.SETUP_TIMEOUT.default
     watchdog: _watchdog.WatchdogOptions = dataclasses.field(
         default_factory=_watchdog.WatchdogOptions
     )
 
     @classmethod
     def from_env(cls) -> DistributedOptions:
-        value = os.environ.get("JAXPP_SETUP_TIMEOUT")
         return cls(
-            setup_timeout_s=float(value) if value else cls.setup_timeout_s,
+            setup_timeout_s=options.SETUP_TIMEOUT.value(),
             watchdog=_watchdog.WatchdogOptions.from_env(),
         )
 
@@ -408,9 +404,9 @@ def compile_distributed(
 
     ``num_user_inputs``: the first inputs that a caller may pass back from an
     earlier call's outputs (the rest, such as microbatch indices, never are).
-    Raises ``ScheduleError`` before anything runs if the cross-process transfers
+    Raises ``PlanError`` before anything runs if the cross-process transfers
     would deadlock, ``MeshError`` if a rank spans processes.
     """
     if not isinstance(plan, ExecutionPlan):
-        raise ScheduleError(f"compile_distributed takes an ExecutionPlan, got {type(plan)}")
+        raise PlanError(f"compile_distributed takes an ExecutionPlan, got {type(plan)}")
     return DistributedPlan(plan, rank_devices, num_user_inputs=num_user_inputs, options=options)

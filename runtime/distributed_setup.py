@@ -19,12 +19,11 @@ import jax
 from jax.sharding import Sharding
 from jaxlib import xla_client as xc
 
-from jaxpp_mlir.errors import MeshError, RuntimeFailure
-
 from . import collectives, ordering
 from . import compile as _compile
 from . import transfer as _transfer
 from .coordination import Exchange
+from .errors import MeshError, RuntimeFailure
 from .executor import CompiledPlan
 from .local_plan import Extra, Feed, LocalPlanBuilder, Use
 from .plan import ExecutionPlan, RunStage
@@ -61,7 +60,7 @@ def plan_transfers(
     """The plan's cross-process transfer groups, checked: pairing, held values, no deadlock.
 
     Pure (no jax.distributed needed): ``process_of[r]`` is rank r's process.
-    Raises ``ScheduleError`` for a plan that cannot run on these processes.
+    Raises ``PlanError`` for a plan that cannot run on these processes.
     """
     transfers = ordering.cross_transfers(plan, process_of)
     groups = ordering.group_transfers(transfers)

@@ -28,11 +28,10 @@ from typing import Any
 import jax
 from jaxlib import xla_client as xc
 
-from jaxpp_mlir.errors import CallError, JaxppError, MeshError, RuntimeFailure, ScheduleError
-
 from . import compile as _compile
 from . import trace as _trace
 from .dispatch import make_ops
+from .errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
 from .placement import input_checks, place_arguments
 from .plan import ExecutionPlan, RunStage
 from .slots import resolve_slots
@@ -150,7 +149,7 @@ def compile_plan(plan: ExecutionPlan, rank_devices: Sequence[Sequence[jax.Device
             raise MeshError(f"rank {rank} has no devices")
     for name, stage in plan.executables.items():
         if not 0 <= stage.rank < len(devices):
-            raise ScheduleError(
+            raise PlanError(
                 f"executable {name!r} is for rank {stage.rank}, but the plan has "
                 f"{len(devices)} ranks"
             )

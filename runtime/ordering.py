@@ -29,8 +29,7 @@ import dataclasses
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 
-from jaxpp_mlir.errors import ScheduleError
-
+from .errors import PlanError
 from .plan import ExecutionPlan, Recv, RunStage, Send, TensorSpec
 
 
@@ -123,12 +122,12 @@ def cross_transfers(plan: ExecutionPlan, process_of: Sequence[int]) -> list[Cros
     for channel in sorted(set(sends) | set(recvs)):
         s_queue, r_queue = sends[channel], recvs[channel]
         if len(s_queue) != len(r_queue):
-            raise ScheduleError(
+            raise PlanError(
                 f"channel {channel} carries {len(s_queue)} sends but {len(r_queue)} receives"
             )
         for (send_at, send), (recv_at, recv) in zip(s_queue, r_queue, strict=True):
             if send.rank != recv.peer or send.peer != recv.rank:
-                raise ScheduleError(
+                raise PlanError(
                     f"channel {channel} carries a send from rank {send.rank} to rank "
                     f"{send.peer}, but instruction {recv_at} receives on rank {recv.rank} "
                     f"from rank {recv.peer}"
@@ -184,7 +183,7 @@ def issue_orders(groups: Sequence[TransferGroup], num_processes: int) -> list[li
 
 
 def check_deadlock(groups: Sequence[TransferGroup], num_processes: int) -> None:
-    """Raises ``ScheduleError`` if blocking transfers in issue order cannot all complete.
+    """Raises ``PlanError`` if blocking transfers in issue order cannot all complete.
 
     Simulates every process issuing its transfers one at a time: a transfer
     completes when both of its processes have it next. Local work never
@@ -229,7 +228,7 @@ def check_deadlock(groups: Sequence[TransferGroup], num_processes: int) -> None:
         "Order the plan so that every pair of processes meets its common transfers in the "
         "same order (a plan in one global order, as built from a schedule, always does)."
     )
-    raise ScheduleError("\n".join(lines))
+    raise PlanError("\n".join(lines))
 
 
 def check_sender_holds_values(
@@ -250,7 +249,7 @@ def check_sender_holds_values(
         for t in group.transfers:
             at = defined_at.get((t.src_rank, t.value))
             if at is None or at > group.src_issue_at:
-                raise ScheduleError(
+                raise PlanError(
                     f"the {group.describe()} is issued by process {t.src_process} at "
                     f"instruction {group.src_issue_at}, but rank {t.src_rank} does not hold "
                     f"value {t.value} before it"

@@ -16,9 +16,8 @@ import numpy as np
 from jax.sharding import Sharding
 from jaxlib import xla_client as xc
 
-from jaxpp_mlir.errors import CallError
-
 from . import transfer as _transfer
+from .errors import CallError
 from .plan import ExecutionPlan, TensorSpec
 from .slots import ResolvedPlan
 

@@ -11,11 +11,12 @@ instead. ``JAXPP_MLIR_PROGRESS=0`` (or the logger's level) switches it off.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from . import options
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class CompileProgress:
     @classmethod
     def start(cls, total: int) -> CompileProgress | None:
         """A progress reporter for ``total`` programs, or ``None`` when it would be silent."""
-        mode = os.environ.get("JAXPP_MLIR_PROGRESS", "1").strip().lower()
+        mode = str(options.PROGRESS.value()).strip().lower()
         if total < MIN_JOBS or mode in ("0", "off", "false", "no"):
             return None
         if mode == "tqdm":

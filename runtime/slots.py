@@ -6,7 +6,7 @@ decides everything a call needs: the slots each run reads and writes (a reader
 that needs another layout reads a resharded copy), the channel slot each send
 fills and each receive empties, the layout of every slot and the slots that
 die after each instruction (a value's last use on its rank). A malformed plan
-raises ``ScheduleError`` naming the instruction.
+raises ``PlanError`` naming the instruction.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ from typing import Any
 import jax
 from jax.sharding import Sharding
 
-from jaxpp_mlir.errors import ScheduleError
-
 from . import transfer as _transfer
+from .errors import PlanError
 from .plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
 
 
@@ -122,7 +121,7 @@ class SlotTable:
     def define(self, rank: int, value: int, spec: TensorSpec, sharding, at: int) -> int:
         """A new slot for ``value`` on ``rank``, defined by instruction ``at`` (-1: input)."""
         if (rank, value) in self.where:
-            raise ScheduleError(
+            raise PlanError(
                 f"value {value} is defined twice on rank {rank} (again by {self._at(at)})"
             )
         self.where[(rank, value)] = len(self.slots)
@@ -141,14 +140,12 @@ class SlotTable:
         """
         slot = self.where.get((rank, value))
         if slot is None:
-            raise ScheduleError(
+            raise PlanError(
                 f"{self._at(at)} uses value {value}, which is not defined on rank {rank} before it"
             )
         info = self.slots[slot]
         if info.spec != spec:
-            raise ScheduleError(
-                f"{self._at(at)} takes value {value} as {spec} but it is {info.spec}"
-            )
+            raise PlanError(f"{self._at(at)} takes value {value} as {spec} but it is {info.spec}")
         if sharding is not None:
             if info.sharding is None:
                 info.sharding = sharding
@@ -218,7 +215,7 @@ class _Resolver:
 
     def _check_rank(self, rank: int, what: str) -> None:
         if not 0 <= rank < len(self.rank_devices):
-            raise ScheduleError(
+            raise PlanError(
                 f"{what} refers to rank {rank}, but the plan runs on {len(self.rank_devices)} ranks"
             )
 
@@ -226,7 +223,7 @@ class _Resolver:
         """Program inputs: value i on every rank of its binding."""
         for i, binding in enumerate(self.plan.inputs):
             if binding.index != i:
-                raise ScheduleError(f"plan.inputs[{i}] binds input {binding.index}, not {i}")
+                raise PlanError(f"plan.inputs[{i}] binds input {binding.index}, not {i}")
             for rank in binding.ranks:
                 self._check_rank(rank, f"input {i}")
                 self.table.define(rank, i, binding.spec, None, -1)
@@ -251,21 +248,21 @@ class _Resolver:
             return self._resolve_send(at, inst)
         if isinstance(inst, Recv):
             return self._resolve_recv(at, inst)
-        raise ScheduleError(f"instruction {at} is not an instruction: {inst!r}")
+        raise PlanError(f"instruction {at} is not an instruction: {inst!r}")
 
     def _resolve_run(self, at: int, inst: RunStage) -> RunStep:
         stage = self.plan.executables.get(inst.executable)
         if stage is None:
-            raise ScheduleError(f"instruction {at} runs unknown executable {inst.executable!r}")
+            raise PlanError(f"instruction {at} runs unknown executable {inst.executable!r}")
         if stage.rank != inst.rank:
-            raise ScheduleError(
+            raise PlanError(
                 f"instruction {at} runs {inst.executable!r} on rank {inst.rank}, "
                 f"but it is compiled for rank {stage.rank}"
             )
         if len(inst.inputs) != len(stage.input_specs) or len(inst.outputs) != len(
             stage.output_specs
         ):
-            raise ScheduleError(
+            raise PlanError(
                 f"instruction {at} ({describe(inst)}) has {len(inst.inputs)} inputs "
                 f"and {len(inst.outputs)} outputs; the executable takes "
                 f"{len(stage.input_specs)} and gives {len(stage.output_specs)}"
@@ -293,7 +290,7 @@ class _Resolver:
         slots = self.table.slots
         src = self.table.where.get((inst.rank, inst.value))
         if src is None:
-            raise ScheduleError(
+            raise PlanError(
                 f"instruction {at} ({describe(inst)}) sends a value that rank "
                 f"{inst.rank} does not hold"
             )
@@ -309,19 +306,19 @@ class _Resolver:
         slots = self.table.slots
         queue = self.pending.get(inst.channel)
         if not queue:
-            raise ScheduleError(
+            raise PlanError(
                 f"instruction {at} ({describe(inst)}) waits on channel "
                 f"{inst.channel}, but no send on it precedes it"
             )
         send, chan = queue.popleft()
         if send.rank != inst.peer or send.peer != inst.rank:
-            raise ScheduleError(
+            raise PlanError(
                 f"channel {inst.channel} carries a send from rank {send.rank} to "
                 f"rank {send.peer}, but instruction {at} receives on rank "
                 f"{inst.rank} from rank {inst.peer}"
             )
         if slots[chan].spec != inst.spec:
-            raise ScheduleError(
+            raise PlanError(
                 f"instruction {at} ({describe(inst)}) expects {inst.spec} on channel "
                 f"{inst.channel}, but the send carries {slots[chan].spec}"
             )
@@ -333,7 +330,7 @@ class _Resolver:
         for channel, queue in self.pending.items():
             if queue:
                 send, _ = queue[0]
-                raise ScheduleError(
+                raise PlanError(
                     f"the send of value {send.value} from rank {send.rank} on channel "
                     f"{channel} is never received"
                 )
@@ -345,12 +342,12 @@ class _Resolver:
         for k, out in enumerate(self.plan.outputs):
             slot = where.get((out.rank, out.value))
             if slot is None:
-                raise ScheduleError(
+                raise PlanError(
                     f"output {k} is value {out.value} on rank {out.rank}, which is never "
                     f"defined there"
                 )
             if slots[slot].spec != out.spec:
-                raise ScheduleError(
+                raise PlanError(
                     f"output {k} is declared {out.spec} but value {out.value} is {slots[slot].spec}"
                 )
             slots[slot].last_use = len(self.plan.instructions)

@@ -40,9 +40,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from jaxpp_mlir.errors import RuntimeFailure
-
-from . import coordination
+from . import coordination, options
+from .errors import RuntimeFailure
 from .stderr import write as _write
 
 EXIT_CODE = 70
@@ -51,27 +50,23 @@ _HEARTBEAT_DIR = f"{coordination.ROOT}/hb/"
 _REPORT_TIMEOUT_MS = 500
 
 
-def _env_float(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    return float(value) if value else default
-
-
 @dataclasses.dataclass(frozen=True)
 class WatchdogOptions:
     """Timeouts of the failure detection (seconds); environment variables override."""
 
-    interval_s: float = 1.0
-    peer_timeout_s: float = 20.0
-    transfer_timeout_s: float = 300.0
+    interval_s: float = options.HEARTBEAT_INTERVAL.default
+    peer_timeout_s: float = options.PEER_TIMEOUT.default
+    transfer_timeout_s: float = options.TRANSFER_TIMEOUT.default
     grace_s: float = 3.0
 
     @classmethod
     def from_env(cls) -> WatchdogOptions:
-        """``JAXPP_HEARTBEAT_INTERVAL``, ``JAXPP_PEER_TIMEOUT``, ``JAXPP_TRANSFER_TIMEOUT``."""
+        """From the environment (``runtime.options``: heartbeat interval, peer and transfer
+        timeouts)."""
         return cls(
-            interval_s=_env_float("JAXPP_HEARTBEAT_INTERVAL", cls.interval_s),
-            peer_timeout_s=_env_float("JAXPP_PEER_TIMEOUT", cls.peer_timeout_s),
-            transfer_timeout_s=_env_float("JAXPP_TRANSFER_TIMEOUT", cls.transfer_timeout_s),
+            interval_s=options.HEARTBEAT_INTERVAL.value(),
+            peer_timeout_s=options.PEER_TIMEOUT.value(),
+            transfer_timeout_s=options.TRANSFER_TIMEOUT.value(),
             grace_s=cls.grace_s,
         )
 
@@ -344,7 +339,7 @@ class Watchdog:
             state = info.state if info is not None else "unknown"
             self._fatal(
                 f"the {description} has not completed after {waited:.0f} s (limit "
-                f"JAXPP_TRANSFER_TIMEOUT={self.options.transfer_timeout_s:.0f} s); peer "
+                f"{options.TRANSFER_TIMEOUT.env}={self.options.transfer_timeout_s:.0f} s); peer "
                 f"{self._describe(peer)} is alive and reports: {state}"
             )
 

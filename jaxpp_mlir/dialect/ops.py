@@ -46,43 +46,40 @@ from jaxlib.mlir._mlir_libs import _mlir
 if "jaxpp_mlir.dialect.python" not in _mlir.globals.dialect_search_modules:
     _mlir.globals.append_dialect_search_prefix("jaxpp_mlir.dialect.python")
 
-ENTER_STAGE_TARGET = "jaxpp.enter_stage"
-DIRECTION_ATTR = "jaxpp.direction"
-FORWARD = "fwd"
-BACKWARD = "bwd"
-BACKWARD_INPUT = "bwd_i"
-BACKWARD_WEIGHT = "bwd_w"
-KINDS = (FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT)
-PRE = "pre"
-POST = "post"
-
-LOOP_MARKER_TARGET = "jaxpp.loop_marker"
-LOOP_NUM_MICROBATCHES_ATTR = "jaxpp.num_microbatches"
-LOOP_SCHEDULE_ATTR = "jaxpp.schedule"
-LOOP_REDUCTIONS_ATTR = "jaxpp.reductions"
-
-TASK_OP = "jaxpp.task"
-SEND_OP = "jaxpp.send"
-RECV_OP = "jaxpp.recv"
-LOOP_OP = "jaxpp.loop"
-YIELD_OP = "jaxpp.yield"
-JAXPP_OPS = (TASK_OP, SEND_OP, RECV_OP, LOOP_OP, YIELD_OP)
-STATE_RANKS_ATTR = "jaxpp.state_ranks"
-
-CALLEE_ATTR = "callee"
-STAGE_ATTR = "jaxpp.stage"
-KIND_ATTR = "jaxpp.kind"
-RANK_ATTR = "jaxpp.rank"
-PEER_ATTR = "jaxpp.peer"
-CHANNEL_ATTR = "jaxpp.channel"
-# On a transfer in a loop body: [stage, kind] of the task it feeds (recv) or drains (send).
-FOR_TASK_ATTR = "jaxpp.for_task"
-NUM_STAGES_ATTR = "jaxpp.num_stages"
-NUM_RANKS_ATTR = "jaxpp.num_ranks"
-
-FRONTEND_ATTRIBUTES = "mhlo.frontend_attributes"
-CUSTOM_CALL_OP = "stablehlo.custom_call"
-
+from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: one vocabulary)
+    BACKWARD,
+    BACKWARD_INPUT,
+    BACKWARD_WEIGHT,
+    CALLEE_ATTR,
+    CHANNEL_ATTR,
+    CUSTOM_CALL_OP,
+    DIRECTION_ATTR,
+    ENTER_STAGE_TARGET,
+    FOR_TASK_ATTR,
+    FORWARD,
+    FRONTEND_ATTRIBUTES,
+    JAXPP_OPS,
+    KIND_ATTR,
+    KINDS,
+    LOOP_MARKER_TARGET,
+    LOOP_NUM_MICROBATCHES_ATTR,
+    LOOP_OP,
+    LOOP_REDUCTIONS_ATTR,
+    LOOP_SCHEDULE_ATTR,
+    NUM_RANKS_ATTR,
+    NUM_STAGES_ATTR,
+    PEER_ATTR,
+    POST,
+    PRE,
+    RANK_ATTR,
+    RECV_OP,
+    SEND_OP,
+    SHARDING_ATTR,
+    STAGE_ATTR,
+    STATE_RANKS_ATTR,
+    TASK_OP,
+    YIELD_OP,
+)
 
 # ----------------------------------------------------------------- markers
 

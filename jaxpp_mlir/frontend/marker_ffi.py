@@ -32,6 +32,7 @@ import jax
 import jaxlib
 
 from jaxpp_mlir.dialect.ops import ENTER_STAGE_TARGET, LOOP_MARKER_TARGET
+from jaxpp_mlir.runtime import options
 
 __all__ = ["ensure_registered", "library_path"]
 
@@ -50,7 +51,7 @@ _library: ctypes.CDLL | None = None
 
 def cache_dir() -> Path:
     """The directory holding built libraries."""
-    configured = os.environ.get("JAXPP_MLIR_CACHE_DIR")
+    configured = options.CACHE_DIR.value()
     if configured:
         return Path(configured).expanduser()
     return Path.home() / ".cache" / "jaxpp_mlir"

@@ -61,32 +61,27 @@ backward), the marker being in the forward one only.
 
 from __future__ import annotations
 
-import abc
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.core import Primitive
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import stablehlo
-from jax.interpreters import ad, batching, mlir
 from jax.interpreters import partial_eval as pe
 
-from jaxpp_mlir.dialect.ops import (
-    FRONTEND_ATTRIBUTES,
-    LOOP_MARKER_TARGET,
-    LOOP_NUM_MICROBATCHES_ATTR,
-    LOOP_REDUCTIONS_ATTR,
-    LOOP_SCHEDULE_ATTR,
+from jaxpp_mlir.frontend.loop_marker import loop_marker_p
+from jaxpp_mlir.frontend.reductions import (
+    Add,
+    AddOp,
+    Concat,
+    Max,
+    MaxOp,
+    ReduceOp,
+    TreduceError,
+    _resolve_operations,
 )
-from jaxpp_mlir.errors import MarkerError
-from jaxpp_mlir.frontend import marker_ffi
-from jaxpp_mlir.frontend.markers import _identity_sharding_rule
 
 __all__ = [
     "Add",
@@ -106,264 +101,6 @@ Y = TypeVar("Y")
 
 #: The dtype of the microbatch counter the loop marker sees.
 INDEX_DTYPE = np.int32
-
-_SHARDING_RULE_ATTR = "sdy.sharding_rule"
-
-
-class TreduceError(MarkerError, ValueError):
-    """``treduce`` was given inputs it cannot loop over (also a ``ValueError``)."""
-
-
-# --------------------------------------------------------------- reductions
-
-
-class ReduceOp(abc.ABC):
-    """How the per-microbatch values of one result leaf are combined."""
-
-    @property
-    @abc.abstractmethod
-    def tag(self) -> str:
-        """The name recorded in the loop marker's ``jaxpp.reductions``."""
-
-    @abc.abstractmethod
-    def init(self, num_microbatches: int, value: jax.ShapeDtypeStruct) -> jax.Array:
-        """The accumulator before the first microbatch, for a result shaped like ``value``."""
-
-    @abc.abstractmethod
-    def update(self, state: jax.Array, value: jax.Array, index: jax.Array) -> jax.Array:
-        """The accumulator after folding in ``value``, the result of microbatch ``index``."""
-
-
-@dataclass(frozen=True)
-class AddOp(ReduceOp):
-    """Elementwise sum over microbatches, in microbatch order, from zeros."""
-
-    @property
-    def tag(self) -> str:
-        return "add"
-
-    def init(self, num_microbatches: int, value: jax.ShapeDtypeStruct) -> jax.Array:
-        if np.dtype(value.dtype) == np.bool_:
-            raise TreduceError(
-                "Add cannot sum boolean results: use Max (any microbatch) or Concat(), or "
-                "return them as integers"
-            )
-        return jnp.zeros(value.shape, value.dtype)
-
-    def update(self, state: jax.Array, value: jax.Array, index: jax.Array) -> jax.Array:
-        return lax.add(state, value)
-
-    def __repr__(self) -> str:
-        return "Add"
-
-
-@dataclass(frozen=True)
-class MaxOp(ReduceOp):
-    """Elementwise maximum over microbatches."""
-
-    @property
-    def tag(self) -> str:
-        return "max"
-
-    def init(self, num_microbatches: int, value: jax.ShapeDtypeStruct) -> jax.Array:
-        dtype = np.dtype(value.dtype)
-        if dtype == np.bool_:
-            lowest: Any = False
-        elif jnp.issubdtype(dtype, jnp.integer):
-            lowest = jnp.iinfo(dtype).min
-        elif jnp.issubdtype(dtype, jnp.floating):
-            lowest = -np.inf
-        else:
-            raise TreduceError(f"Max cannot reduce results of dtype {dtype}")
-        return jnp.full(value.shape, lowest, dtype)
-
-    def update(self, state: jax.Array, value: jax.Array, index: jax.Array) -> jax.Array:
-        return lax.max(state, value)
-
-    def __repr__(self) -> str:
-        return "Max"
-
-
-@dataclass(frozen=True)
-class Concat(ReduceOp):
-    """Stacks the per-microbatch results along a new axis ``axis`` of the result.
-
-    A result of shape ``s`` becomes ``s[:axis] + (num_microbatches,) + s[axis:]``,
-    as ``jnp.stack(results, axis)`` would give. ``axis`` may be negative
-    (counted on the stacked result, so ``-1`` appends a trailing axis).
-    """
-
-    axis: int = 0
-
-    def __post_init__(self) -> None:
-        if isinstance(self.axis, bool) or not isinstance(self.axis, int | np.integer):
-            raise TreduceError(f"Concat axis must be an int, got {self.axis!r}")
-
-    @property
-    def tag(self) -> str:
-        return f"concat({self.axis})"
-
-    def _axis(self, ndim: int) -> int:
-        """The new axis' position in a stacked result of rank ``ndim + 1``."""
-        axis = int(self.axis)
-        if not -(ndim + 1) <= axis <= ndim:
-            raise TreduceError(
-                f"Concat(axis={axis}) is out of range for a result of rank {ndim} "
-                f"(the stacked result has rank {ndim + 1})"
-            )
-        return axis % (ndim + 1)
-
-    def init(self, num_microbatches: int, value: jax.ShapeDtypeStruct) -> jax.Array:
-        axis = self._axis(len(value.shape))
-        shape = (*value.shape[:axis], num_microbatches, *value.shape[axis:])
-        return jnp.zeros(shape, value.dtype)
-
-    def update(self, state: jax.Array, value: jax.Array, index: jax.Array) -> jax.Array:
-        axis = self._axis(value.ndim)
-        return lax.dynamic_update_index_in_dim(state, value, index, axis)
-
-
-#: Elementwise sum (a singleton; ``AddOp()`` is equal to it).
-Add = AddOp()
-#: Elementwise maximum (a singleton; ``MaxOp()`` is equal to it).
-Max = MaxOp()
-
-
-def _is_op_leaf(x: Any) -> bool:
-    return isinstance(x, ReduceOp) or (isinstance(x, type) and issubclass(x, ReduceOp))
-
-
-def _as_op(x: Any) -> ReduceOp:
-    if isinstance(x, ReduceOp):
-        return x
-    if isinstance(x, type) and issubclass(x, ReduceOp):
-        if getattr(x, "__abstractmethods__", None):
-            raise TreduceError(f"{x.__name__} is abstract; use Add, Max or Concat(axis)")
-        return x()
-    raise TreduceError(f"operation leaves must be Add, Max or Concat(axis) (a ReduceOp), got {x!r}")
-
-
-def _default_operation(out_shape: Any) -> Any:
-    if type(out_shape) is tuple and len(out_shape) == 2:
-        return (Concat(), Add)
-    return Add
-
-
-def _resolve_operations(operation: Any, out_shape: Any) -> list[ReduceOp]:
-    """One reduction per leaf of ``out_shape``, broadcasting ``operation`` as a prefix tree."""
-    if operation is None:
-        operation = _default_operation(out_shape)
-    op_leaves, op_tree = jax.tree_util.tree_flatten(operation, is_leaf=_is_op_leaf)
-    ops = [_as_op(op) for op in op_leaves]
-    try:
-        subtrees = op_tree.flatten_up_to(out_shape)
-    except (ValueError, TypeError) as exc:
-        raise TreduceError(
-            f"operation {operation!r} does not match the structure of fun's result "
-            f"{jax.tree_util.tree_structure(out_shape)}: it must be one reduction or a "
-            f"pytree of reductions that is a prefix of the result ({exc})"
-        ) from None
-    per_leaf: list[ReduceOp] = []
-    for op, subtree in zip(ops, subtrees, strict=True):
-        per_leaf.extend([op] * len(jax.tree_util.tree_leaves(subtree)))
-    return per_leaf
-
-
-# -------------------------------------------------------------- loop marker
-
-loop_marker_p = Primitive("jaxpp_loop_marker")
-
-
-def _check_params(num_microbatches: int, schedule: str, reductions: tuple[str, ...]) -> None:
-    if not isinstance(num_microbatches, int) or num_microbatches < 1:
-        raise TreduceError(f"num_microbatches must be an int >= 1, got {num_microbatches!r}")
-    if not isinstance(schedule, str) or not isinstance(reductions, tuple):
-        raise TreduceError("loop marker params: schedule must be a str, reductions a tuple")
-
-
-def loop_marker(
-    index: jax.Array, *, num_microbatches: int, schedule: str = "", reductions: Sequence[str] = ()
-) -> jax.Array:
-    """The identity on ``index`` (the microbatch counter), marking the microbatch loop."""
-    return loop_marker_p.bind(
-        index,
-        num_microbatches=int(num_microbatches),
-        schedule=schedule,
-        reductions=tuple(reductions),
-    )
-
-
-def _impl(x: jax.Array, **params: Any) -> jax.Array:
-    _check_params(**params)
-    return x
-
-
-def _abstract_eval(aval: Any, **params: Any) -> Any:
-    _check_params(**params)
-    return aval
-
-
-def _lowering(
-    ctx: mlir.LoweringRuleContext,
-    x: ir.Value,
-    *,
-    num_microbatches: int,
-    schedule: str,
-    reductions: tuple[str, ...],
-) -> Sequence[ir.Value]:
-    marker_ffi.ensure_registered()
-    (aval_out,) = ctx.avals_out
-    result_type = mlir.aval_to_ir_type(ctx.module_context, aval_out)
-    alias = stablehlo.OutputOperandAlias.get(
-        output_tuple_indices=[], operand_index=0, operand_tuple_indices=[]
-    )
-    op = stablehlo.CustomCallOp(
-        [result_type],
-        [x],
-        call_target_name=LOOP_MARKER_TARGET,
-        has_side_effect=False,
-        backend_config=ir.DictAttr.get({}),
-        api_version=mlir.i32_attr(4),
-        output_operand_aliases=ir.ArrayAttr.get([alias]),
-    )
-    op.attributes[FRONTEND_ATTRIBUTES] = ir.DictAttr.get(
-        {
-            LOOP_NUM_MICROBATCHES_ATTR: ir.StringAttr.get(str(num_microbatches)),
-            LOOP_SCHEDULE_ATTR: ir.StringAttr.get(schedule),
-            LOOP_REDUCTIONS_ATTR: ir.StringAttr.get(",".join(reductions)),
-        }
-    )
-    if jax.config.jax_use_shardy_partitioner:
-        rule = _identity_sharding_rule([result_type])
-        if rule is not None:
-            op.attributes[_SHARDING_RULE_ATTR] = rule
-    return op.results
-
-
-def _jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
-    # Identity: the tangent passes through unmarked (it is a symbolic zero for
-    # the integer counter), so the marker never enters a backward pass.
-    (x,) = primals
-    (t,) = tangents
-    return loop_marker_p.bind(x, **params), t
-
-
-def _transpose(ct: Any, x: Any, **params: Any) -> list[Any]:
-    return [ct]
-
-
-def _batch(args: Sequence[Any], dims: Sequence[Any], **params: Any) -> tuple[Any, Any]:
-    (x,) = args
-    (d,) = dims
-    return loop_marker_p.bind(x, **params), d
-
-
-loop_marker_p.def_impl(_impl)
-loop_marker_p.def_abstract_eval(_abstract_eval)
-mlir.register_lowering(loop_marker_p, _lowering)
-ad.primitive_jvps[loop_marker_p] = _jvp
-ad.primitive_transposes[loop_marker_p] = _transpose
-batching.primitive_batchers[loop_marker_p] = _batch
 
 
 # ------------------------------------------------------------------ the loop

@@ -8,12 +8,20 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes.base import (
+    Evidence,
+    ModulePass,
+    find_in_stage_block,
+    find_main,
+    register_pass,
+)
+
+_TERMINATORS = ("func.return", jaxpp.YIELD_OP)
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class AssignStages(ModulePass):
     """Assign every op of @main to a stage and a direction (fwd/bwd) from the markers.
 
@@ -43,6 +51,29 @@ class AssignStages(ModulePass):
     """
 
     name = "jaxpp-assign-stages"
+    requires = ("jaxpp-normalize-loop", "jaxpp-inline-calls")
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        if jaxpp.NUM_STAGES_ATTR not in module.attributes:
+            return None
+        return Evidence(module, f"the stages are already assigned (found {jaxpp.NUM_STAGES_ATTR})")
+
+    @classmethod
+    def unfinished(cls, module: ir.Operation) -> Evidence | None:
+        found = find_in_stage_block(
+            module,
+            lambda op: (
+                f"'{op.name}' has no stage assignment"
+                if not jaxpp.has_stage(op) and op.name not in _TERMINATORS
+                else None
+            ),
+        )
+        if found is not None or find_main(module) is None:
+            return found
+        if jaxpp.NUM_STAGES_ATTR not in module.attributes:
+            return Evidence(module, f"module has no {jaxpp.NUM_STAGES_ATTR} attribute")
+        return None
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
@@ -130,8 +161,6 @@ def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: boo
                 f"stage marker inside '{parent.name}' is not supported: stage boundaries "
                 f"must sit at the top level of {where}: {hint}",
             )
-        if op.name == "func.call":
-            raise diagnostics.error(op, "func.call in @main: run jaxpp-inline-calls first")
 
 
 def _propagate(

@@ -14,10 +14,13 @@ rules overrides ``validate()``.
 Pass order is checked before a pass runs, from what each pass declares about
 itself: ``finished(module)`` finds the evidence that the pass already ran,
 ``unfinished(module)`` the evidence that work it does is still left. A pass
-refuses to run a second time (its own ``finished``), before the passes named
-in its ``required_by`` are done with their work (``unfinished`` of those that
-name it), and after those named in its ``must_precede`` (their ``finished``).
-Each refusal is a located error naming the pass and what to run instead.
+refuses to run before the passes named in its ``requires`` are done with their
+work (their ``unfinished``), a second time (its own ``finished``), and after
+those named in its ``must_precede`` (their ``finished``). Each refusal is a
+located error naming the pass and what to run instead.
+
+Pass objects are frozen: a run keeps its state in locals or in a helper object
+of its own, never on the pass.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.diagnostics import PassFailed
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.ir.utils import find_main  # noqa: F401  (passes import it from here)
 
 _REGISTRY: dict[str, type[ModulePass]] = {}
 
@@ -47,13 +51,13 @@ class Evidence(NamedTuple):
     what: str  # e.g. "the stages are already outlined (found jaxpp.task @stage0_fwd)"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class ModulePass:
     """Base class of every jaxpp pass (operates on a ``builtin.module``)."""
 
     name: ClassVar[str] = ""
-    # Passes that must not run while ``unfinished`` finds work of this pass left.
-    required_by: ClassVar[tuple[str, ...]] = ()
+    # Passes whose work must be done (their ``unfinished`` finds nothing) before this one.
+    requires: ClassVar[tuple[str, ...]] = ()
     # Passes after which this pass must not run (their ``finished`` finds evidence).
     must_precede: ClassVar[tuple[str, ...]] = ()
 
@@ -92,40 +96,27 @@ class ModulePass:
 
     def check_order(self, module: ir.Operation) -> None:
         """Fails with a located error if ``module`` is not where this pass belongs."""
-        for earlier in _REGISTRY.values():
-            if self.name in earlier.required_by:
-                found = earlier.unfinished(module)
-                if found is not None:
-                    raise diagnostics.error(
-                        found.op, f"{self.name}: {found.what}: run {earlier.name} first"
-                    )
+        for earlier_name in self.requires:
+            found = _declared_pass(self.name, earlier_name).unfinished(module)
+            if found is not None:
+                raise diagnostics.error(
+                    found.op, f"{self.name}: {found.what}: run {earlier_name} first"
+                )
         found = self.finished(module)
         if found is not None:
             raise diagnostics.error(
                 found.op, f"{self.name}: {found.what}: run {self.name} only once"
             )
         for later_name in self.must_precede:
-            later = _REGISTRY.get(later_name)
-            found = later.finished(module) if later is not None else None
+            found = _declared_pass(self.name, later_name).finished(module)
             if found is not None:
                 raise diagnostics.error(
                     found.op, f"{self.name}: {found.what}: run {self.name} before {later_name}"
                 )
 
     def __call__(self, module: ir.Operation, pass_: Any) -> None:
-        """Entry point used by MLIR's PassManager."""
-        try:
-            with module.location:
-                self.check_order(module)
-                self.run(module)
-        except PassFailed:
-            pass_.signal_pass_failure()
-        except Exception as exc:  # an internal bug: report it, keep the interpreter alive
-            self.internal_error = exc
-            module.location.emit_error(f"internal error in {self.name}: {exc!r}")
-            pass_.signal_pass_failure()
-
-    internal_error: ClassVar[Exception | None] = None
+        """Entry point used by MLIR's PassManager (see ``PassRun`` to keep internal errors)."""
+        PassRun(self)(module, pass_)
 
     @classmethod
     def summary(cls) -> str:
@@ -168,6 +159,38 @@ class ModulePass:
         return "{" + " ".join(parts) + "}" if parts else ""
 
 
+@dataclasses.dataclass
+class PassRun:
+    """One run of ``pass_`` through MLIR's PassManager; keeps a bug's exception.
+
+    Located errors (``PassFailed``) fail the pass; any other exception is an
+    internal error: reported at the module, kept in ``internal_error``, and the
+    interpreter stays alive.
+    """
+
+    pass_: ModulePass
+    internal_error: Exception | None = None
+
+    def __call__(self, module: ir.Operation, pass_: Any) -> None:
+        try:
+            with module.location:
+                self.pass_.check_order(module)
+                self.pass_.run(module)
+        except PassFailed:
+            pass_.signal_pass_failure()
+        except Exception as exc:
+            self.internal_error = exc
+            module.location.emit_error(f"internal error in {self.pass_.name}: {exc!r}")
+            pass_.signal_pass_failure()
+
+
+def _declared_pass(declaring: str, name: str) -> type[ModulePass]:
+    found = _REGISTRY.get(name)
+    if found is None:
+        raise ValueError(f"pass '{declaring}' declares an order with unknown pass '{name}'")
+    return found
+
+
 def register_pass(cls: type[ModulePass]) -> type[ModulePass]:
     """Class decorator: registers ``cls`` under ``cls.name``."""
     if not cls.name or not cls.name.startswith("jaxpp-"):
@@ -199,19 +222,6 @@ def find_in_stage_block(
         what = what_it_shows(op.operation)
         if what is not None:
             return Evidence(op.operation, what)
-    return None
-
-
-def find_main(module: ir.Operation) -> ir.Operation | None:
-    """The ``func.func @main`` of ``module``, or None (no diagnostic: for ``finished`` & co)."""
-    for op in module.regions[0].blocks[0].operations:
-        op = op.operation
-        if (
-            op.name == "func.func"
-            and "sym_name" in op.attributes
-            and ir.StringAttr(op.attributes["sym_name"]).value == "main"
-        ):
-            return op
     return None
 
 

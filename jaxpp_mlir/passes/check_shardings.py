@@ -9,12 +9,13 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import sdy
 
 from jaxpp_mlir import diagnostics
-from jaxpp_mlir.passes import ir_utils, shardings
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.base import ModulePass, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class CheckShardings(ModulePass):
     """Check that the step was lowered on the lowering mesh and shards within a stage only.
 
@@ -36,6 +37,11 @@ class CheckShardings(ModulePass):
     )
 
     def run(self, module: ir.Operation) -> None:
+        self._check_meshes(module)
+        if self.mpmd_axis:
+            self._check_shardings(ir_utils.get_main(module))
+
+    def _check_meshes(self, module: ir.Operation) -> None:
         for mesh in shardings.mesh_ops(module):
             axes = dict(shardings.mesh_axes(mesh))
             if not axes:  # a maximal mesh (one device, e.g. for jax.debug.print): no SPMD
@@ -54,9 +60,8 @@ class CheckShardings(ModulePass):
                     f"the step's mesh has {size} devices but each submesh has "
                     f"{self.submesh_size}: lower it on mpmd_mesh.lowering_mesh()",
                 )
-        if not self.mpmd_axis:
-            return
-        main = ir_utils.get_main(module)
+
+    def _check_shardings(self, main: ir.Operation) -> None:
         for attrs_name in ("arg_attrs", "res_attrs"):
             if attrs_name in main.attributes:
                 for attrs in ir.ArrayAttr(main.attributes[attrs_name]):

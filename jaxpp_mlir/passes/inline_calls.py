@@ -7,12 +7,12 @@ import dataclasses
 from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class InlineCalls(ModulePass):
     """Inline every func.call reachable from @main so that stage markers are visible.
 
@@ -29,7 +29,6 @@ class InlineCalls(ModulePass):
     """
 
     name = "jaxpp-inline-calls"
-    required_by = ("jaxpp-normalize-loop",)  # it looks for the loop marker in @main only
     max_depth: int = dataclasses.field(
         default=64, metadata={"help": "maximum nesting of inlined calls (at least 1)", "min": 1}
     )

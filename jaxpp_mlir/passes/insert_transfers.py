@@ -6,14 +6,13 @@ import dataclasses
 
 from jax.extend.mlir import ir
 
-from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class InsertTransfers(ModulePass):
     """Insert a jaxpp.send/jaxpp.recv pair (one channel id) for every value crossing ranks.
 
@@ -40,6 +39,7 @@ class InsertTransfers(ModulePass):
     """
 
     name = "jaxpp-insert-transfers"
+    requires = ("jaxpp-place-stages",)
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
@@ -57,59 +57,66 @@ class InsertTransfers(ModulePass):
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
         loop = ir_utils.find_loop(main)
-        self._loop = loop
-        self._state_ranks = jaxpp.get_state_ranks(loop) if loop is not None else []
-        self._received: dict[tuple[ir.Value, int], ir.Value] = {}
-        self._channel = 0
-        self._last_send: dict[ir.Operation, ir.Operation] = {}  # keeps sends in channel order
+        inserter = _Inserter(loop, jaxpp.get_state_ranks(loop) if loop is not None else [])
         for op in [o.operation for o in ir_utils.body(main).operations]:
             if loop is not None and op == loop:
-                for index, rank in enumerate(self._state_ranks):
-                    op.operands[index] = self._on_rank(op.operands[index], rank, op)
+                for index, rank in enumerate(inserter.state_ranks):
+                    op.operands[index] = inserter.on_rank(op.operands[index], rank, op)
                 for nested in [o.operation for o in jaxpp.loop_body(op).operations]:
-                    self._visit(nested)
+                    inserter.visit(nested)
             else:
-                self._visit(op)
+                inserter.visit(op)
 
-    def _visit(self, op: ir.Operation) -> None:
+
+@dataclasses.dataclass
+class _Inserter:
+    """The state of one run: channels handed out, values already received."""
+
+    loop: ir.Operation | None
+    state_ranks: list[int]
+    received: dict[tuple[ir.Value, int], ir.Value] = dataclasses.field(default_factory=dict)
+    channel: int = 0
+    last_send: dict[ir.Operation, ir.Operation] = dataclasses.field(
+        default_factory=dict
+    )  # keeps sends in channel order
+
+    def visit(self, op: ir.Operation) -> None:
         if not jaxpp.is_task(op):
             return
-        if not jaxpp.has_rank(op):
-            raise diagnostics.error(op, "task has no rank: run jaxpp-place-stages first")
         rank = jaxpp.get_rank(op)
         for index, value in enumerate(op.operands):
-            op.operands[index] = self._on_rank(value, rank, op)
+            op.operands[index] = self.on_rank(value, rank, op)
 
-    def _rank_of(self, value: ir.Value) -> int | None:
+    def rank_of(self, value: ir.Value) -> int | None:
         """The rank holding ``value``; None for what every rank has (arguments, the index)."""
         producer = ir_utils.defining_op(value)
         if producer is None:
-            if self._loop is not None:
-                arguments = list(jaxpp.loop_body(self._loop).arguments)
+            if self.loop is not None:
+                arguments = list(jaxpp.loop_body(self.loop).arguments)
                 if value in arguments and arguments.index(value) > 0:
-                    return self._state_ranks[arguments.index(value) - 1]
+                    return self.state_ranks[arguments.index(value) - 1]
             return None
-        if self._loop is not None and producer == self._loop:
-            return self._state_ranks[list(producer.results).index(value)]
+        if self.loop is not None and producer == self.loop:
+            return self.state_ranks[list(producer.results).index(value)]
         return jaxpp.get_rank(producer) if jaxpp.has_rank(producer) else None
 
-    def _on_rank(self, value: ir.Value, rank: int, consumer: ir.Operation) -> ir.Value:
-        source = self._rank_of(value)
+    def on_rank(self, value: ir.Value, rank: int, consumer: ir.Operation) -> ir.Value:
+        source = self.rank_of(value)
         if source is None or source == rank:
             return value
         key = (value, rank)
-        if key not in self._received:
+        if key not in self.received:
             producer = ir_utils.defining_op(value)
             with ir.InsertionPoint(consumer), producer.location:
-                send = jaxpp.create_send(value, channel=self._channel, rank=source, peer=rank)
-            send.move_after(self._last_send.get(producer, producer))
-            self._last_send[producer] = send
+                send = jaxpp.create_send(value, channel=self.channel, rank=source, peer=rank)
+            send.move_after(self.last_send.get(producer, producer))
+            self.last_send[producer] = send
             receive_before = ir_utils.top_level_user(consumer, producer.block)
             with ir.InsertionPoint(receive_before), consumer.location:
-                recv = jaxpp.create_recv(value.type, channel=self._channel, rank=rank, peer=source)
-            if self._loop is not None and producer.block == jaxpp.loop_body(self._loop):
+                recv = jaxpp.create_recv(value.type, channel=self.channel, rank=rank, peer=source)
+            if self.loop is not None and producer.block == jaxpp.loop_body(self.loop):
                 jaxpp.set_for_task(send, jaxpp.get_stage(producer), jaxpp.get_kind(producer))
                 jaxpp.set_for_task(recv, jaxpp.get_stage(consumer), jaxpp.get_kind(consumer))
-            self._received[key] = recv.results[0]
-            self._channel += 1
-        return self._received[key]
+            self.received[key] = recv.results[0]
+            self.channel += 1
+        return self.received[key]

@@ -9,12 +9,13 @@ from jax.extend.mlir.dialects import sdy, stablehlo
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils, shardings
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class NormalizeLoop(ModulePass):
     """Rewrite the microbatch loop (the while holding @jaxpp.loop_marker) as a jaxpp.loop.
 
@@ -36,13 +37,15 @@ class NormalizeLoop(ModulePass):
     """
 
     name = "jaxpp-normalize-loop"
-    # They split the loop body (the stage block) into stages, and see none without it.
-    required_by = (
-        "jaxpp-assign-stages",
-        "jaxpp-split-accumulators",
-        "jaxpp-split-backward",
-        "jaxpp-outline-stages",
-    )
+    requires = ("jaxpp-inline-calls",)  # it looks for the loop marker in @main only
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        main = find_main(module)
+        loop = ir_utils.find_loop(main) if main is not None else None
+        if loop is None:
+            return None
+        return Evidence(loop, "the microbatch loop is already normalized (found jaxpp.loop)")
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
@@ -105,14 +108,7 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
     yielded = list(terminator.operands)
     arguments = list(body.arguments)
     counter_arg = marker.operands[0]
-    kinds = []
-    for index, (argument, value) in enumerate(zip(arguments, yielded, strict=True)):
-        if value == argument:
-            kinds.append("invariant")
-        elif _is_counter(argument, value, loop.operands[index]):
-            kinds.append("counter")
-        else:
-            kinds.append("state")
+    kinds = _argument_kinds(loop, arguments, yielded)
     if counter_arg not in arguments or kinds[arguments.index(counter_arg)] != "counter":
         raise diagnostics.error(
             marker, "the loop marker must mark the loop's microbatch counter (0, 1, 2, ...)"
@@ -145,6 +141,29 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
         elif kind == "counter":
             arguments[index].replace_all_uses_with(index_arg)
     _erase_dead_counter_updates(new_body)
+    _replace_results(loop, new_loop, kinds, state)
+    loop.erase()
+
+
+def _argument_kinds(
+    loop: ir.Operation, arguments: list[ir.Value], yielded: list[ir.Value]
+) -> list[str]:
+    """Each while argument's kind: "invariant", "counter" (0, 1, 2, ...) or "state"."""
+    kinds = []
+    for index, (argument, value) in enumerate(zip(arguments, yielded, strict=True)):
+        if value == argument:
+            kinds.append("invariant")
+        elif _is_counter(argument, value, loop.operands[index]):
+            kinds.append("counter")
+        else:
+            kinds.append("state")
+    return kinds
+
+
+def _replace_results(
+    loop: ir.Operation, new_loop: ir.Operation, kinds: list[str], state: list[int]
+) -> None:
+    """Uses of the while's results read the jaxpp.loop's (or the invariant inputs)."""
     for index, kind in enumerate(kinds):
         result = loop.results[index]
         if kind == "invariant":
@@ -155,7 +174,6 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
             raise diagnostics.error(
                 loop, "the microbatch counter is used after the loop, which is not supported"
             )
-    loop.erase()
 
 
 def _is_counter(argument: ir.Value, value: ir.Value, init: ir.Value) -> bool:

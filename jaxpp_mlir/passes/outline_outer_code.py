@@ -9,12 +9,13 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils, outlining
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import outlining
 from jaxpp_mlir.passes.base import ModulePass, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class OutlineOuterCode(ModulePass):
     """Place the code before and after the microbatch loop on ranks and outline it into tasks.
 
@@ -101,67 +102,77 @@ def _assign_ranks(
 
     Copies are inserted into the block next to their original, with their rank.
     """
-    ranks = _RankAttrs()
-    loop_body = jaxpp.loop_body(loop)
+    # Broadcasts follow their consumers (placed by their users, per consuming rank):
+    # sending the value they broadcast is cheaper than sending their result.
+    follow_users = {op for op in ops if op.name == _BROADCAST}
+    placement = _Placement(loop, state_ranks, block, _RankAttrs(), follow_users)
+    for op in ops:
+        if op not in follow_users:
+            placement.place_by_operands(op)
+    for op in reversed(ops):
+        if op not in placement.ranks:
+            placement.place_by_users(op)
 
-    def value_rank(value: ir.Value) -> int | None:
+
+@dataclasses.dataclass
+class _Placement:
+    loop: ir.Operation
+    state_ranks: list[int]
+    block: ir.Block
+    ranks: _RankAttrs
+    follow_users: set[ir.Operation]
+
+    def value_rank(self, value: ir.Value) -> int | None:
         producer = ir_utils.defining_op(value)
         if producer is None:
             return None
-        if producer == loop:
-            return state_ranks[list(loop.results).index(value)]
-        return ranks.get(producer)
+        if producer == self.loop:
+            return self.state_ranks[list(self.loop.results).index(value)]
+        return self.ranks.get(producer)
 
-    # Broadcasts follow their consumers (placed in the loop below, per consuming rank):
-    # sending the value they broadcast is cheaper than sending their result.
-    follow_users = {op for op in ops if op.name == _BROADCAST}
-
-    def source(value: ir.Value) -> ir.Value:
+    def source(self, value: ir.Value) -> ir.Value:
         producer = ir_utils.defining_op(value)
-        while producer is not None and producer in follow_users:
+        while producer is not None and producer in self.follow_users:
             value = producer.operands[0]
             producer = ir_utils.defining_op(value)
         return value
 
-    for op in ops:
-        if op in follow_users:
-            continue
-        # The rank of an operand that minimizes the elements received from other ranks;
-        # on a tie, the rank of the earliest such operand.
-        sources = map(source, ir_utils.external_operands(op))
-        operands = [(value_rank(v), _num_elements(v)) for v in sources]
+    def use_rank(self, use: ir.OpOperand) -> int | None:
+        owner = ir_utils.use_owner(use)
+        if owner == self.loop:
+            return self.state_ranks[use.operand_number]
+        if ir_utils.is_inside(owner, self.loop):
+            task = ir_utils.top_level_user(owner, jaxpp.loop_body(self.loop))
+            return jaxpp.get_rank(task) if jaxpp.has_rank(task) else None
+        return self.ranks.get(ir_utils.top_level_user(owner, self.block))
+
+    def place_by_operands(self, op: ir.Operation) -> None:
+        """The rank of an operand that minimizes the elements received from other ranks;
+        on a tie, the rank of the earliest such operand; none if no operand has a rank."""
+        sources = map(self.source, ir_utils.external_operands(op))
+        operands = [(self.value_rank(v), _num_elements(v)) for v in sources]
         candidates = [rank for rank, _ in operands if rank is not None]
         if candidates:
-            ranks[op] = min(
+            self.ranks[op] = min(
                 dict.fromkeys(candidates),
                 key=lambda rank: sum(size for r, size in operands if r is not None and r != rank),
             )
 
-    def use_rank(use: ir.OpOperand) -> int | None:
-        owner = ir_utils.use_owner(use)
-        if owner == loop:
-            return state_ranks[use.operand_number]
-        if ir_utils.is_inside(owner, loop):
-            task = ir_utils.top_level_user(owner, loop_body)
-            return jaxpp.get_rank(task) if jaxpp.has_rank(task) else None
-        return ranks.get(ir_utils.top_level_user(owner, block))
-
-    for op in reversed(ops):
-        if op in ranks:
-            continue
+    def place_by_users(self, op: ir.Operation) -> None:
+        """The first rank using ``op``; a cheap op gets a copy on each other using rank."""
         uses_by_rank: dict[int, list[tuple[int, ir.OpOperand]]] = {}
         for index, result in enumerate(op.results):
             for use in result.uses:
-                rank = use_rank(use)
+                rank = self.use_rank(use)
                 if rank is not None:
                     uses_by_rank.setdefault(rank, []).append((index, use))
         if not uses_by_rank:
-            ranks[op] = 0
-            continue
+            self.ranks[op] = 0
+            return
         first, *others = sorted(uses_by_rank)
-        ranks[op] = first
+        self.ranks[op] = first
         if not _cheap_to_recompute(op):
-            continue  # computed once; jaxpp-insert-transfers sends it to the others
+            return  # computed once; jaxpp-insert-transfers sends it to the others
         for rank in others:
             copy = op.clone(ip=ir.InsertionPoint(op))
             copy = copy.operation if isinstance(copy, ir.OpView) else copy

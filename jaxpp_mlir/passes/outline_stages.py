@@ -6,14 +6,14 @@ import dataclasses
 
 from jax.extend.mlir import ir
 
-from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils, outlining
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import outlining
 from jaxpp_mlir.passes.base import Evidence, ModulePass, find_in_stage_block, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class OutlineStages(ModulePass):
     """Outline each stage's forward and backward into its own func.func, called by jaxpp.task.
 
@@ -34,6 +34,23 @@ class OutlineStages(ModulePass):
     """
 
     name = "jaxpp-outline-stages"
+    # A reshard left would reach a stage module.
+    requires = (
+        "jaxpp-normalize-loop",
+        "jaxpp-restore-sharding-constraints",
+        "jaxpp-assign-stages",
+    )
+
+    @classmethod
+    def unfinished(cls, module: ir.Operation) -> Evidence | None:
+        return find_in_stage_block(
+            module,
+            lambda op: (
+                f"unexpected '{op.name}' among the stages"
+                if not jaxpp.is_task(op) and op.name not in ("func.return", jaxpp.YIELD_OP)
+                else None
+            ),
+        )
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
@@ -50,16 +67,7 @@ class OutlineStages(ModulePass):
         main = ir_utils.get_main(module)
         block = ir_utils.stage_block(main)
         top_ops = [op.operation for op in block.operations][:-1]
-        for op in top_ops:
-            if not jaxpp.has_stage(op):
-                raise diagnostics.error(
-                    op, f"'{op.name}' has no stage assignment: run jaxpp-assign-stages first"
-                )
-        num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR)
-        if num_stages is None:
-            raise diagnostics.error(
-                module, "module has no jaxpp.num_stages attribute: run jaxpp-assign-stages first"
-            )
+        num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR)  # checked by `requires`
         for op in top_ops:
             if jaxpp.is_stage_marker(op):
                 for result, operand in zip(op.results, op.operands, strict=True):

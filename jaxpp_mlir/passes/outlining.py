@@ -6,11 +6,14 @@ it is a helper, not a pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func
 
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils, shardings
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import shardings
 
 
 def copyable_ops(top_ops: list[ir.Operation], keep: set[ir.Value]) -> set[ir.Operation]:
@@ -48,6 +51,42 @@ def outline_group(
     values read outside it, which the task's results replace there.
     """
     members = set(group)
+    inputs, needed_copies = _inputs_and_copies(group, members, copyable)
+    outputs = _outputs(group, members)
+    with ir.InsertionPoint(module.regions[0].blocks[0]), group[0].location:
+        function = func.FuncOp(
+            name, ([v.type for v in inputs], [v.type for v in outputs]), visibility="private"
+        )
+    entry = function.add_entry_block()
+    with ir.InsertionPoint(insert_before), group[0].location:
+        task = jaxpp.create_task(name, inputs, [v.type for v in outputs], stage=stage, kind=kind)
+    input_shardings = shardings.shardings_or_replicated(module, inputs)
+    if input_shardings is not None:
+        output_shardings = shardings.shardings_or_replicated(module, outputs)
+        shardings.set_function_shardings(function.operation, input_shardings, output_shardings)
+        shardings.set_result_shardings(task, output_shardings)
+    with ir.InsertionPoint(entry):
+        copies = _clone_copies(needed_copies)
+        with group[-1].location:
+            ret = func.ReturnOp(outputs)
+    for op in group:
+        op.move_before(ret.operation)
+        jaxpp.clear_stage(op)
+    function_op = function.operation
+    replacements = dict(zip(inputs, entry.arguments, strict=True))
+    replacements.update(copies)
+    for old, new in replacements.items():
+        _replace_uses(old, new, lambda owner: ir_utils.is_inside(owner, function_op))
+    for old, new in zip(outputs, task.results, strict=True):
+        _replace_uses(old, new, lambda owner: not ir_utils.is_inside(owner, function_op))
+    return task
+
+
+def _inputs_and_copies(
+    group: list[ir.Operation], members: set[ir.Operation], copyable: set[ir.Operation]
+) -> tuple[list[ir.Value], list[ir.Operation]]:
+    """The values ``group`` reads from outside, and the copyable producers to clone in
+    (operands first)."""
     needed_copies: list[ir.Operation] = []
     inputs: list[ir.Value] = []
     seen: set[ir.Value] = set()
@@ -69,8 +108,13 @@ def outline_group(
     for op in group:
         for value in ir_utils.external_operands(op):
             visit_operand(value)
+    return inputs, needed_copies
+
+
+def _outputs(group: list[ir.Operation], members: set[ir.Operation]) -> list[ir.Value]:
+    """The results of ``group`` read outside it."""
     block = group[0].block
-    outputs = [
+    return [
         result
         for op in group
         for result in op.results
@@ -80,47 +124,27 @@ def outline_group(
             for u in result.uses
         )
     ]
-    with ir.InsertionPoint(module.regions[0].blocks[0]), group[0].location:
-        function = func.FuncOp(
-            name, ([v.type for v in inputs], [v.type for v in outputs]), visibility="private"
-        )
-    entry = function.add_entry_block()
-    with ir.InsertionPoint(insert_before), group[0].location:
-        task = jaxpp.create_task(name, inputs, [v.type for v in outputs], stage=stage, kind=kind)
-    input_shardings = shardings.shardings_or_replicated(module, inputs)
-    if input_shardings is not None:
-        output_shardings = shardings.shardings_or_replicated(module, outputs)
-        shardings.set_function_shardings(function.operation, input_shardings, output_shardings)
-        shardings.set_result_shardings(task, output_shardings)
+
+
+def _clone_copies(needed_copies: list[ir.Operation]) -> dict[ir.Value, ir.Value]:
+    """Clones ``needed_copies`` at the insertion point, wired to each other."""
     copies: dict[ir.Value, ir.Value] = {}
-    with ir.InsertionPoint(entry):
-        for original in needed_copies:
-            clone = original.clone()
-            jaxpp.clear_stage(clone)
-            for index, operand in enumerate(clone.operands):
-                if operand in copies:
-                    clone.operands[index] = copies[operand]
-            for old, new in zip(original.results, clone.results, strict=True):
-                copies[old] = new
-        with group[-1].location:
-            ret = func.ReturnOp(outputs)
-    for op in group:
-        op.move_before(ret.operation)
-        jaxpp.clear_stage(op)
-    function_op = function.operation
-    replacements = dict(zip(inputs, entry.arguments, strict=True))
-    replacements.update(copies)
-    for old, new in replacements.items():
-        for use in list(old.uses):
-            owner = ir_utils.use_owner(use)
-            if ir_utils.is_inside(owner, function_op):
-                owner.operands[use.operand_number] = new
-    for old, new in zip(outputs, task.results, strict=True):
-        for use in list(old.uses):
-            owner = ir_utils.use_owner(use)
-            if not ir_utils.is_inside(owner, function_op):
-                owner.operands[use.operand_number] = new
-    return task
+    for original in needed_copies:
+        clone = original.clone()
+        jaxpp.clear_stage(clone)
+        for index, operand in enumerate(clone.operands):
+            if operand in copies:
+                clone.operands[index] = copies[operand]
+        for old, new in zip(original.results, clone.results, strict=True):
+            copies[old] = new
+    return copies
+
+
+def _replace_uses(old: ir.Value, new: ir.Value, where: Callable[[ir.Operation], bool]) -> None:
+    for use in list(old.uses):
+        owner = ir_utils.use_owner(use)
+        if where(owner):
+            owner.operands[use.operand_number] = new
 
 
 def _is_inside_block(op: ir.Operation, block: ir.Block) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from jax.extend.mlir import ir, passmanager
 
 from jaxpp_mlir import diagnostics
-from jaxpp_mlir.passes.base import ModulePass, PassOptionError, get_pass_class
+from jaxpp_mlir.passes.base import ModulePass, PassOptionError, PassRun, get_pass_class
 
 
 class PipelineSyntaxError(ValueError):
@@ -99,9 +99,9 @@ def run_pipeline(
             before_pass(index, element, module)
         with module.context:
             pm = passmanager.PassManager("builtin.module")
-            if element.jaxpp_pass is not None:
-                element.jaxpp_pass.internal_error = None
-                pm.add(element.jaxpp_pass, name=element.name, argument=element.name)
+            pass_run = PassRun(element.jaxpp_pass) if element.jaxpp_pass is not None else None
+            if pass_run is not None:
+                pm.add(pass_run, name=element.name, argument=element.name)
             else:
                 try:
                     pm.add(element.text)
@@ -113,7 +113,7 @@ def run_pipeline(
             except ir.MLIRError as exc:
                 collected.extend(diagnostics.take_pending())
                 found = [diagnostics.from_mlir(d) for d in exc.error_diagnostics]
-                internal = element.jaxpp_pass.internal_error if element.jaxpp_pass else None
+                internal = pass_run.internal_error if pass_run is not None else None
                 raise PipelineFailure(element.name, collected + found, internal) from None
         collected.extend(diagnostics.take_pending())
         if after_pass is not None:

@@ -8,12 +8,18 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils
-from jaxpp_mlir.passes.base import Evidence, ModulePass, find_in_stage_block, register_pass
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes.base import (
+    Evidence,
+    ModulePass,
+    find_in_stage_block,
+    find_main,
+    register_pass,
+)
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class PlaceStages(ModulePass):
     """Place every stage on a rank: stage s on rank placement[s], else s % mpmd-dim.
 
@@ -37,6 +43,22 @@ class PlaceStages(ModulePass):
         metadata={"help": "rank of each stage, comma separated (default s % mpmd-dim)", "min": 0},
     )
 
+    requires = ("jaxpp-assign-stages", "jaxpp-outline-stages")
+
+    @classmethod
+    def unfinished(cls, module: ir.Operation) -> Evidence | None:
+        main = find_main(module)
+        if main is None:
+            return None
+        loop = ir_utils.find_loop(main)
+        for op in ir_utils.body(main).operations:
+            is_loop = loop is not None and op.operation == loop
+            nested = jaxpp.loop_body(op.operation).operations if is_loop else [op]
+            for task in (o.operation for o in nested):
+                if jaxpp.is_task(task) and not jaxpp.has_rank(task):
+                    return Evidence(task, "task has no rank")
+        return None
+
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
         return find_in_stage_block(
@@ -51,11 +73,7 @@ class PlaceStages(ModulePass):
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
-        num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR)
-        if num_stages is None:
-            raise diagnostics.error(
-                module, "module has no jaxpp.num_stages: run jaxpp-assign-stages first"
-            )
+        num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR) or 0
         if num_stages < 1:
             raise diagnostics.error(
                 module, f"jaxpp.num_stages is {num_stages}: run jaxpp-assign-stages to set it"
@@ -92,10 +110,6 @@ class PlaceStages(ModulePass):
                         op, f"task of stage {stage} in a program of {num_stages} stage(s)"
                     )
                 jaxpp.set_rank(op, placement[stage])
-            elif op.name not in ("func.return", jaxpp.YIELD_OP):
-                raise diagnostics.error(
-                    op, f"unexpected '{op.name}' among the stages: run jaxpp-outline-stages first"
-                )
         loop = ir_utils.find_loop(main)
         if loop is not None:
             jaxpp.set_state_ranks(loop, _state_ranks(loop))

@@ -8,12 +8,12 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import sdy
 
 from jaxpp_mlir import diagnostics
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class RestoreShardingConstraints(ModulePass):
     """Turn the sdy.reshard ops Shardy's propagation pipeline made back into sharding constraints.
 
@@ -37,7 +37,6 @@ class RestoreShardingConstraints(ModulePass):
     """
 
     name = "jaxpp-restore-sharding-constraints"
-    required_by = ("jaxpp-outline-stages",)  # a reshard left would reach a stage module
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:

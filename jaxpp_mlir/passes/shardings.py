@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import sdy
 
-from jaxpp_mlir.passes import ir_utils
-
-SHARDING_ATTR = "sdy.sharding"
+from jaxpp_mlir.dialect.vocabulary import SHARDING_ATTR
+from jaxpp_mlir.ir import utils as ir_utils
 
 
 def mesh_ops(module: ir.Operation) -> list[ir.Operation]:

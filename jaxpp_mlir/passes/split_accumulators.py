@@ -7,16 +7,16 @@ import dataclasses
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import sdy, stablehlo
 
-from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils, shardings
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.base import ModulePass, register_pass
 
 _ADD = "stablehlo.add"
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class SplitAccumulators(ModulePass):
     """Give a loop accumulator one partial sum per stage that feeds it, added after the loop.
 
@@ -46,6 +46,7 @@ class SplitAccumulators(ModulePass):
     """
 
     name = "jaxpp-split-accumulators"
+    requires = ("jaxpp-normalize-loop", "jaxpp-assign-stages")
     must_precede = ("jaxpp-outline-stages",)  # it regroups ops that outlining moves away
 
     def run(self, module: ir.Operation) -> None:
@@ -54,11 +55,6 @@ class SplitAccumulators(ModulePass):
         if loop is None:
             return
         body = jaxpp.loop_body(loop)
-        for op in [o.operation for o in body.operations][:-1]:
-            if not jaxpp.has_stage(op):
-                raise diagnostics.error(
-                    op, f"'{op.name}' has no stage: run jaxpp-assign-stages first"
-                )
         splits = _find_splits(body)
         if splits:
             _rewrite(loop, splits)

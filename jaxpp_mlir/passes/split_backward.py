@@ -6,16 +6,15 @@ import dataclasses
 
 from jax.extend.mlir import ir
 
-from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import Evidence, ModulePass, find_in_stage_block, register_pass
 
 SPLIT_KINDS = (jaxpp.BACKWARD_INPUT, jaxpp.BACKWARD_WEIGHT)
 
 
 @register_pass
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class SplitBackward(ModulePass):
     """Split each stage's backward into bwd_i (input gradient) and bwd_w (weight gradient).
 
@@ -36,6 +35,7 @@ class SplitBackward(ModulePass):
     """
 
     name = "jaxpp-split-backward"
+    requires = ("jaxpp-normalize-loop", "jaxpp-assign-stages")
     must_precede = ("jaxpp-outline-stages",)  # it relabels ops, which outlining groups
 
     @classmethod
@@ -55,10 +55,6 @@ class SplitBackward(ModulePass):
         ops = [op.operation for op in block.operations][:-1]
         groups: dict[int, list[ir.Operation]] = {}
         for op in ops:
-            if not jaxpp.has_stage(op):
-                raise diagnostics.error(
-                    op, f"'{op.name}' has no stage: run jaxpp-assign-stages first"
-                )
             if jaxpp.get_kind(op) == jaxpp.BACKWARD:
                 groups.setdefault(jaxpp.get_stage(op), []).append(op)
         for stage, group in groups.items():

@@ -13,15 +13,16 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple, TypeAlias
 
+from jaxpp_mlir.dialect import vocabulary
 from jaxpp_mlir.errors import ScheduleError
 
-FWD = "fwd"
-BWD = "bwd"
-BWD_I = "bwd_i"
-BWD_W = "bwd_w"
+FWD = vocabulary.FORWARD
+BWD = vocabulary.BACKWARD
+BWD_I = vocabulary.BACKWARD_INPUT
+BWD_W = vocabulary.BACKWARD_WEIGHT
 
 #: Every task kind, in the order forward, full backward, input gradient, weight gradient.
-KINDS: tuple[str, ...] = (FWD, BWD, BWD_I, BWD_W)
+KINDS: tuple[str, ...] = vocabulary.KINDS
 
 _SHORT = {FWD: "F", BWD: "B", BWD_I: "I", BWD_W: "W"}
 

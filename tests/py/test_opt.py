@@ -31,7 +31,7 @@ from jaxpp_mlir.tools.opt import main
 TEST_PASS = "jaxpp-test-flag-ops"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class FlagOps(ModulePass):
     """Test only: error on each "test.bad" op, warning on each "test.warn" op.
 
@@ -458,7 +458,7 @@ def test_pass_failing_without_an_error_is_reported(capsys, tmp_path, test_pass):
 BREAK_PASS = "jaxpp-test-break-ir"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class BreakIR(ModulePass):
     """Test only: gives every func.func one more input than its block has arguments."""
 
@@ -502,16 +502,15 @@ def test_no_verify_each_lets_invalid_ir_through(capsys, tmp_path, break_pass):
 # Pass order (ModulePass.check_order), on test-only passes
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class MakeTodo(ModulePass):
     """Test only: erases every "test.todo" op.
 
-    A ``test.todo`` op is work it leaves for the pass in ``required_by``; a
+    A ``test.todo`` op is work it leaves for the pass that ``requires`` it; a
     ``test.done`` op stands for the evidence that it already ran.
     """
 
     name = "jaxpp-test-first"
-    required_by = ("jaxpp-test-second",)
     must_precede = ("jaxpp-test-second",)
 
     @classmethod
@@ -529,11 +528,12 @@ class MakeTodo(ModulePass):
             op.erase()
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Second(ModulePass):
     """Test only: marks the module with "test.second"; a "test.second" op shows it ran."""
 
     name = "jaxpp-test-second"
+    requires = ("jaxpp-test-first",)
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:

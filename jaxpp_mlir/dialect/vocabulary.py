@@ -1,0 +1,48 @@
+"""The words jaxpp's IR is spelled with: task kinds, op and attribute names.
+
+Plain strings with no import, so that schedules, the plan builder and the
+passes share them without loading MLIR; ``dialect.ops`` re-exports them next
+to the builders and accessors that use them.
+"""
+
+# Task kinds: the forward of a stage, its full backward, and the two halves of a
+# split backward (input gradient, weight gradient).
+FORWARD = "fwd"
+BACKWARD = "bwd"
+BACKWARD_INPUT = "bwd_i"
+BACKWARD_WEIGHT = "bwd_w"
+KINDS = (FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT)
+# Phases of the code outside the microbatch loop.
+PRE = "pre"
+POST = "post"
+
+ENTER_STAGE_TARGET = "jaxpp.enter_stage"
+DIRECTION_ATTR = "jaxpp.direction"
+
+LOOP_MARKER_TARGET = "jaxpp.loop_marker"
+LOOP_NUM_MICROBATCHES_ATTR = "jaxpp.num_microbatches"
+LOOP_SCHEDULE_ATTR = "jaxpp.schedule"
+LOOP_REDUCTIONS_ATTR = "jaxpp.reductions"
+
+TASK_OP = "jaxpp.task"
+SEND_OP = "jaxpp.send"
+RECV_OP = "jaxpp.recv"
+LOOP_OP = "jaxpp.loop"
+YIELD_OP = "jaxpp.yield"
+JAXPP_OPS = (TASK_OP, SEND_OP, RECV_OP, LOOP_OP, YIELD_OP)
+STATE_RANKS_ATTR = "jaxpp.state_ranks"
+# On a transfer in a loop body: [stage, kind] of the task it feeds (recv) or drains (send).
+FOR_TASK_ATTR = "jaxpp.for_task"
+
+CALLEE_ATTR = "callee"
+STAGE_ATTR = "jaxpp.stage"
+KIND_ATTR = "jaxpp.kind"
+RANK_ATTR = "jaxpp.rank"
+PEER_ATTR = "jaxpp.peer"
+CHANNEL_ATTR = "jaxpp.channel"
+NUM_STAGES_ATTR = "jaxpp.num_stages"
+NUM_RANKS_ATTR = "jaxpp.num_ranks"
+
+FRONTEND_ATTRIBUTES = "mhlo.frontend_attributes"
+CUSTOM_CALL_OP = "stablehlo.custom_call"
+SHARDING_ATTR = "sdy.sharding"  # Shardy's per-value sharding of arguments, results and ops

@@ -1,0 +1,121 @@
+"""The loop marker: an identity primitive on the microbatch counter, lowered to a
+``stablehlo.custom_call`` that jaxpp-normalize-loop recognises."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+from jax.extend.core import Primitive
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo
+from jax.interpreters import ad, batching, mlir
+
+from jaxpp_mlir.dialect.ops import (
+    FRONTEND_ATTRIBUTES,
+    LOOP_MARKER_TARGET,
+    LOOP_NUM_MICROBATCHES_ATTR,
+    LOOP_REDUCTIONS_ATTR,
+    LOOP_SCHEDULE_ATTR,
+)
+from jaxpp_mlir.frontend import marker_ffi
+from jaxpp_mlir.frontend.markers import _identity_sharding_rule
+from jaxpp_mlir.frontend.reductions import TreduceError
+
+_SHARDING_RULE_ATTR = "sdy.sharding_rule"
+
+
+loop_marker_p = Primitive("jaxpp_loop_marker")
+
+
+def _check_params(num_microbatches: int, schedule: str, reductions: tuple[str, ...]) -> None:
+    if not isinstance(num_microbatches, int) or num_microbatches < 1:
+        raise TreduceError(f"num_microbatches must be an int >= 1, got {num_microbatches!r}")
+    if not isinstance(schedule, str) or not isinstance(reductions, tuple):
+        raise TreduceError("loop marker params: schedule must be a str, reductions a tuple")
+
+
+def loop_marker(
+    index: jax.Array, *, num_microbatches: int, schedule: str = "", reductions: Sequence[str] = ()
+) -> jax.Array:
+    """The identity on ``index`` (the microbatch counter), marking the microbatch loop."""
+    return loop_marker_p.bind(
+        index,
+        num_microbatches=int(num_microbatches),
+        schedule=schedule,
+        reductions=tuple(reductions),
+    )
+
+
+def _impl(x: jax.Array, **params: Any) -> jax.Array:
+    _check_params(**params)
+    return x
+
+
+def _abstract_eval(aval: Any, **params: Any) -> Any:
+    _check_params(**params)
+    return aval
+
+
+def _lowering(
+    ctx: mlir.LoweringRuleContext,
+    x: ir.Value,
+    *,
+    num_microbatches: int,
+    schedule: str,
+    reductions: tuple[str, ...],
+) -> Sequence[ir.Value]:
+    marker_ffi.ensure_registered()
+    (aval_out,) = ctx.avals_out
+    result_type = mlir.aval_to_ir_type(ctx.module_context, aval_out)
+    alias = stablehlo.OutputOperandAlias.get(
+        output_tuple_indices=[], operand_index=0, operand_tuple_indices=[]
+    )
+    op = stablehlo.CustomCallOp(
+        [result_type],
+        [x],
+        call_target_name=LOOP_MARKER_TARGET,
+        has_side_effect=False,
+        backend_config=ir.DictAttr.get({}),
+        api_version=mlir.i32_attr(4),
+        output_operand_aliases=ir.ArrayAttr.get([alias]),
+    )
+    op.attributes[FRONTEND_ATTRIBUTES] = ir.DictAttr.get(
+        {
+            LOOP_NUM_MICROBATCHES_ATTR: ir.StringAttr.get(str(num_microbatches)),
+            LOOP_SCHEDULE_ATTR: ir.StringAttr.get(schedule),
+            LOOP_REDUCTIONS_ATTR: ir.StringAttr.get(",".join(reductions)),
+        }
+    )
+    if jax.config.jax_use_shardy_partitioner:
+        rule = _identity_sharding_rule([result_type])
+        if rule is not None:
+            op.attributes[_SHARDING_RULE_ATTR] = rule
+    return op.results
+
+
+def _jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    # Identity: the tangent passes through unmarked (it is a symbolic zero for
+    # the integer counter), so the marker never enters a backward pass.
+    (x,) = primals
+    (t,) = tangents
+    return loop_marker_p.bind(x, **params), t
+
+
+def _transpose(ct: Any, x: Any, **params: Any) -> list[Any]:
+    return [ct]
+
+
+def _batch(args: Sequence[Any], dims: Sequence[Any], **params: Any) -> tuple[Any, Any]:
+    (x,) = args
+    (d,) = dims
+    return loop_marker_p.bind(x, **params), d
+
+
+loop_marker_p.def_impl(_impl)
+loop_marker_p.def_abstract_eval(_abstract_eval)
+mlir.register_lowering(loop_marker_p, _lowering)
+ad.primitive_jvps[loop_marker_p] = _jvp
+ad.primitive_transposes[loop_marker_p] = _transpose
+batching.primitive_batchers[loop_marker_p] = _batch

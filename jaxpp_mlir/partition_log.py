@@ -1,0 +1,84 @@
+"""What ``partition`` tells the ``logging`` and ``warnings`` modules.
+
+- ``jaxpp_mlir.partition`` at INFO: one summary line per partitioned program
+  (stages, ranks, tasks, transfers and the bytes they move per step);
+- ``jaxpp_mlir.passes`` at DEBUG: each pass's wall time, through the
+  pipeline's ``before_pass``/``after_pass`` hooks;
+- the warnings passes emit become Python warnings (``PassWarning``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from collections.abc import Iterable
+
+import numpy as np
+from jax.extend.mlir import ir
+
+from jaxpp_mlir import diagnostics
+from jaxpp_mlir.passes.pipeline import PipelineElement
+from jaxpp_mlir.runtime.plan import ExecutionPlan, Recv, RunStage, TensorSpec
+
+summary_logger = logging.getLogger("jaxpp_mlir.partition")
+pass_logger = logging.getLogger("jaxpp_mlir.passes")
+
+
+class PassWarning(UserWarning):
+    """A warning a pass emitted (its text carries the source location)."""
+
+
+class PassTimer:
+    """``before_pass``/``after_pass`` hooks that log each pass's wall time at DEBUG."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+
+    def before_pass(self, index: int, element: PipelineElement, module: ir.Module) -> None:
+        self._started = time.perf_counter()
+
+    def after_pass(self, index: int, element: PipelineElement, module: ir.Module) -> None:
+        elapsed = time.perf_counter() - self._started
+        pass_logger.debug("pass %s took %.1f ms", element, elapsed * 1e3)
+
+
+def surface_warnings(found: Iterable[diagnostics.Diagnostic]) -> None:
+    """Raises each pass warning as a ``PassWarning``; remarks go to the log at INFO."""
+    for diagnostic in found:
+        if diagnostic.severity == diagnostics.WARNING:
+            warnings.warn(diagnostic.render(), PassWarning, stacklevel=4)
+        else:
+            pass_logger.info("%s", diagnostic.render())
+
+
+def tensor_bytes(spec: TensorSpec) -> int:
+    """Bytes of one tensor of ``spec`` (sub-byte types round up to a byte each)."""
+    itemsize = _itemsize(spec.dtype)
+    return math.prod(spec.shape) * itemsize
+
+
+def plan_summary(plan: ExecutionPlan, num_stages: int) -> str:
+    """One line: stages, ranks, tasks, transfers and the bytes transfers move per step."""
+    tasks = sum(isinstance(inst, RunStage) for inst in plan.instructions)
+    receives = [inst for inst in plan.instructions if isinstance(inst, Recv)]
+    moved = sum(tensor_bytes(recv.spec) for recv in receives)
+    return (
+        f"partitioned into {num_stages} stages on {plan.num_ranks} ranks: {tasks} tasks, "
+        f"{len(receives)} transfers moving {moved} bytes per step"
+    )
+
+
+def log_summary(plan: ExecutionPlan, num_stages: int) -> None:
+    if summary_logger.isEnabledFor(logging.INFO):
+        summary_logger.info("%s", plan_summary(plan, num_stages))
+
+
+def _itemsize(dtype: str) -> int:
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError:  # bfloat16, float8_*: numpy knows them through ml_dtypes only
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, dtype)).itemsize

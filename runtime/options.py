@@ -1,0 +1,162 @@
+"""Every option jaxpp_mlir reads from the environment, declared once.
+
+Each option has one environment variable, ``JAXPP_MLIR_<NAME>``; the names of
+earlier releases (``JAXPP_<NAME>``) are still read, with a
+``DeprecationWarning``, when the new one is not set. The compiler side reads
+its options here too, so the README's table can be checked against
+``OPTIONS``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+PREFIX = "JAXPP_MLIR_"
+_LEGACY_PREFIX = "JAXPP_"
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One option: its variable is ``PREFIX + name``; ``default`` None means unset."""
+
+    name: str
+    type: type
+    default: Any
+    read_by: str
+    help: str
+    legacy: bool = False  # also read as JAXPP_<NAME> (deprecated)
+
+    @property
+    def env(self) -> str:
+        return PREFIX + self.name
+
+    @property
+    def legacy_env(self) -> str | None:
+        return _LEGACY_PREFIX + self.name if self.legacy else None
+
+    def raw(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The variable's text ('' counts as unset), from the new name or the old one."""
+        environ = os.environ if environ is None else environ
+        text = environ.get(self.env)
+        if text:
+            return text
+        old = self.legacy_env
+        if old is not None and environ.get(old):
+            warnings.warn(
+                f"{old} is deprecated: set {self.env} instead", DeprecationWarning, stacklevel=3
+            )
+            return environ[old]
+        return None
+
+    def value(self, environ: Mapping[str, str] | None = None) -> Any:
+        """The option's value: the environment's, parsed, else ``default``."""
+        text = self.raw(environ)
+        if text is None:
+            return self.default
+        try:
+            return self.type(text)
+        except ValueError:
+            raise ValueError(
+                f"{self.env}={text!r} is not a valid {self.type.__name__}: {self.help}"
+            ) from None
+
+
+def _option(name: str, type_: type, default: Any, read_by: str, help_: str) -> Option:
+    return Option(name, type_, default, read_by, help_, legacy=True)
+
+
+NUM_PROCESSES = _option(
+    "NUM_PROCESSES", int, None, "initialize_from_env", "process count (set by the launcher)"
+)
+PROCESS_ID = _option(
+    "PROCESS_ID", int, None, "initialize_from_env", "this process's id (set by the launcher)"
+)
+HEARTBEAT_TIMEOUT = _option(
+    "HEARTBEAT_TIMEOUT",
+    int,
+    20,
+    "initialize_from_env",
+    "seconds jax's coordination service waits for a silent process",
+)
+INIT_TIMEOUT = _option(
+    "INIT_TIMEOUT",
+    int,
+    300,
+    "initialize_from_env",
+    "seconds the processes wait for each other to start",
+)
+HEARTBEAT_INTERVAL = _option(
+    "HEARTBEAT_INTERVAL", float, 1.0, "watchdog", "seconds between two heartbeats of a process"
+)
+PEER_TIMEOUT = _option(
+    "PEER_TIMEOUT",
+    float,
+    20.0,
+    "watchdog",
+    "seconds without a peer heartbeat before the peer is declared lost",
+)
+TRANSFER_TIMEOUT = _option(
+    "TRANSFER_TIMEOUT",
+    float,
+    300.0,
+    "watchdog",
+    "seconds a transfer (or `gather`) may wait for its peer",
+)
+SETUP_TIMEOUT = _option(
+    "SETUP_TIMEOUT",
+    float,
+    900.0,
+    "runtime",
+    "seconds each setup barrier waits (a peer still partitioning or compiling)",
+)
+DUMP_DIR = Option(
+    "DUMP_DIR",
+    str,
+    None,
+    "partition",
+    "directory receiving the input, the IR after every pass and the stage modules",
+)
+CACHE_DIR = Option(
+    "CACHE_DIR",
+    str,
+    None,
+    "stage markers",
+    "directory of the compiled marker library (default ~/.cache/jaxpp_mlir)",
+)
+PROGRESS = Option(
+    "PROGRESS",
+    str,
+    "1",
+    "runtime",
+    "compile progress for 6 or more stage programs: 1 (log lines), tqdm (a bar) or 0 (off)",
+)
+
+OPTIONS: tuple[Option, ...] = (
+    NUM_PROCESSES,
+    PROCESS_ID,
+    HEARTBEAT_TIMEOUT,
+    INIT_TIMEOUT,
+    HEARTBEAT_INTERVAL,
+    PEER_TIMEOUT,
+    TRANSFER_TIMEOUT,
+    SETUP_TIMEOUT,
+    DUMP_DIR,
+    CACHE_DIR,
+    PROGRESS,
+)
+
+
+def markdown_row(option: Option) -> str:
+    """The option's row in the README's table of environment variables."""
+    if option.default is None:
+        default = ""
+    elif isinstance(option.default, str):
+        default = f" ({option.default})"
+    else:
+        default = f" ({option.default:g})"
+    old = f" (was `{option.legacy_env}`)" if option.legacy else ""
+    return f"| `{option.env}`{default} | {option.read_by} | {option.help}{old} |"

@@ -1,0 +1,24 @@
+// RUN: jaxpp-opt %s --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-normalize-loop,jaxpp-normalize-loop)'
+
+// Running the pass twice is refused at the loop the first run made (it keeps
+// the location of the while it replaced).
+
+module @normalized_twice {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %c = stablehlo.constant dense<0> : tensor<i32>
+    // expected-error @+1 {{jaxpp-normalize-loop: the microbatch loop is already normalized (found jaxpp.loop): run jaxpp-normalize-loop only once}}
+    %0:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %arg0) : tensor<i32>, tensor<2x4xf32>
+    cond {
+      %c_1 = stablehlo.constant dense<2> : tensor<i32>
+      %1 = stablehlo.compare LT, %iterArg, %c_1, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %1 : tensor<i1>
+    } do {
+      %c_1 = stablehlo.constant dense<1> : tensor<i32>
+      %1 = stablehlo.custom_call @jaxpp.loop_marker(%iterArg) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "2", jaxpp.reductions = "add", jaxpp.schedule = ""}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<i32>) -> tensor<i32>
+      %2 = stablehlo.add %iterArg, %c_1 : tensor<i32>
+      %3 = stablehlo.tanh %iterArg_0 : tensor<2x4xf32>
+      stablehlo.return %2, %3 : tensor<i32>, tensor<2x4xf32>
+    }
+    return %0#1 : tensor<2x4xf32>
+  }
+}
