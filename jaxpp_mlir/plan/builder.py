@@ -19,6 +19,7 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError
+from jaxpp_mlir.ir.utils import find_main
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import Schedule
 from jaxpp_mlir.stage_modules import donated_arguments
@@ -216,7 +217,7 @@ def _task_of(block: ir.Block) -> dict[str, tuple[int, str]]:
 
 
 def _main(module: ir.Module) -> ir.Operation:
-    for op in module.body.operations:
-        if ir.StringAttr(op.attributes["sym_name"]).value == "main":
-            return op.operation
-    raise PartitionError("the partitioned module has no @main")
+    main = find_main(module)
+    if main is None:
+        raise PartitionError("the partitioned module has no @main")
+    return main
