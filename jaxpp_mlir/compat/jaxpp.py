@@ -6,14 +6,15 @@ Code written for JaxPP runs by changing its import line to
 Supported: ``mpmd_jit_with_loop``, ``mpmd_jit_by_yield``, ``MpmdMesh``,
 ``pipeline_enter_stage``, ``treduce``, ``treduce_i``, ``Add``, ``Concat``,
 ``Max``, ``BaseSchedule``, ``GPipe``, ``Std1F1B``, ``Eager1F1B``,
-``Interleaved1F1B``, ``ZeroBubble`` (``tasks(n)`` in JaxPP's grid format),
-``Task``, ``TaskType``, ``MpmdArray`` (``placement_of``).
+``Interleaved1F1B``, ``ZeroBubble`` (``tasks(n)`` in JaxPP's format; the older
+time grid via ``jaxpp_grid``), ``Task``, ``FusedTask``, ``TaskType``.
 Not supported: ``cross_mpmd_all_reduce`` (raises, see its docstring) and the
 Ray-only ``RemoteMpmdMesh``, ``mpmd_jit_rev``, ``ArrayRef``, ``add_multi_p``.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from jaxpp_mlir.compat.mpmd_jit import mpmd_jit_by_yield, mpmd_jit_with_loop
@@ -21,16 +22,18 @@ from jaxpp_mlir.compat.schedules import (
     BaseSchedule,
     Eager1F1B,
     GPipe,
+    GridTask,
     Interleaved1F1B,
     ScheduleTasks,
     Std1F1B,
-    Task,
     TaskType,
     ZeroBubble,
+    jaxpp_grid,
 )
 from jaxpp_mlir.frontend.markers import pipeline_enter_stage
 from jaxpp_mlir.frontend.treduce import Add, Concat, Max, treduce, treduce_i
 from jaxpp_mlir.mesh import MpmdMesh
+from jaxpp_mlir.schedules import FusedTask, Task
 
 
 def cross_mpmd_all_reduce(*args: Any) -> Any:
@@ -48,12 +51,17 @@ def cross_mpmd_all_reduce(*args: Any) -> Any:
     )
 
 
+#: ``jaxpp.api.X`` (JaxPP's tutorial spells names so) is this module's ``X``.
+api = sys.modules[__name__]
+
 __all__ = [
     "Add",
     "BaseSchedule",
     "Concat",
     "Eager1F1B",
+    "FusedTask",
     "GPipe",
+    "GridTask",
     "Interleaved1F1B",
     "Max",
     "MpmdMesh",
@@ -62,7 +70,9 @@ __all__ = [
     "Task",
     "TaskType",
     "ZeroBubble",
+    "api",
     "cross_mpmd_all_reduce",
+    "jaxpp_grid",
     "mpmd_jit_by_yield",
     "mpmd_jit_with_loop",
     "pipeline_enter_stage",

@@ -80,10 +80,10 @@ class MpmdJitted:
         if self._out_shardings is not None:
             jit_kwargs["out_shardings"] = self._out_shardings
         abstract = jax.tree_util.tree_map(self._abstract, (args, kwargs))
-        lowered = jax.jit(self.fun, **jit_kwargs).lower(*abstract[0], **abstract[1])
-        from jaxpp_mlir.compat.schedules import to_native
-
-        program = partition(lowered, mesh=self.mpmd_mesh, schedule=to_native(self._schedule))
+        # Bare PartitionSpecs in the step (with_sharding_constraint) refer to the lowering mesh.
+        with jax.set_mesh(self.mpmd_mesh.lowering_mesh()):
+            lowered = jax.jit(self.fun, **jit_kwargs).lower(*abstract[0], **abstract[1])
+        program = partition(lowered, mesh=self.mpmd_mesh, schedule=self._schedule)
         return MpmdLowered(lowered, program)
 
     def compile(self, *args: Any, **kwargs: Any) -> CompiledProgram:
