@@ -104,7 +104,10 @@ class PartitionedProgram:
         index_arrays = [
             jax.device_put(index.array(), devices[index.rank][0]) for index in self.index_inputs
         ]
-        return CompiledProgram(self, compile_plan(self.plan, devices), index_arrays)
+        meshes = self.mesh.unstack
+        return CompiledProgram(
+            self, compile_plan(self.plan, devices, rank_meshes=meshes), index_arrays
+        )
 
     def _compile_distributed(self, devices: list, options: Any) -> CompiledProgram:
         from jaxpp_mlir.runtime.distributed import compile_distributed

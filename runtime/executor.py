@@ -28,13 +28,14 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Sharding
+from jax.sharding import Mesh, Sharding
 from jaxlib import xla_client as xc
 
 from jaxpp_mlir.errors import CallError, JaxppError, MeshError, RuntimeFailure, ScheduleError
 
 from . import compile as _compile
 from . import transfer as _transfer
+from .named_shardings import as_named
 from .plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
 
 _ArrayImpl = xc.ArrayImpl  # the concrete jax.Array class: an exact type test is cheapest
@@ -186,9 +187,11 @@ class CompiledPlan:
         rank_devices: tuple[tuple[jax.Device, ...], ...],
         executables: dict[str, xc.LoadedExecutable],
         num_compiled: int,
+        rank_meshes: Sequence[Mesh] | None = None,
     ):
         self.plan = plan
         self.rank_devices = rank_devices
+        self.rank_meshes = rank_meshes  # given: arrays get NamedShardings on these
         self.executables = executables
         self.num_compiled = num_compiled
         self._build()
@@ -221,6 +224,16 @@ class CompiledPlan:
             out_shardings[name] = _transfer.executable_shardings(
                 exe, devices, len(stage.output_specs), outputs=True
             )
+            if self.rank_meshes is not None:
+                mesh = self.rank_meshes[stage.rank]
+                for shardings, specs in (
+                    (in_shardings[name], stage.input_specs),
+                    (out_shardings[name], stage.output_specs),
+                ):
+                    shardings[:] = [
+                        as_named(sh, mesh, len(spec.shape))
+                        for sh, spec in zip(shardings, specs, strict=True)
+                    ]
 
         # Instructions, in the global order.
         pending: dict[int, deque[tuple[Send, int]]] = {}
@@ -642,11 +655,18 @@ def _scalar(check: _InputCheck, x: bool | int | float | complex) -> np.ndarray:
         raise CallError(f"{check.what}: {x!r} does not fit in {dtype.name}") from e
 
 
-def compile_plan(plan: ExecutionPlan, rank_devices: Sequence[Sequence[jax.Device]]) -> CompiledPlan:
+def compile_plan(
+    plan: ExecutionPlan,
+    rank_devices: Sequence[Sequence[jax.Device]],
+    *,
+    rank_meshes: Sequence[Mesh] | None = None,
+) -> CompiledPlan:
     """Compiles every executable of ``plan`` for the submesh of its rank.
 
     ``rank_devices[r]`` lists rank r's devices in partition order. A module text
-    shared by several executables of one rank compiles once.
+    shared by several executables of one rank compiles once. With ``rank_meshes``
+    (rank r's submesh, its devices those of ``rank_devices[r]``), values carry
+    ``NamedSharding``s on them.
     """
     devices = tuple(tuple(d) for d in rank_devices)
     if len(devices) != plan.num_ranks:
@@ -684,4 +704,4 @@ def compile_plan(plan: ExecutionPlan, rank_devices: Sequence[Sequence[jax.Device
             stage.output_specs,
             len(devices[stage.rank]),
         )
-    return CompiledPlan(plan, devices, executables, len(jobs))
+    return CompiledPlan(plan, devices, executables, len(jobs), rank_meshes)
