@@ -43,8 +43,9 @@ def _specs(axes: tuple[tuple[str, int], ...], ndim: int) -> tuple[PartitionSpec,
 def _specs_uncached(axes: tuple[tuple[str, int], ...], ndim: int) -> Iterator[PartitionSpec]:
     """Every spec that places the mesh's non-trivial axes on dims, fewest axes used first."""
     names = [name for name, size in axes if size > 1]
-    seen = {PartitionSpec()}
-    yield PartitionSpec()
+    replicated = PartitionSpec(*([None] * ndim))
+    seen = {replicated}
+    yield replicated
     for count in range(1, len(names) + 1):
         for used in itertools.permutations(names, count):
             # Each used axis goes to one dim; axes on one dim keep their order in `used`.
@@ -62,6 +63,4 @@ def _spec(entries: list[tuple[str, ...]]) -> PartitionSpec:
     parts: list[str | tuple[str, ...] | None] = [
         None if not e else e[0] if len(e) == 1 else e for e in entries
     ]
-    while parts and parts[-1] is None:
-        parts.pop()
-    return PartitionSpec(*parts)
+    return PartitionSpec(*parts)  # one entry per dimension, as specs are usually written
