@@ -5,15 +5,16 @@ their rank's submesh, each with a ``NamedSharding`` (mpmd axis of size 1).
 ``save`` hands the pytree to orbax's ``StandardCheckpointer``, which writes
 each array shard by shard from the devices that hold it (OCDBT/Zarr3 under
 ``path``): nothing is gathered on one host or device, and with several
-processes each process writes only the shards of its own ranks.
+processes orbax has each process write only the shards on its own devices (a
+program's outputs held by other processes, ``RemoteOutput``s, are refused for
+now: the multi-process round trip is not done yet).
 
 ``restore(path, like)`` reads the checkpoint back onto the shardings of
 ``like``: a pytree of arrays (the state of the program to continue with),
 ``ShapeDtypeStruct``s with shardings, or the ``program.placement(...)`` of
 one. Each leaf is read straight onto its rank's submesh. Because only the
 target shardings matter, a checkpoint restores into a program with another
-schedule over the same stages, or into a different number of processes over
-the same devices.
+schedule over the same stages.
 
 orbax (``pip install 'jaxpp_mlir[checkpoint]'``) is imported on first use.
 """
@@ -44,9 +45,10 @@ def _orbax() -> Any:
 def save(path: str | os.PathLike, tree: Any, *, force: bool = False) -> None:
     """Writes ``tree`` (arrays where they live, Python scalars) to the directory ``path``.
 
-    Every process must call it with the same tree structure; each writes only
-    the shards on its own devices. ``force`` overwrites an existing checkpoint.
+    ``force`` overwrites an existing checkpoint. Raises ``NotImplementedError``
+    for outputs held by another process (``RemoteOutput``).
     """
+    _refuse_remote_outputs(tree)
     ocp = _orbax()
     path = os.path.abspath(os.fspath(path))
     with ocp.StandardCheckpointer() as checkpointer:
@@ -62,6 +64,22 @@ def restore(path: str | os.PathLike, like: Any) -> Any:
     target = jax.tree_util.tree_map(_abstract, like)
     with ocp.StandardCheckpointer() as checkpointer:
         return checkpointer.restore(path, target)
+
+
+def _refuse_remote_outputs(tree: Any) -> None:
+    from jaxpp_mlir.runtime.distributed import RemoteOutput
+
+    paths = [
+        jax.tree_util.keystr(path)
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+        if isinstance(leaf, RemoteOutput)
+    ]
+    if paths:
+        raise NotImplementedError(
+            f"checkpoint.save got outputs held by other processes ({', '.join(paths[:3])}"
+            f"{', ...' if len(paths) > 3 else ''}): saving a state spread over several "
+            "processes is not supported yet; save from one process that holds every rank"
+        )
 
 
 def _abstract(leaf: Any) -> Any:

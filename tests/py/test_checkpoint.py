@@ -102,3 +102,13 @@ def test_restore_onto_a_missing_checkpoint_names_the_path(programs, tmp_path):
     mesh, std, gpipe, (params, opt_state, batch) = programs
     with pytest.raises(Exception, match="nothing_here"):
         checkpoint.restore(tmp_path / "nothing_here", (params, opt_state))
+
+
+def test_outputs_held_by_another_process_are_refused_by_name(tmp_path):
+    from jaxpp_mlir.runtime.distributed import RemoteOutput
+    from jaxpp_mlir.runtime.plan import TensorSpec
+
+    remote = RemoteOutput(0, 0, 1, rank=1, process=1, spec=TensorSpec((4,), "float32"))
+    with pytest.raises(NotImplementedError, match=r"\['w'\].*not supported yet"):
+        checkpoint.save(tmp_path / "ckpt", {"b": jnp.ones(2), "w": remote})
+    assert not (tmp_path / "ckpt").exists()
