@@ -12,7 +12,7 @@ from jaxpp_mlir.errors import MeshError
 class MpmdMesh:
     """Splits ``jax_mesh`` along ``mpmd_axis_name``: rank r runs on submesh r.
 
-    ``unstack`` gives the submeshes (the mesh without the mpmd axis);
+    ``unstack`` gives the submeshes (the mpmd axis kept with size 1);
     ``lowering_mesh()`` the mesh a step is lowered with (the mpmd axis of size
     1), as in NVIDIA JaxPP.
     """
@@ -59,8 +59,15 @@ class MpmdMesh:
 
     @property
     def unstack(self) -> list[Mesh]:
-        """One submesh per rank, without the mpmd axis."""
-        return [Mesh(self._submesh_devices(r), self.spmd_axis_names) for r in range(self.mpmd_dim)]
+        """One submesh per rank, the mpmd axis kept with size 1 (as in NVIDIA JaxPP)."""
+        return [self.rank_mesh(r) for r in range(self.mpmd_dim)]
+
+    def rank_mesh(self, rank: int) -> Mesh:
+        """Rank ``rank``'s submesh with every axis of the mesh, the mpmd axis of size 1."""
+        if not 0 <= rank < self.mpmd_dim:
+            raise MeshError(f"rank {rank} is outside [0, {self.mpmd_dim})")
+        devices = np.take(self.jax_mesh.devices, [rank], axis=self._axis)
+        return Mesh(devices, tuple(self.jax_mesh.axis_names))
 
     def rank_devices(self, rank: int) -> list[jax.Device]:
         """The devices of rank ``rank``'s submesh, in the submesh's order."""

@@ -85,6 +85,15 @@ class PartitionedProgram:
         written.append(_write(path, "schedule.txt", self.schedule_text()))
         return written
 
+    def placement(self, tree: Any) -> Any:
+        """``tree`` (say this program's outputs) with each array replaced by where it lives.
+
+        Each leaf prints like JaxPP's ``MpmdArray``: shape, dtype, ranks, sharding.
+        """
+        from jaxpp_mlir.placement import placement
+
+        return placement(tree, self.mesh)
+
     def peak_bytes_per_rank(self) -> list[int]:
         """Bytes each rank holds at peak during a step (values freed after their last use)."""
         return peak_bytes_per_rank(self.plan)
@@ -104,7 +113,10 @@ class PartitionedProgram:
         index_arrays = [
             jax.device_put(index.array(), devices[index.rank][0]) for index in self.index_inputs
         ]
-        return CompiledProgram(self, compile_plan(self.plan, devices), index_arrays)
+        meshes = self.mesh.unstack
+        return CompiledProgram(
+            self, compile_plan(self.plan, devices, rank_meshes=meshes), index_arrays
+        )
 
     def _compile_distributed(self, devices: list, options: Any) -> CompiledProgram:
         from jaxpp_mlir.runtime.distributed import compile_distributed
@@ -160,6 +172,10 @@ class CompiledProgram:
         if self.program.out_tree is None:
             return outputs
         return jax.tree_util.tree_unflatten(self.program.out_tree, outputs)
+
+    def placement(self, tree: Any) -> Any:
+        """See ``PartitionedProgram.placement``."""
+        return self.program.placement(tree)
 
     def gather(self, outputs: Any) -> Any:
         """``outputs`` (a pytree of this program's outputs) as host numpy arrays.

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
+from jax.sharding import Mesh
 from jaxlib import xla_client as xc
 
 from . import compile as _compile
@@ -55,9 +56,11 @@ class CompiledPlan:
         rank_devices: tuple[tuple[jax.Device, ...], ...],
         executables: dict[str, xc.LoadedExecutable],
         num_compiled: int,
+        rank_meshes: Sequence[Mesh] | None = None,
     ):
         self.plan = plan
         self.rank_devices = rank_devices
+        self.rank_meshes = rank_meshes  # given: arrays get NamedShardings on these
         self.executables = executables
         self.num_compiled = num_compiled
         self._build()
@@ -65,7 +68,7 @@ class CompiledPlan:
     # ------------------------------------------------------------------ build
     def _build(self) -> None:
         plan = self.plan
-        resolved = resolve_slots(plan, self.rank_devices, self.executables)
+        resolved = resolve_slots(plan, self.rank_devices, self.executables, self.rank_meshes)
         slots, where = resolved.slots, resolved.where
         self._ops, self._op_end = make_ops(plan, resolved, self.executables)
         self._steps = resolved.steps  # read by the tracer (trace.describe_ops)
@@ -132,11 +135,18 @@ class CompiledPlan:
         return "\n".join(lines)
 
 
-def compile_plan(plan: ExecutionPlan, rank_devices: Sequence[Sequence[jax.Device]]) -> CompiledPlan:
+def compile_plan(
+    plan: ExecutionPlan,
+    rank_devices: Sequence[Sequence[jax.Device]],
+    *,
+    rank_meshes: Sequence[Mesh] | None = None,
+) -> CompiledPlan:
     """Compiles every executable of ``plan`` for the submesh of its rank.
 
     ``rank_devices[r]`` lists rank r's devices in partition order. A module text
-    shared by several executables of one rank compiles once.
+    shared by several executables of one rank compiles once. With ``rank_meshes``
+    (rank r's submesh, its devices those of ``rank_devices[r]``), values carry
+    ``NamedSharding``s on them.
     """
     devices = tuple(tuple(d) for d in rank_devices)
     if len(devices) != plan.num_ranks:
@@ -156,4 +166,4 @@ def compile_plan(plan: ExecutionPlan, rank_devices: Sequence[Sequence[jax.Device
     executables, num_compiled = _compile.compile_plan_executables(
         plan, devices, list(plan.executables)
     )
-    return CompiledPlan(plan, devices, executables, num_compiled)
+    return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes)

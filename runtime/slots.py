@@ -17,10 +17,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
-from jax.sharding import Sharding
+from jax.sharding import Mesh, Sharding
 
 from . import transfer as _transfer
 from .errors import PlanError
+from .named_shardings import as_named
 from .plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
 
 
@@ -173,9 +174,13 @@ def resolve_slots(
     plan: ExecutionPlan,
     rank_devices: Sequence[Sequence[jax.Device]],
     executables: Mapping[str, Any],
+    rank_meshes: Sequence[Mesh] | None = None,
 ) -> ResolvedPlan:
-    """``plan`` as slots, on ``rank_devices`` with the compiled ``executables``."""
-    resolver = _Resolver(plan, rank_devices, executables)
+    """``plan`` as slots, on ``rank_devices`` with the compiled ``executables``.
+
+    With ``rank_meshes`` (rank r's submesh), values carry ``NamedSharding``s on them.
+    """
+    resolver = _Resolver(plan, rank_devices, executables, rank_meshes)
     return resolver.resolve()
 
 
@@ -187,10 +192,12 @@ class _Resolver:
         plan: ExecutionPlan,
         rank_devices: Sequence[Sequence[jax.Device]],
         executables: Mapping[str, Any],
+        rank_meshes: Sequence[Mesh] | None = None,
     ):
         self.plan = plan
         self.rank_devices = rank_devices
         self.executables = executables
+        self.rank_meshes = rank_meshes
         self.table = SlotTable(plan)
         self.pending: dict[int, deque[tuple[Send, int]]] = {}  # channel -> sends in flight
         self.channel_source: dict[int, int] = {}  # channel slot -> the sent slot
@@ -239,6 +246,20 @@ class _Resolver:
             self.out_shardings[name] = _transfer.executable_shardings(
                 exe, devices, len(stage.output_specs), outputs=True
             )
+            if self.rank_meshes is not None:
+                self._name_shardings(name, self.rank_meshes[stage.rank])
+
+    def _name_shardings(self, name: str, mesh: Mesh) -> None:
+        """Executable ``name``'s shardings as ``NamedSharding``s on its rank's ``mesh``."""
+        stage = self.plan.executables[name]
+        for shardings, specs in (
+            (self.in_shardings[name], stage.input_specs),
+            (self.out_shardings[name], stage.output_specs),
+        ):
+            shardings[:] = [
+                as_named(sh, mesh, len(spec.shape))
+                for sh, spec in zip(shardings, specs, strict=True)
+            ]
 
     def _resolve(self, at: int, inst: Instruction) -> Step:
         self._check_rank(inst.rank, f"instruction {at}")

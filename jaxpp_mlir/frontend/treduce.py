@@ -161,7 +161,8 @@ def treduce_i(
     def body(i: jax.Array, state: list[jax.Array]) -> list[jax.Array]:
         index = loop_marker_p.bind(i, **params)
         result = fun(index)
-        leaves = out_tree.flatten_up_to(result)
+        # Python scalars become weakly typed arrays, as jax.jit treats them.
+        leaves = [jnp.asarray(r) for r in out_tree.flatten_up_to(result)]
         return [op.update(s, r, index) for op, s, r in zip(ops, state, leaves, strict=True)]
 
     final = lax.fori_loop(INDEX_DTYPE(0), INDEX_DTYPE(length), body, init)

@@ -1,0 +1,57 @@
+"""Which rank holds each array of a pytree: ``placement(tree, mesh)``.
+
+Every leaf that is a ``jax.Array`` on the devices of some ranks of ``mesh``
+becomes an ``ArrayPlacement`` that prints like JaxPP's ``MpmdArray``:
+``MpmdArray(shape=(8, 8), dtype=float32, mpmd_idxs=(1,), sharding=NamedSharding(...))``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxpp_mlir.mesh import MpmdMesh
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrayPlacement:
+    """Where one array lives: its ranks (``mpmd_idxs``) and its sharding there."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    mpmd_idxs: tuple[int, ...]
+    sharding: Any
+
+    @property
+    def spec(self) -> Any:
+        return getattr(self.sharding, "spec", None)
+
+    def __repr__(self) -> str:
+        return (
+            f"MpmdArray(shape={self.shape}, dtype={np.dtype(self.dtype).name}, "
+            f"mpmd_idxs={self.mpmd_idxs}, sharding={self.sharding})"
+        )
+
+
+def ranks_of(array: jax.Array, mesh: MpmdMesh) -> tuple[int, ...]:
+    """The ranks of ``mesh`` whose devices hold part of ``array``."""
+    devices = array.sharding.device_set
+    return tuple(
+        rank for rank in range(mesh.mpmd_dim) if devices.intersection(mesh.rank_devices(rank))
+    )
+
+
+def placement(tree: Any, mesh: MpmdMesh) -> Any:
+    """``tree`` with every ``jax.Array`` leaf replaced by its ``ArrayPlacement``."""
+
+    def place(leaf: Any) -> Any:
+        if not isinstance(leaf, jax.Array):
+            return leaf
+        return ArrayPlacement(
+            tuple(leaf.shape), np.dtype(leaf.dtype), ranks_of(leaf, mesh), leaf.sharding
+        )
+
+    return jax.tree_util.tree_map(place, tree)
