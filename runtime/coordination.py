@@ -20,9 +20,9 @@ ROOT = "jaxpp"
 
 def client() -> Any:
     """The ``jax.distributed`` client of this process (raises if not initialized)."""
-    from jax._src import distributed  # the client has no public accessor
+    from . import _jax_compat
 
-    c = distributed.global_state.client
+    c = _jax_compat.distributed_client()
     if c is None:
         raise RuntimeFailure(
             "jax.distributed is not initialized: call jaxpp_mlir.launch.initialize_from_env() "

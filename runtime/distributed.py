@@ -40,10 +40,10 @@ from typing import Any
 import jax
 import numpy as np
 from jax.sharding import Sharding
-from jaxlib import xla_client as xc
 
 from jaxpp_mlir.errors import CallError, JaxppError, MeshError, RuntimeFailure, ScheduleError
 
+from . import _jax_compat as jc
 from . import collectives, ordering
 from . import compile as _compile
 from . import transfer as _transfer
@@ -342,7 +342,7 @@ class DistributedPlan:
                 continue
             for n, t in enumerate(group.transfers):
                 sharding = self._value_sharding(exes, t.src_rank, t.value)
-                mine[f"{group.index}/{n}"] = str(sharding._to_xla_hlo_sharding(len(t.spec.shape)))
+                mine[f"{group.index}/{n}"] = str(jc.hlo_sharding(sharding, len(t.spec.shape)))
         return self._share("transfer-shardings", mine, sharded)
 
     def _feed_shardings(self, exes: dict[str, Any], sharded: bool) -> dict[str, str]:
@@ -351,16 +351,14 @@ class DistributedPlan:
             if feed.src_process == self.process:
                 out = self.plan.outputs[feed.output]
                 sharding = self._value_sharding(exes, out.rank, out.value)
-                mine[str(feed.output)] = str(sharding._to_xla_hlo_sharding(len(out.spec.shape)))
+                mine[str(feed.output)] = str(jc.hlo_sharding(sharding, len(out.spec.shape)))
         return self._share("feed-shardings", mine, sharded)
 
     def _sharding(self, rank: int, text: str | None) -> Sharding:
         devices = self.rank_devices[rank]
         if text is None or len(devices) == 1:
             return jax.sharding.SingleDeviceSharding(devices[0])
-        from jax._src.sharding_impls import GSPMDSharding
-
-        return GSPMDSharding(xc.DeviceList(devices), xc.HloSharding.from_string(text))
+        return jc.sharding_from_hlo_text(devices, text)
 
     # ------------------------------------------------------------- feeds
     def _find_feeds(self) -> list[Feed]:

@@ -29,15 +29,15 @@ from typing import Any
 import jax
 import numpy as np
 from jax.sharding import Sharding
-from jaxlib import xla_client as xc
 
 from jaxpp_mlir.errors import CallError, JaxppError, MeshError, RuntimeFailure, ScheduleError
 
+from . import _jax_compat as jc
 from . import compile as _compile
 from . import transfer as _transfer
 from .plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
 
-_ArrayImpl = xc.ArrayImpl  # the concrete jax.Array class: an exact type test is cheapest
+_ArrayImpl = jc.ArrayImpl  # the concrete jax.Array class: an exact type test is cheapest
 
 # Kinds of the resolved instructions that ``_make_ops`` turns into code.
 _RUN, _SEND, _COPY = range(3)
@@ -62,7 +62,7 @@ class _Target:
     sharding: Sharding
     devices: tuple[jax.Device, ...]  # the sharding's devices, in shard order
     shard_index: tuple | None  # per device, the index of its shard; None if replicated
-    device_list: xc.DeviceList
+    device_list: jc.DeviceList
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,7 +156,7 @@ class _SlotTable:
     def _reshard(self, slot: int, sharding: Sharding, at: int) -> int:
         """The slot of ``slot``'s value laid out as ``sharding``, read by instruction ``at``."""
         info = self.slots[slot]
-        key = (slot, sharding._to_xla_hlo_sharding(len(info.spec.shape)))
+        key = (slot, jc.hlo_sharding(sharding, len(info.spec.shape)))
         copy = self.resharded.get(key)
         if copy is None:
             copy = len(self.slots)
@@ -184,7 +184,7 @@ class CompiledPlan:
         self,
         plan: ExecutionPlan,
         rank_devices: tuple[tuple[jax.Device, ...], ...],
-        executables: dict[str, xc.LoadedExecutable],
+        executables: dict[str, jc.LoadedExecutable],
         num_compiled: int,
     ):
         self.plan = plan
@@ -389,11 +389,9 @@ class CompiledPlan:
                 _, _, ins, outs, reshards = steps[at]
                 stage = self.plan.executables[inst.executable]
                 handlers = [
-                    xc.array_result_handler(
+                    jc.result_handler(
                         jax.core.ShapedArray(tuple(spec.shape), np.dtype(spec.dtype)),
                         slots[s].sharding,
-                        committed=True,
-                        _skip_checks=True,
                     )
                     for spec, s in zip(stage.output_specs, outs, strict=True)
                 ]
@@ -610,7 +608,7 @@ def _generate(
 
 def _commit(check: _InputCheck, target: _Target, x: jax.Array) -> jax.Array:
     """``x`` (uncommitted, so on one device, the target's) as an array committed there."""
-    return _ArrayImpl(check.aval, target.sharding, [x], committed=True, _skip_checks=True)
+    return jc.make_array(check.aval, target.sharding, [x])
 
 
 def _mismatch(check: _InputCheck, shape: tuple[int, ...], dtype: Any) -> CallError:

@@ -467,9 +467,9 @@ def _failed(array: Any) -> bool:
 def _probe_coordinator() -> str | None:
     """Why the coordination service's address refuses a TCP connection (None if it
     accepts one, or if the address is unknown)."""
-    from jax._src import distributed
+    from . import _jax_compat
 
-    address = distributed.global_state.coordinator_address
+    address = _jax_compat.coordinator_address()
     if not address or ":" not in address:
         return None
     host, _, port = address.rpartition(":")

@@ -29,8 +29,8 @@ import warnings
 from pathlib import Path
 
 import jax
-import jaxlib
 
+from jaxpp_mlir import _jax_compat
 from jaxpp_mlir.dialect.ops import ENTER_STAGE_TARGET, LOOP_MARKER_TARGET
 
 __all__ = ["ensure_registered", "library_path"]
@@ -60,7 +60,7 @@ def library_path() -> Path:
     """Where the library built from the current source and jaxlib lives."""
     digest = hashlib.sha256()
     digest.update(SOURCE.read_bytes())
-    digest.update(jaxlib.__version__.encode())
+    digest.update(_jax_compat.jaxlib_version().encode())
     digest.update(f"{sys.platform}-{platform.machine()}-{platform.python_version()}".encode())
     return cache_dir() / f"marker_ffi-{digest.hexdigest()[:16]}.so"
 
