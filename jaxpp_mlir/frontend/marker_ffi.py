@@ -148,11 +148,14 @@ def _register() -> bool:
         )
         return False
     if _has_gpu_backend():
-        for target in TARGETS:
-            with contextlib.suppress(Exception):
-                jax.ffi.register_ffi_target(
-                    target,
-                    jax.ffi.pycapsule(getattr(_library, DEVICE_SYMBOL)),
-                    platform="CUDA",
-                )
+        # The aliased handler touches no memory, so one build serves CUDA and ROCm alike;
+        # registering for a platform whose plugin is absent is refused, hence suppress.
+        for gpu_platform in ("CUDA", "ROCM"):
+            for target in TARGETS:
+                with contextlib.suppress(Exception):
+                    jax.ffi.register_ffi_target(
+                        target,
+                        jax.ffi.pycapsule(getattr(_library, DEVICE_SYMBOL)),
+                        platform=gpu_platform,
+                    )
     return True
