@@ -217,9 +217,7 @@ class _Results:
         except Exception as e:
             raise owner.failure(e) from e
         arrays = [
-            per_device[0]
-            if len(per_device) == 1
-            else jc.make_array(aval, sharding, per_device)
+            per_device[0] if len(per_device) == 1 else jc.make_array(aval, sharding, per_device)
             for per_device, aval, sharding in zip(
                 shards, owner.avals, owner.local_shardings, strict=True
             )
