@@ -9,9 +9,9 @@ from jaxpp_mlir.errors import MlirParseError
 
 def make_context() -> ir.Context:
     """A context with func, stablehlo, chlo, sdy and mpmd registered and jaxpp ops allowed."""
-    from jax._src.interpreters import mlir as jax_mlir  # no public equivalent in jax 0.10
+    from jaxpp_mlir import _jax_compat
 
-    context = jax_mlir.make_ir_context()
+    context = _jax_compat.make_ir_context()
     context.allow_unregistered_dialects = True
     return context
 

@@ -315,7 +315,9 @@ def _import(x: Any) -> tuple[ir.Module, dict[str, Any]]:
 def _lowered_tree_info(lowered: Any) -> dict[str, Any]:
     in_tree = lowered.in_tree
     info: dict[str, Any] = {"in_tree": in_tree, "out_tree": lowered.out_tree}
-    compile_args = getattr(getattr(lowered, "_lowering", None), "compile_args", {}) or {}
+    from jaxpp_mlir import _jax_compat
+
+    compile_args = _jax_compat.lowered_compile_args(lowered)
     kept = compile_args.get("kept_var_idx")
     if kept is not None and len(kept) != in_tree.num_leaves:
         info["kept_inputs"] = sorted(kept)

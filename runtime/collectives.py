@@ -20,8 +20,8 @@ from typing import Any
 
 import jax
 import numpy as np
-from jaxlib import xla_client as xc
 
+from . import _jax_compat as jc
 from .dtypes import element_type
 from .errors import RuntimeFailure
 from .plan import TensorSpec
@@ -128,7 +128,7 @@ class TransferExecutable:
 
     def __init__(
         self,
-        exe: xc.LoadedExecutable,
+        exe: jc.LoadedExecutable,
         description: str,
         peer: int,
         specs: Sequence[TensorSpec],
@@ -148,7 +148,7 @@ class TransferExecutable:
         sharded = len(self.local_shardings[0].device_set) > 1 if self.local_shardings else False
         self._protos = (
             [
-                sh._to_xla_hlo_sharding(len(a.shape)).to_proto()
+                jc.hlo_sharding(sh, len(a.shape)).to_proto()
                 for sh, a in zip(self.local_shardings, self.avals, strict=True)
             ]
             if sharded
@@ -198,9 +198,7 @@ class _Results:
         except Exception as e:
             raise owner.failure(e) from e
         arrays = [
-            per_device[0]
-            if len(per_device) == 1
-            else xc.ArrayImpl(aval, sharding, per_device, committed=True, _skip_checks=True)
+            per_device[0] if len(per_device) == 1 else jc.make_array(aval, sharding, per_device)
             for per_device, aval, sharding in zip(
                 shards, owner.avals, owner.local_shardings, strict=True
             )

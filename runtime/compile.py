@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import numpy as np
 from jax.extend import backend as jax_backend
-from jaxlib import xla_client as xc
 
+from . import _jax_compat as jc
 from . import trace as _trace
 from .errors import RuntimeFailure
 from .plan import ExecutionPlan, TensorSpec
@@ -37,7 +37,7 @@ _count_lock = threading.Lock()
 
 def compile_stage(
     name: str, mlir_module: str, devices: Sequence[jax.Device]
-) -> xc.LoadedExecutable:
+) -> jc.LoadedExecutable:
     """Compiles one stage module for ``devices`` (one partition per device).
 
     Raises ``RuntimeFailure`` naming the executable when XLA rejects it.
@@ -47,7 +47,7 @@ def compile_stage(
     client = devices[0].client
     started = time.time_ns() / 1000.0
     try:
-        exe = client.compile_and_load(mlir_module, xc.DeviceList(devices), _options(devices))
+        exe = client.compile_and_load(mlir_module, jc.device_list(devices), _options(devices))
     except Exception as e:  # XLA raises JaxRuntimeError; parse errors vary
         raise RuntimeFailure(
             f"compiling executable {name!r} for devices {[d.id for d in devices]} failed: {e}"
@@ -68,7 +68,7 @@ def compile_stage(
 
 def compile_stages(
     jobs: Sequence[tuple[str, str, Sequence[jax.Device]]],
-) -> list[xc.LoadedExecutable]:
+) -> list[jc.LoadedExecutable]:
     """Compiles ``(name, mlir_module, devices)`` jobs, concurrently when several.
 
     A module text that several jobs share (identical stages of a deep model,
@@ -104,10 +104,10 @@ def compile_stages(
 
 def _rebind(
     name: str,
-    exe: xc.LoadedExecutable,
+    exe: jc.LoadedExecutable,
     source_devices: Sequence[jax.Device],
     devices: Sequence[jax.Device],
-) -> xc.LoadedExecutable:
+) -> jc.LoadedExecutable:
     """``exe`` (compiled for ``source_devices``) loaded for ``devices`` instead."""
     devices = tuple(devices)
     if tuple(source_devices) == devices:
@@ -115,7 +115,7 @@ def _rebind(
     client = devices[0].client
     try:
         return client.deserialize_executable(
-            exe.serialize(), xc.DeviceList(devices), _options(devices)
+            exe.serialize(), jc.device_list(devices), _options(devices)
         )
     except Exception as e:
         raise RuntimeFailure(
@@ -123,7 +123,7 @@ def _rebind(
         ) from e
 
 
-def _options(devices: tuple[jax.Device, ...]) -> xc.CompileOptions:
+def _options(devices: tuple[jax.Device, ...]) -> jc.CompileOptions:
     """Compile options for one SPMD program over ``devices`` (one partition each)."""
     return jax_backend.get_compile_options(
         num_replicas=1,
@@ -135,7 +135,7 @@ def _options(devices: tuple[jax.Device, ...]) -> xc.CompileOptions:
 
 def check_signature(
     name: str,
-    exe: xc.LoadedExecutable,
+    exe: jc.LoadedExecutable,
     input_specs: Sequence[TensorSpec],
     output_specs: Sequence[TensorSpec],
     num_devices: int,
@@ -147,7 +147,7 @@ def check_signature(
     several devices the compiled module is per partition: only counts and
     dtypes are compared.
     """
-    shape = xc.XlaComputation(exe.hlo_modules()[0].as_serialized_hlo_module_proto()).program_shape()
+    shape = jc.program_shape(exe)
     params = list(shape.parameter_shapes())
     result = shape.result_shape()
     results = list(result.tuple_shapes()) if result.is_tuple() else [result]
@@ -171,7 +171,7 @@ def compile_plan_executables(
     plan: ExecutionPlan,
     rank_devices: Sequence[Sequence[jax.Device]],
     names: Sequence[str],
-) -> tuple[dict[str, xc.LoadedExecutable], int]:
+) -> tuple[dict[str, jc.LoadedExecutable], int]:
     """Compiles the executables ``names`` of ``plan``, each on its rank's devices, checked.
 
     One compilation per distinct (module text, devices): names that share both

@@ -22,9 +22,9 @@ ROOT = "jaxpp"
 
 def client() -> Any:
     """The ``jax.distributed`` client of this process (raises if not initialized)."""
-    from jax._src import distributed  # the client has no public accessor
+    from . import _jax_compat
 
-    c = distributed.global_state.client
+    c = _jax_compat.distributed_client()
     if c is None:
         raise RuntimeFailure(
             "jax.distributed is not initialized: call jaxpp_mlir.launch.initialize_from_env() "
@@ -123,9 +123,9 @@ class Exchange:
 def probe_coordinator() -> str | None:
     """Why the coordination service's address refuses a TCP connection (None if it
     accepts one, or if the address is unknown)."""
-    from jax._src import distributed
+    from . import _jax_compat
 
-    address = distributed.global_state.coordinator_address
+    address = _jax_compat.coordinator_address()
     if not address or ":" not in address:
         return None
     host, _, port = address.rpartition(":")

@@ -13,8 +13,8 @@ from typing import Any
 import jax
 import numpy as np
 from jax.sharding import Sharding
-from jaxlib import xla_client as xc
 
+from . import _jax_compat as jc
 from . import transfer as _transfer
 from .plan import ExecutionPlan
 from .slots import CopyStep, ResolvedPlan, RunStep, SendStep, Slot, describe
@@ -63,11 +63,9 @@ def _run_op(
 ) -> Op:
     inst, ins, outs, reshards = step.inst, step.inputs, step.outputs, step.reshards
     handlers = [
-        xc.array_result_handler(
+        jc.result_handler(
             jax.core.ShapedArray(tuple(spec.shape), np.dtype(spec.dtype)),
             slots[s].sharding,
-            committed=True,
-            _skip_checks=True,
         )
         for spec, s in zip(output_specs, outs, strict=True)
     ]

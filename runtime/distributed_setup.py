@@ -17,8 +17,8 @@ from typing import Any
 
 import jax
 from jax.sharding import Sharding
-from jaxlib import xla_client as xc
 
+from . import _jax_compat as jc
 from . import collectives, ordering
 from . import compile as _compile
 from . import transfer as _transfer
@@ -198,7 +198,7 @@ def transfer_shardings(
             continue
         for n, t in enumerate(group.transfers):
             sharding = value_sharding(plan, where.rank_devices, exes, t.src_rank, t.value)
-            mine[f"{group.index}/{n}"] = str(sharding._to_xla_hlo_sharding(len(t.spec.shape)))
+            mine[f"{group.index}/{n}"] = str(jc.hlo_sharding(sharding, len(t.spec.shape)))
     return share(exchange, "transfer-shardings", mine, sharded)
 
 
@@ -216,7 +216,7 @@ def feed_shardings(
         if feed.src_process == where.process:
             out = plan.outputs[feed.output]
             sharding = value_sharding(plan, where.rank_devices, exes, out.rank, out.value)
-            mine[str(feed.output)] = str(sharding._to_xla_hlo_sharding(len(out.spec.shape)))
+            mine[str(feed.output)] = str(jc.hlo_sharding(sharding, len(out.spec.shape)))
     return share(exchange, "feed-shardings", mine, sharded)
 
 
@@ -225,9 +225,7 @@ def sharding_from_text(rank_devices: RankDevices, rank: int, text: str | None) -
     devices = rank_devices[rank]
     if text is None or len(devices) == 1:
         return jax.sharding.SingleDeviceSharding(devices[0])
-    from jax._src.sharding_impls import GSPMDSharding
-
-    return GSPMDSharding(xc.DeviceList(devices), xc.HloSharding.from_string(text))
+    return jc.sharding_from_hlo_text(devices, text)
 
 
 # ----------------------------------------------------------------- transfers

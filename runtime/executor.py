@@ -27,8 +27,8 @@ from typing import Any
 
 import jax
 from jax.sharding import Mesh
-from jaxlib import xla_client as xc
 
+from . import _jax_compat as jc
 from . import compile as _compile
 from . import trace as _trace
 from .dispatch import make_ops
@@ -54,7 +54,7 @@ class CompiledPlan:
         self,
         plan: ExecutionPlan,
         rank_devices: tuple[tuple[jax.Device, ...], ...],
-        executables: dict[str, xc.LoadedExecutable],
+        executables: dict[str, jc.LoadedExecutable],
         num_compiled: int,
         rank_meshes: Sequence[Mesh] | None = None,
     ):

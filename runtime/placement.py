@@ -14,14 +14,14 @@ from typing import Any
 import jax
 import numpy as np
 from jax.sharding import Sharding
-from jaxlib import xla_client as xc
 
+from . import _jax_compat as jc
 from . import transfer as _transfer
 from .errors import CallError
 from .plan import ExecutionPlan, TensorSpec
 from .slots import ResolvedPlan
 
-_ArrayImpl = xc.ArrayImpl  # the concrete jax.Array class: an exact type test is cheapest
+_ArrayImpl = jc.ArrayImpl  # the concrete jax.Array class: an exact type test is cheapest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Target:
     sharding: Sharding
     devices: tuple[jax.Device, ...]  # the sharding's devices, in shard order
     shard_index: tuple | None  # per device, the index of its shard; None if replicated
-    device_list: xc.DeviceList
+    device_list: jc.DeviceList
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +161,7 @@ def _host_value(x: Any, check: InputCheck) -> np.ndarray:
 
 def commit(check: InputCheck, target: Target, x: jax.Array) -> jax.Array:
     """``x`` (uncommitted, so on one device, the target's) as an array committed there."""
-    return _ArrayImpl(check.aval, target.sharding, [x], committed=True, _skip_checks=True)
+    return jc.make_array(check.aval, target.sharding, [x])
 
 
 def mismatch(check: InputCheck, shape: tuple[int, ...], dtype: Any) -> CallError:

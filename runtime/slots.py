@@ -19,6 +19,7 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, Sharding
 
+from . import _jax_compat as jc
 from . import transfer as _transfer
 from .errors import PlanError
 from .named_shardings import as_named
@@ -158,7 +159,7 @@ class SlotTable:
     def _reshard(self, slot: int, sharding: Sharding, at: int) -> int:
         """The slot of ``slot``'s value laid out as ``sharding``, read by instruction ``at``."""
         info = self.slots[slot]
-        key = (slot, sharding._to_xla_hlo_sharding(len(info.spec.shape)))
+        key = (slot, jc.hlo_sharding(sharding, len(info.spec.shape)))
         copy = self.resharded.get(key)
         if copy is None:
             copy = len(self.slots)

@@ -16,20 +16,20 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax._src.sharding_impls import GSPMDSharding  # no public name for an HLO sharding
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
-from jaxlib import xla_client as xc
+
+from . import _jax_compat as jc
 
 # Copies reuse the source buffer when source and destination are one device.
-REUSE = xc.ArrayCopySemantics.REUSE_INPUT
-batched_copy = xc.batched_copy_array_to_devices_with_sharding
+REUSE = jc.REUSE_INPUT
+batched_copy = jc.batched_copy
 
 
 def device_put(
     aval: Any, sharding: Sharding, shards: list[Any], devices: Sequence[jax.Device]
 ) -> jax.Array:
     """Host shards (one per device, in ``devices`` order) as one committed array."""
-    return xc.batched_device_put(aval, sharding, shards, devices, True)
+    return jc.batched_device_put(aval, sharding, shards, devices)
 
 
 def replicated_sharding(devices: Sequence[jax.Device]) -> Sharding:
@@ -40,16 +40,15 @@ def replicated_sharding(devices: Sequence[jax.Device]) -> Sharding:
 
 
 def executable_shardings(
-    exe: xc.LoadedExecutable, devices: Sequence[jax.Device], count: int, *, outputs: bool
+    exe: jc.LoadedExecutable, devices: Sequence[jax.Device], count: int, *, outputs: bool
 ) -> list[Sharding]:
     """The shardings ``exe`` expects for its ``count`` parameters (or gives its outputs)."""
     if len(devices) == 1:
         return [SingleDeviceSharding(devices[0])] * count
     protos = exe.get_output_shardings() if outputs else exe.get_parameter_shardings()
-    device_list = xc.DeviceList(tuple(devices))
     if protos is None:
         return [replicated_sharding(devices)] * count
-    return [GSPMDSharding(device_list, xc.HloSharding.from_proto(p)) for p in protos]
+    return [jc.sharding_from_hlo_proto(devices, p) for p in protos]
 
 
 def same_layout(src: Sharding, dst: Sharding, ndim: int) -> bool:
@@ -58,9 +57,9 @@ def same_layout(src: Sharding, dst: Sharding, ndim: int) -> bool:
         return True
     if len(src.device_set) != len(dst.device_set):
         return False
-    return src._to_xla_hlo_sharding(ndim) == dst._to_xla_hlo_sharding(ndim)
+    return jc.hlo_sharding(src, ndim) == jc.hlo_sharding(dst, ndim)
 
 
-def device_list(sharding: Sharding) -> xc.DeviceList:
+def device_list(sharding: Sharding) -> jc.DeviceList:
     """The ordered device list of ``sharding``, as the batched copy takes it."""
-    return sharding._internal_device_list
+    return jc.sharding_device_list(sharding)

@@ -40,11 +40,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jax.extend.mlir import ir
-from jaxlib.mlir._mlir_libs import _mlir
+
+from jaxpp_mlir import _jax_compat
 
 # Lets the bindings find jaxpp_mlir/dialect/python/jaxpp.py for jaxpp ops (see there).
-if "jaxpp_mlir.dialect.python" not in _mlir.globals.dialect_search_modules:
-    _mlir.globals.append_dialect_search_prefix("jaxpp_mlir.dialect.python")
+_jax_compat.append_dialect_search_prefix("jaxpp_mlir.dialect.python")
 
 from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: one vocabulary)
     BACKWARD,

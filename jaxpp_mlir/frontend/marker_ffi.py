@@ -29,8 +29,8 @@ import warnings
 from pathlib import Path
 
 import jax
-import jaxlib
 
+from jaxpp_mlir import _jax_compat
 from jaxpp_mlir.dialect.ops import ENTER_STAGE_TARGET, LOOP_MARKER_TARGET
 from jaxpp_mlir.runtime import options
 
@@ -61,7 +61,7 @@ def library_path() -> Path:
     """Where the library built from the current source and jaxlib lives."""
     digest = hashlib.sha256()
     digest.update(SOURCE.read_bytes())
-    digest.update(jaxlib.__version__.encode())
+    digest.update(_jax_compat.jaxlib_version().encode())
     digest.update(f"{sys.platform}-{platform.machine()}-{platform.python_version()}".encode())
     return cache_dir() / f"marker_ffi-{digest.hexdigest()[:16]}.so"
 
@@ -149,11 +149,14 @@ def _register() -> bool:
         )
         return False
     if _has_gpu_backend():
-        for target in TARGETS:
-            with contextlib.suppress(Exception):
-                jax.ffi.register_ffi_target(
-                    target,
-                    jax.ffi.pycapsule(getattr(_library, DEVICE_SYMBOL)),
-                    platform="CUDA",
-                )
+        # The aliased handler touches no memory, so one build serves CUDA and ROCm alike;
+        # registering for a platform whose plugin is absent is refused, hence suppress.
+        for gpu_platform in ("CUDA", "ROCM"):
+            for target in TARGETS:
+                with contextlib.suppress(Exception):
+                    jax.ffi.register_ffi_target(
+                        target,
+                        jax.ffi.pycapsule(getattr(_library, DEVICE_SYMBOL)),
+                        platform=gpu_platform,
+                    )
     return True

@@ -1,10 +1,12 @@
 """Regenerates the captured modules in tests/lit/inputs/ from real ``jax.jit(...).lower()`` calls.
 
-Run from anywhere: ``python tests/lit/regenerate_inputs.py``. Each file is
-``lowered.as_text()`` (no debug info, so the files only change when jax's
-lowering does). The lit tests in ``tests/lit/e2e/``, ``tests/lit/e2e-loop/`` and
-``tests/py/test_roundtrip.py`` read them; rerun this script after a jax upgrade
-and review the diff of the FileCheck tests.
+Run from anywhere: ``python tests/lit/regenerate_inputs.py``, once per supported
+jax minor release (its files go to ``inputs/`` for 0.10, ``inputs/jax-<minor>/``
+for newer ones whose lowering differs). Each file is ``lowered.as_text()`` (no
+debug info, so the files only change when jax's lowering does). The lit tests
+in ``tests/lit/e2e/``, ``tests/lit/e2e-loop/`` and ``tests/py/test_roundtrip.py``
+read them; rerun this script after a jax upgrade and review the diff of the
+FileCheck tests.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import jax.numpy as jnp  # noqa: E402
 import jaxpp_mlir as pp  # noqa: E402
 
 INPUTS_DIR = pathlib.Path(__file__).resolve().parent / "inputs"
+OLDEST_MINOR = "0.10"  # the captures in inputs/ itself
 NUM_STAGES = 3
 BATCH = 2
 WIDTH = 4
@@ -181,12 +184,27 @@ CAPTURES = {
 }
 
 
+def inputs_dir_for(version: str) -> pathlib.Path:
+    """Where the captures of jax ``version`` live: ``inputs/`` for the oldest supported
+    minor release (0.10), ``inputs/jax-<major>.<minor>/`` for a newer one whose lowering
+    differs (lit.cfg.py points ``%inputs`` at the folder of the running jax)."""
+    minor = ".".join(version.split(".")[:2])
+    return INPUTS_DIR if minor == OLDEST_MINOR else INPUTS_DIR / f"jax-{minor}"
+
+
 def main() -> None:
-    INPUTS_DIR.mkdir(exist_ok=True)
-    for name, capture in CAPTURES.items():
-        text = capture().as_text()
-        (INPUTS_DIR / name).write_text(text)
-        print(f"wrote {INPUTS_DIR / name} ({len(text.splitlines())} lines)")
+    target = inputs_dir_for(jax.__version__)
+    texts = {name: capture().as_text() for name, capture in CAPTURES.items()}
+    if target != INPUTS_DIR and all(
+        (INPUTS_DIR / name).exists() and (INPUTS_DIR / name).read_text() == text
+        for name, text in texts.items()
+    ):
+        print(f"jax {jax.__version__} lowers like jax {OLDEST_MINOR}: nothing to write")
+        return
+    target.mkdir(exist_ok=True)
+    for name, text in texts.items():
+        (target / name).write_text(text)
+        print(f"wrote {target / name} ({len(text.splitlines())} lines)")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ def _run_script(name: str, *args: str) -> list[dict]:
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
+@pytest.mark.slow
 def test_schedules_benchmark_runs_every_schedule_exactly():
     records = _run_script(
         "schedules",
@@ -97,6 +98,7 @@ def test_schedules_benchmark_runs_every_schedule_exactly():
         assert record["sim_ratio_to_gpipe"] > 0
 
 
+@pytest.mark.slow
 def test_partition_scaling_benchmark_runs():
     records = _run_script(
         "partition_scaling", "--microbatches", "4,8", "--repeats", "1", "--width", "8"
@@ -105,6 +107,7 @@ def test_partition_scaling_benchmark_runs():
     assert records[1]["plan_instructions"] > records[0]["plan_instructions"]
 
 
+@pytest.mark.slow
 def test_train_step_benchmark_runs_the_main_job_exactly():
     records = _run_script(
         "train_step",

@@ -455,8 +455,13 @@ def test_grad_of_a_function_containing_treduce(model):
 
     grad = jax.jit(jax.value_and_grad(total), static_argnums=2)
     got = grad(params, batch, True)
-    assert_trees_equal(got, grad(params, batch, False))
-    assert_trees_equal(got, jax.jit(jax.value_and_grad(reference))(params, batch))
+    unmarked = grad(params, batch, False)
+    assert_trees_equal(unmarked, jax.jit(jax.value_and_grad(reference))(params, batch))
+    # The backward marker is a fusion barrier: jax 0.12's XLA fuses the last bias gradient's
+    # multiply into its batch reduction when unmarked (product and sum in one loop, the
+    # product not rounded on its own), while the marker makes it round the product first.
+    # Same ops in the same order otherwise: at most an ulp apart (bit-equal on jax 0.10).
+    assert_trees_close(got, unmarked, rtol=2e-7, atol=1e-7)
     # Differentiating the loop itself gives JAX's forward and backward loops.
     text = grad.lower(params, batch, True).as_text()
     assert text.count("stablehlo.while") == 2

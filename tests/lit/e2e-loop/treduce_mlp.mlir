@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %S/../inputs/treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
+// RUN: jaxpp-opt %inputs/treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s %jaxchecks
 
 // default_pipeline_text(mpmd_dim=2, placement=(0, 1)): the passes
 // partition() runs for a treduce step on 2 ranks with the default schedule
@@ -26,12 +26,15 @@
 // CHECK-NEXT:        %[[F0:.*]]:2 = "jaxpp.task"(%[[I]], %[[XS]], %[[W0]]) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<i32>, tensor<4x2x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
 // CHECK-NEXT:        "jaxpp.send"(%[[F0]]#1) {jaxpp.channel = 0 : i64, jaxpp.for_task = [0, "fwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
 // CHECK-NEXT:        %[[H:.*]] = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.for_task = [1, "fwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : () -> tensor<2x4xf32>
-// CHECK-NEXT:        %[[F1:.*]]:4 = "jaxpp.task"(%[[I]], %[[YS]], %[[H]], %[[W1]], %[[LOSSES]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<i32>, tensor<4x2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>)
-// CHECK-NEXT:        %[[B1:.*]]:2 = "jaxpp.task"(%[[F1]]#2, %[[F1]]#1, %[[F1]]#0, %[[H]], %[[W1]], %[[G1]]) {callee = @stage1_bwd, jaxpp.kind = "bwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>)
+// JAX010-NEXT:        %[[F1:.*]]:4 = "jaxpp.task"(%[[I]], %[[YS]], %[[H]], %[[W1]], %[[LOSSES]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<i32>, tensor<4x2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>)
+// JAX011-NEXT:        %[[F1:.*]]:3 = "jaxpp.task"(%[[I]], %[[YS]], %[[H]], %[[W1]], %[[LOSSES]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<i32>, tensor<4x2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>)
+// JAX010-NEXT:        %[[B1:.*]]:2 = "jaxpp.task"(%[[F1]]#2, %[[F1]]#1, %[[F1]]#0, %[[H]], %[[W1]], %[[G1]]) {callee = @stage1_bwd, jaxpp.kind = "bwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>)
+// JAX011-NEXT:        %[[B1:.*]]:2 = "jaxpp.task"(%[[F1]]#1, %[[F1]]#0, %[[H]], %[[W1]], %[[G1]]) {callee = @stage1_bwd, jaxpp.kind = "bwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>)
 // CHECK-NEXT:        "jaxpp.send"(%[[B1]]#0) {jaxpp.channel = 1 : i64, jaxpp.for_task = [1, "bwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : (tensor<2x4xf32>) -> ()
 // CHECK-NEXT:        %[[DH:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.for_task = [0, "bwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : () -> tensor<2x4xf32>
 // CHECK-NEXT:        %[[B0:.*]] = "jaxpp.task"(%[[F0]]#1, %[[DH]], %[[F0]]#0, %[[G0]]) {callee = @stage0_bwd, jaxpp.kind = "bwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
-// CHECK-NEXT:        "jaxpp.yield"(%[[F1]]#3, %[[B0]], %[[B1]]#1) : (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+// JAX010-NEXT:        "jaxpp.yield"(%[[F1]]#3, %[[B0]], %[[B1]]#1) : (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+// JAX011-NEXT:        "jaxpp.yield"(%[[F1]]#2, %[[B0]], %[[B1]]#1) : (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> ()
 // CHECK-NEXT:      }) {jaxpp.num_microbatches = 4 : i64, jaxpp.state_ranks = [1, 0, 1]} : (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
 // CHECK-NEXT:      %[[NEW0:.*]] = "jaxpp.task"(%[[LOOP]]#1, %[[W0]]) {callee = @post0_r0, jaxpp.kind = "post", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
 // CHECK-NEXT:      %[[NEW1:.*]] = "jaxpp.task"(%[[LOOP]]#2, %[[W1]]) {callee = @post0_r1, jaxpp.kind = "post", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
@@ -47,10 +50,12 @@
 // CHECK-NOT:       stablehlo.custom_call
 // CHECK:           stablehlo.dynamic_slice %[[XS]], %{{.*}}, sizes = [1, 2, 4]
 // CHECK-NOT:       stablehlo.custom_call
-// CHECK:         func.func private @stage1_fwd(%[[I:.*]]: tensor<i32>, %[[YS:.*]]: tensor<4x2x4xf32>, %[[H:.*]]: tensor<2x4xf32>, %[[W:.*]]: tensor<4x4xf32>, %[[LOSSES:.*]]: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>) {
+// JAX010:         func.func private @stage1_fwd(%[[I:.*]]: tensor<i32>, %[[YS:.*]]: tensor<4x2x4xf32>, %[[H:.*]]: tensor<2x4xf32>, %[[W:.*]]: tensor<4x4xf32>, %[[LOSSES:.*]]: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>) {
+// JAX011:         func.func private @stage1_fwd(%[[I:.*]]: tensor<i32>, %[[YS:.*]]: tensor<4x2x4xf32>, %[[H:.*]]: tensor<2x4xf32>, %[[W:.*]]: tensor<4x4xf32>, %[[LOSSES:.*]]: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>) {
 // CHECK-NOT:       stablehlo.custom_call
 // CHECK:           %[[NEXT:.*]] = stablehlo.dynamic_update_slice %[[LOSSES]], %{{.*}}, %{{.*}} : (tensor<4xf32>, tensor<1xf32>, tensor<i32>) -> tensor<4xf32>
-// CHECK-NEXT:      return %{{.*}}, %{{.*}}, %{{.*}}, %[[NEXT]] :
+// JAX010-NEXT:      return %{{.*}}, %{{.*}}, %{{.*}}, %[[NEXT]] :
+// JAX011-NEXT:      return %{{.*}}, %{{.*}}, %[[NEXT]] :
 // CHECK-NEXT:    }
 // CHECK-NEXT:    func.func private @stage1_bwd(%{{.*}}, %[[ACC:[^:]*]]: tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>) {
 // CHECK-NOT:       stablehlo.custom_call

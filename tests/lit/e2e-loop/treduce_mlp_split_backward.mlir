@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %S/../inputs/treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
+// RUN: jaxpp-opt %inputs/treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s %jaxchecks
 
 // The passes partition() runs for the same step (treduce_mlp.mlir) with
 // schedule=ZeroBubble(2) on 2 ranks: those of treduce_mlp.mlir plus
@@ -19,13 +19,16 @@
 // CHECK-NEXT:        %[[F0:.*]]:2 = "jaxpp.task"(%[[I]], %[[XS]], %[[W0]]) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:        "jaxpp.send"(%[[F0]]#1) {jaxpp.channel = 0 : i64, jaxpp.for_task = [0, "fwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}
 // CHECK-NEXT:        %[[H:.*]] = "jaxpp.recv"() {jaxpp.channel = 0 : i64, jaxpp.for_task = [1, "fwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64}
-// CHECK-NEXT:        %[[F1:.*]]:4 = "jaxpp.task"(%[[I]], %[[YS]], %[[H]], %[[W1]], %[[LOSSES]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
-// CHECK-NEXT:        %[[BI1:.*]]:2 = "jaxpp.task"(%[[F1]]#2, %[[F1]]#1, %[[F1]]#0, %[[W1]]) {callee = @stage1_bwd_i, jaxpp.kind = "bwd_i", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+// JAX010-NEXT:        %[[F1:.*]]:4 = "jaxpp.task"(%[[I]], %[[YS]], %[[H]], %[[W1]], %[[LOSSES]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
+// JAX011-NEXT:        %[[F1:.*]]:3 = "jaxpp.task"(%[[I]], %[[YS]], %[[H]], %[[W1]], %[[LOSSES]]) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
+// JAX010-NEXT:        %[[BI1:.*]]:2 = "jaxpp.task"(%[[F1]]#2, %[[F1]]#1, %[[F1]]#0, %[[W1]]) {callee = @stage1_bwd_i, jaxpp.kind = "bwd_i", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+// JAX011-NEXT:        %[[BI1:.*]]:2 = "jaxpp.task"(%[[F1]]#1, %[[F1]]#0, %[[W1]]) {callee = @stage1_bwd_i, jaxpp.kind = "bwd_i", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
 // CHECK-NEXT:        "jaxpp.send"(%[[BI1]]#1) {jaxpp.channel = 1 : i64, jaxpp.for_task = [1, "bwd_i"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64} : (tensor<2x4xf32>) -> ()
 // CHECK-NEXT:        %[[BW1:.*]] = "jaxpp.task"(%[[BI1]]#0, %[[H]], %[[G1]]) {callee = @stage1_bwd_w, jaxpp.kind = "bwd_w", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
 // CHECK-NEXT:        %[[DH:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.for_task = [0, "bwd_w"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : () -> tensor<2x4xf32>
 // CHECK-NEXT:        %[[BW0:.*]] = "jaxpp.task"(%[[F0]]#1, %[[DH]], %[[F0]]#0, %[[G0]]) {callee = @stage0_bwd_w, jaxpp.kind = "bwd_w", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
-// CHECK-NEXT:        "jaxpp.yield"(%[[F1]]#3, %[[BW0]], %[[BW1]]) : (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+// JAX010-NEXT:        "jaxpp.yield"(%[[F1]]#3, %[[BW0]], %[[BW1]]) : (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> ()
+// JAX011-NEXT:        "jaxpp.yield"(%[[F1]]#2, %[[BW0]], %[[BW1]]) : (tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> ()
 // CHECK-NEXT:      }) {jaxpp.num_microbatches = 4 : i64, jaxpp.state_ranks = [1, 0, 1]}
 // CHECK-NEXT:      %[[NEW0:.*]] = "jaxpp.task"(%[[LOOP]]#1, %[[W0]]) {callee = @post0_r0, jaxpp.kind = "post", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      %[[NEW1:.*]] = "jaxpp.task"(%[[LOOP]]#2, %[[W1]]) {callee = @post0_r1, jaxpp.kind = "post", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64}
@@ -35,8 +38,10 @@
 // The shared value (the gradient at stage 1's pre-activation) is computed
 // once, in bwd_i, and passed to bwd_w.
 
-// CHECK:         func.func private @stage1_bwd_i(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2x4xf32>, %[[W:.*]]: tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
-// CHECK:           %[[DZ:.*]] = stablehlo.add
+// JAX010:         func.func private @stage1_bwd_i(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2x4xf32>, %[[W:.*]]: tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+// JAX011:         func.func private @stage1_bwd_i(%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2x4xf32>, %[[W:.*]]: tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+// JAX010:           %[[DZ:.*]] = stablehlo.add
+// JAX011:           %[[DZ:.*]] = stablehlo.multiply
 // CHECK-NEXT:      %[[DX:.*]] = stablehlo.dot_general %[[DZ]], %[[W]], contracting_dims = [1] x [1]
 // CHECK-NEXT:      return %[[DZ]], %[[DX]] : tensor<2x4xf32>, tensor<2x4xf32>
 // CHECK-NEXT:    }

@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %S/../inputs/mlp_treduce.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=3 placement=},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
+// RUN: jaxpp-opt %inputs/mlp_treduce.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=3 placement=},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s %jaxchecks
 
 // The default pipeline on the captured 3-stage MLP step with a microbatch
 // loop (treduce of value_and_grad over 2 microbatches, then SGD): each rank
@@ -20,7 +20,8 @@
 // CHECK-NEXT:        %[[F1:.*]]:2 = "jaxpp.task"(%[[R0]], {{.*}}) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
 // CHECK-NEXT:        "jaxpp.send"(%[[F1]]#0) {jaxpp.channel = 1 : i64, jaxpp.for_task = [1, "fwd"], jaxpp.peer = 2 : i64, jaxpp.rank = 1 : i64}
 // CHECK-NEXT:        %[[R1:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.for_task = [2, "fwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 2 : i64}
-// CHECK-NEXT:        %[[F2:.*]]:4 = "jaxpp.task"(%[[I]], %{{.*}}, %[[R1]], {{.*}}) {callee = @stage2_fwd, jaxpp.kind = "fwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
+// JAX010-NEXT:        %[[F2:.*]]:4 = "jaxpp.task"(%[[I]], %{{.*}}, %[[R1]], {{.*}}) {callee = @stage2_fwd, jaxpp.kind = "fwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
+// JAX011-NEXT:        %[[F2:.*]]:3 = "jaxpp.task"(%[[I]], %{{.*}}, %[[R1]], {{.*}}) {callee = @stage2_fwd, jaxpp.kind = "fwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
 // CHECK-NEXT:        %[[B2:.*]]:3 = "jaxpp.task"({{.*}}) {callee = @stage2_bwd, jaxpp.kind = "bwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
 // CHECK-NEXT:        "jaxpp.send"(%[[B2]]#0) {jaxpp.channel = 2 : i64, jaxpp.for_task = [2, "bwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 2 : i64}
 // CHECK-NEXT:        %[[R2:.*]] = "jaxpp.recv"() {jaxpp.channel = 2 : i64, jaxpp.for_task = [1, "bwd"], jaxpp.peer = 2 : i64, jaxpp.rank = 1 : i64}
@@ -28,7 +29,8 @@
 // CHECK-NEXT:        "jaxpp.send"(%[[B1]]#0) {jaxpp.channel = 3 : i64, jaxpp.for_task = [1, "bwd"], jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64}
 // CHECK-NEXT:        %[[R3:.*]] = "jaxpp.recv"() {jaxpp.channel = 3 : i64, jaxpp.for_task = [0, "bwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}
 // CHECK-NEXT:        %[[B0:.*]]:2 = "jaxpp.task"(%{{.*}}, %[[R3]], {{.*}}) {callee = @stage0_bwd, jaxpp.kind = "bwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
-// CHECK-NEXT:        "jaxpp.yield"(%[[F2]]#3, %[[B0]]#0, %[[B0]]#1, %[[B1]]#1, %[[B1]]#2, %[[B2]]#1, %[[B2]]#2)
+// JAX010-NEXT:        "jaxpp.yield"(%[[F2]]#3, %[[B0]]#0, %[[B0]]#1, %[[B1]]#1, %[[B1]]#2, %[[B2]]#1, %[[B2]]#2)
+// JAX011-NEXT:        "jaxpp.yield"(%[[F2]]#2, %[[B0]]#0, %[[B0]]#1, %[[B1]]#1, %[[B1]]#2, %[[B2]]#1, %[[B2]]#2)
 // CHECK-NEXT:      }) {jaxpp.num_microbatches = 2 : i64, jaxpp.state_ranks = [2, 0, 0, 1, 1, 2, 2]}
 // CHECK-NEXT:      %[[P0:.*]]:2 = "jaxpp.task"(%[[LOOP]]#1, %{{.*}}, %[[LOOP]]#2, %{{.*}}) {callee = @post0_r0, jaxpp.kind = "post", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      %[[P1:.*]]:2 = "jaxpp.task"(%[[LOOP]]#3, %{{.*}}, %[[LOOP]]#4, %{{.*}}) {callee = @post0_r1, jaxpp.kind = "post", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64}

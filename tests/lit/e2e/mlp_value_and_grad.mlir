@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %S/../inputs/mlp_value_and_grad.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=3 placement=},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
+// RUN: jaxpp-opt %inputs/mlp_value_and_grad.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=3 placement=},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s %jaxchecks
 
 // The default pipeline (default_pipeline_text(mpmd_dim=3)) on a captured
 // 3-stage MLP training step (value_and_grad and an SGD update): forward
@@ -14,15 +14,19 @@
 // CHECK-NEXT:      %[[F1:.*]]:2 = "jaxpp.task"(%[[R0]], %{{.*}}) {callee = @stage1_fwd, jaxpp.kind = "fwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
 // CHECK-NEXT:      "jaxpp.send"(%[[F1]]#0) {jaxpp.channel = 1 : i64, jaxpp.peer = 2 : i64, jaxpp.rank = 1 : i64}
 // CHECK-NEXT:      %[[R1:.*]] = "jaxpp.recv"() {jaxpp.channel = 1 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 2 : i64}
-// CHECK-NEXT:      %[[F2:.*]]:4 = "jaxpp.task"(%[[R1]], %{{.*}}) {callee = @stage2_fwd, jaxpp.kind = "fwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
-// CHECK-NEXT:      %[[B2:.*]]:3 = "jaxpp.task"(%[[F2]]#3, %[[F2]]#1, %[[F2]]#0, %[[R1]], %{{.*}}) {callee = @stage2_bwd, jaxpp.kind = "bwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
+// JAX010-NEXT:      %[[F2:.*]]:4 = "jaxpp.task"(%[[R1]], %{{.*}}) {callee = @stage2_fwd, jaxpp.kind = "fwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
+// JAX011-NEXT:      %[[F2:.*]]:3 = "jaxpp.task"(%[[R1]], %{{.*}}) {callee = @stage2_fwd, jaxpp.kind = "fwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
+// JAX010-NEXT:      %[[B2:.*]]:3 = "jaxpp.task"(%[[F2]]#3, %[[F2]]#1, %[[F2]]#0, %[[R1]], %{{.*}}) {callee = @stage2_bwd, jaxpp.kind = "bwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
+// JAX011-NEXT:      %[[B2:.*]]:3 = "jaxpp.task"(%[[F2]]#2, %[[F2]]#0, %[[R1]], %{{.*}}) {callee = @stage2_bwd, jaxpp.kind = "bwd", jaxpp.rank = 2 : i64, jaxpp.stage = 2 : i64}
 // CHECK-NEXT:      "jaxpp.send"(%[[B2]]#0) {jaxpp.channel = 2 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 2 : i64}
 // CHECK-NEXT:      %[[R2:.*]] = "jaxpp.recv"() {jaxpp.channel = 2 : i64, jaxpp.peer = 2 : i64, jaxpp.rank = 1 : i64}
-// CHECK-NEXT:      %[[B1:.*]]:3 = "jaxpp.task"(%[[R2]], %[[F1]]#1, %[[F1]]#0, %[[R0]], %{{.*}}) {callee = @stage1_bwd, jaxpp.kind = "bwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
+// JAX010-NEXT:      %[[B1:.*]]:3 = "jaxpp.task"(%[[R2]], %[[F1]]#1, %[[F1]]#0, %[[R0]], %{{.*}}) {callee = @stage1_bwd, jaxpp.kind = "bwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
+// JAX011-NEXT:      %[[B1:.*]]:3 = "jaxpp.task"(%[[R2]], %[[F1]]#1, %[[R0]], %{{.*}}) {callee = @stage1_bwd, jaxpp.kind = "bwd", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64}
 // CHECK-NEXT:      "jaxpp.send"(%[[B1]]#0) {jaxpp.channel = 3 : i64, jaxpp.peer = 0 : i64, jaxpp.rank = 1 : i64}
 // CHECK-NEXT:      %[[R3:.*]] = "jaxpp.recv"() {jaxpp.channel = 3 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}
 // CHECK-NEXT:      %[[B0:.*]]:2 = "jaxpp.task"(%[[F0]], %[[R3]], %{{.*}}) {callee = @stage0_bwd, jaxpp.kind = "bwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      return %[[B0]]#0, %[[B0]]#1, %[[B1]]#1, %[[B1]]#2, %[[B2]]#1, %[[B2]]#2, %[[F2]]#2 :
+// JAX010-NEXT:      return %[[B0]]#0, %[[B0]]#1, %[[B1]]#1, %[[B1]]#2, %[[B2]]#1, %[[B2]]#2, %[[F2]]#2 :
+// JAX011-NEXT:      return %[[B0]]#0, %[[B0]]#1, %[[B1]]#1, %[[B1]]#2, %[[B2]]#1, %[[B2]]#2, %[[F2]]#1 :
 // CHECK-NEXT:    }
 
 // Stage functions hold plain StableHLO: no marker is left.

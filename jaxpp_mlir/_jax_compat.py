@@ -1,0 +1,53 @@
+"""The compiler side's one door to private or unstable JAX/jaxlib names.
+
+Every use of ``jax._src``, of ``jaxlib`` internals or of a private attribute of
+a JAX object by the passes, the frontend and the plan builder goes through a
+function of this module; version branches live here and nowhere else. Each
+function says what it replaces and the jax/jaxlib versions it was checked on.
+Supported range: 0.10.2 to 0.12.x (checked: 0.10.2 on Python 3.11; 0.11.2 and
+0.12.x on 3.12). The runtime has its own adapter (``runtime/_jax_compat.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any
+
+from jax.extend.mlir import ir
+
+
+def make_ir_context() -> ir.Context:
+    """A context with func, stablehlo, chlo, sdy and mpmd registered, as JAX lowers into:
+    ``jax._src.interpreters.mlir.make_ir_context()`` (no public equivalent; 0.10.2,
+    0.11.2, 0.12.x)."""
+    from jax._src.interpreters import mlir as jax_mlir
+
+    return jax_mlir.make_ir_context()
+
+
+def append_dialect_search_prefix(module_prefix: str) -> None:
+    """Lets the MLIR bindings find Python op classes under ``module_prefix``:
+    ``jaxlib.mlir._mlir_libs._mlir.globals.append_dialect_search_prefix`` (once per
+    prefix; 0.10.2, 0.11.2, 0.12.x)."""
+    from jaxlib.mlir._mlir_libs import _mlir
+
+    if module_prefix not in _mlir.globals.dialect_search_modules:
+        _mlir.globals.append_dialect_search_prefix(module_prefix)
+
+
+def lowered_compile_args(lowered: Any) -> dict[str, Any]:
+    """The compile arguments JAX keeps for a ``jax.stages.Lowered`` (``kept_var_idx``:
+    the inputs the lowered module still takes): ``lowered._lowering.compile_args``
+    (0.10.2, 0.11.2, 0.12.x); empty where the attribute is missing."""
+    return getattr(getattr(lowered, "_lowering", None), "compile_args", None) or {}
+
+
+def jaxlib_version() -> str:
+    """The installed jaxlib version (``jaxlib.__version__``), read from the package's
+    metadata so no jaxlib module is imported for it (0.10.2, 0.11.2, 0.12.x)."""
+    try:
+        return importlib.metadata.version("jaxlib")
+    except importlib.metadata.PackageNotFoundError:
+        import jax
+
+        return jax.__version__
