@@ -28,8 +28,12 @@ batched_copy = xc.batched_copy_array_to_devices_with_sharding
 def device_put(
     aval: Any, sharding: Sharding, shards: list[Any], devices: Sequence[jax.Device]
 ) -> jax.Array:
-    """Host shards (one per device, in ``devices`` order) as one committed array."""
-    return xc.batched_device_put(aval, sharding, shards, devices, True)
+    """Host shards (one per device, in ``devices`` order) as one committed array.
+
+    The host data is copied before this returns (never aliased): a caller may
+    overwrite its numpy buffer as soon as the step returns, while the step runs.
+    """
+    return xc.batched_device_put(aval, sharding, shards, devices, True, True)
 
 
 def replicated_sharding(devices: Sequence[jax.Device]) -> Sharding:
