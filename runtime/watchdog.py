@@ -17,6 +17,13 @@ when:
 - the key-value store has been unreachable for ``peer_timeout_s`` (the
   coordinator, process 0, is gone).
 
+A transfer is watched from before its blocking collective starts (``waiting``),
+so the transfer timeout and the rule above fire while the process is blocked in
+it. ``sys.exit`` with a failure is published as ``failed`` (the exit hook never
+reports it as a clean finish) and exits at once with its code; a clean finish
+waits at most ``shutdown_timeout_s`` for the peers to finish, then names the
+ones still running and exits with ``EXIT_CODE``.
+
 A process blocked inside XLA cannot be interrupted by an exception, so the
 watchdog ends it with ``os._exit`` instead of letting it hang; a runtime call
 made after a failure was detected raises ``RuntimeFailure``. When an exception
@@ -628,7 +635,8 @@ def _at_exit(dog: Watchdog) -> None:
     if running:
         names = "; ".join(
             f"{dog._describe(peer)} (alive, it last reported: "
-            f"{dog._peers[peer].state or 'nothing'})" for peer in running
+            f"{dog._peers[peer].state or 'nothing'})"
+            for peer in running
         )
         _write(
             f"\njaxpp: process {dog.process} finished, but its peers still run after "
