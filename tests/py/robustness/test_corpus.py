@@ -24,7 +24,9 @@ RUNNER = str(pathlib.Path(__file__).parent / "corpus_runner.py")
 BATCH_TIMEOUT_S = 240
 
 
-def _run_batches(names: list[str]) -> dict[str, dict]:
+def _run_batches(
+    names: list[str], *, timeout_s: float = BATCH_TIMEOUT_S, module: str = "corpus_cases"
+) -> dict[str, dict]:
     results: dict[str, dict] = {}
     remaining = list(names)
     while remaining:
@@ -33,8 +35,12 @@ def _run_batches(names: list[str]) -> dict[str, dict]:
                 [sys.executable, RUNNER, *remaining],
                 capture_output=True,
                 text=True,
-                timeout=BATCH_TIMEOUT_S,
-                env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"},
+                timeout=timeout_s,
+                env={
+                    **os.environ,
+                    "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+                    "JAXPP_CORPUS_MODULE": module,
+                },
             )
             stdout, ending = done.stdout, f"exit code {done.returncode}"
             failed = done.returncode != 0
@@ -44,7 +50,7 @@ def _run_batches(names: list[str]) -> dict[str, dict]:
                 if isinstance(e.stdout, bytes)
                 else (e.stdout or "")
             )
-            ending, failed = f"hang (no result after {BATCH_TIMEOUT_S} s)", True
+            ending, failed = f"hang (no result after {timeout_s:.0f} s)", True
         for line in stdout.splitlines():
             if line.startswith("{"):
                 record = json.loads(line)
@@ -87,3 +93,16 @@ def test_corpus_size_and_classes():
     classes = collections.Counter(case.expect for case in CASES.values())
     assert len(CASES) >= 60, classes
     assert classes["correct"] >= 5 and classes["error"] + classes["exit"] >= 55, classes
+
+
+def test_the_harness_survives_a_crash_and_a_hang():
+    results = _run_batches(
+        ["returns", "aborts", "raises", "hangs", "returns_too"],
+        timeout_s=15,
+        module="harness_cases",
+    )
+    assert results["returns"]["outcome"] == "returned"
+    assert results["aborts"] == {"outcome": "crashed", "how": "exit code -6"}
+    assert results["raises"]["type"] == "ValueError"
+    assert results["hangs"] == {"outcome": "crashed", "how": "hang (no result after 8 s)"}
+    assert results["returns_too"]["outcome"] == "returned"
