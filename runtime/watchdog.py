@@ -263,12 +263,20 @@ class Watchdog:
             except Exception:
                 return []
             now = time.monotonic()
+            seen = dict(self._update_peers(entries, now))
+            # A peer without a heartbeat yet is still starting its watchdog.
             running = [
                 peer
-                for peer, info in self._update_peers(entries, now)
-                if info.state != "bye"
-                and not info.state.startswith("failed")
-                and now - info.changed < silent_after
+                for peer in range(self.num_processes)
+                if peer != self.process
+                and (
+                    peer not in seen
+                    or (
+                        seen[peer].state != "bye"
+                        and not seen[peer].state.startswith("failed")
+                        and now - seen[peer].changed < silent_after
+                    )
+                )
             ]
             if not running or now >= deadline:
                 return running
@@ -635,7 +643,7 @@ def _at_exit(dog: Watchdog) -> None:
     if running:
         names = "; ".join(
             f"{dog._describe(peer)} (alive, it last reported: "
-            f"{dog._peers[peer].state or 'nothing'})"
+            f"{dog._peers[peer].state if peer in dog._peers else 'nothing'})"
             for peer in running
         )
         _write(
