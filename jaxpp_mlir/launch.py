@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import re
 import signal
@@ -36,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 import numpy as np
@@ -356,29 +357,89 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
+_MAX_PROCESSES = 1024
+_MAX_DEVICES_PER_PROCESS = 4096
+
+
+def _count(limit: int) -> Callable[[str], int]:
+    """An argparse type: an integer from 1 to ``limit``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not 1 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"{value} is out of range (1 to {limit})")
+        return value
+
+    return parse
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port {value} is out of range (1 to 65535)")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
+    return value
+
+
+def _non_negative_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value:g} is negative")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value:g} is not positive")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jaxpp_mlir.launch",
         description="Run a script as several jax.distributed processes on this machine.",
     )
-    parser.add_argument("--nproc", type=int, required=True, help="number of processes")
     parser.add_argument(
-        "--devices-per-proc", type=int, default=None, help="CPU devices per process"
+        "--nproc", type=_count(_MAX_PROCESSES), required=True, help="number of processes"
     )
-    parser.add_argument("--port", type=int, default=None, help="coordinator port (default: free)")
+    parser.add_argument(
+        "--devices-per-proc",
+        type=_count(_MAX_DEVICES_PER_PROCESS),
+        default=None,
+        help="CPU devices per process",
+    )
+    parser.add_argument("--port", type=_port, default=None, help="coordinator port (default: free)")
     parser.add_argument(
         "--grace",
-        type=float,
+        type=_non_negative_seconds,
         default=30.0,
         help="seconds the others get to exit after a process fails (default 30)",
     )
-    parser.add_argument("--timeout", type=float, default=None, help="limit for the whole run")
+    parser.add_argument(
+        "--timeout", type=_positive_seconds, default=None, help="limit for the whole run"
+    )
     parser.add_argument("--no-prefix", action="store_true", help="do not prefix output lines")
     parser.add_argument("script", help="the Python script every process runs")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     ns = parser.parse_args(argv)
-    if ns.nproc < 1:
-        parser.error("--nproc must be at least 1")
+    if not os.path.isfile(ns.script):
+        parser.error(f"script {ns.script!r} is not a file")
     launch = Launch(
         [sys.executable, ns.script, *ns.args],
         ns.nproc,

@@ -196,7 +196,13 @@ class CompiledProgram:
             if len(args) != expected:
                 raise CallError(f"the program takes {expected} arrays, got {len(args)}")
             return list(args)
-        leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+        try:
+            leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+        except (RecursionError, SystemError):  # SystemError: jax's C++ recursion guard
+            raise CallError(
+                "the arguments nest too deeply to be flattened (a pytree deeper than "
+                "Python's recursion limit)"
+            ) from None
         if tree != program.in_tree:
             raise CallError(
                 f"the arguments do not have the structure the step was lowered with: "

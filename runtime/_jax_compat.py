@@ -106,11 +106,18 @@ def make_array(aval: Any, sharding: Sharding, shards: Sequence[jax.Array]) -> ja
 
 
 def batched_device_put(
-    aval: Any, sharding: Sharding, shards: list[Any], devices: Sequence[jax.Device]
+    aval: Any,
+    sharding: Sharding,
+    shards: list[Any],
+    devices: Sequence[jax.Device],
+    *,
+    force_copy: bool = False,
 ) -> jax.Array:
-    """``xla_client.batched_device_put(aval, sharding, shards, devices, committed=True)``:
-    host shards (one per device, in ``devices`` order) as one array (0.10.2, 0.11.2, 0.12.x)."""
-    return _xc.batched_device_put(aval, sharding, shards, list(devices), True)
+    """``xla_client.batched_device_put(aval, sharding, shards, devices, committed=True,
+    force_copy)``: host shards (one per device, in ``devices`` order) as one array; with
+    ``force_copy`` the host data is copied before it returns, never aliased (0.10.2,
+    0.11.2, 0.12.x)."""
+    return _xc.batched_device_put(aval, sharding, shards, list(devices), True, force_copy)
 
 
 def program_shape(exe: Any) -> Any:

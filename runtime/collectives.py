@@ -15,6 +15,7 @@ transfer.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -159,8 +160,16 @@ class TransferExecutable:
     def execute_sharded(self, arguments: Sequence[jax.Array]) -> _Results:
         if self.lane is not None:
             self.lane.wait(self)
+        # The collective may block right here (gloo on CPU) until the peer joins: the
+        # watchdog must know of the transfer before, or no timeout could fire.
+        waiting = (
+            self._watchdog.waiting(self.description, self.peer)
+            if self._watchdog is not None
+            else contextlib.nullcontext()
+        )
         try:
-            results = self._exe.execute_sharded(arguments)
+            with waiting:
+                results = self._exe.execute_sharded(arguments)
         except Exception as e:
             raise self.failure(e) from e
         return _Results(results, self)

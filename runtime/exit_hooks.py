@@ -32,9 +32,10 @@ import threading
 import time
 from typing import Any
 
+from . import coordination
 from .stderr import write as _write
 from .stderr import write_fd as _write_fd
-from .watchdog import EXIT_CODE, Watchdog
+from .watchdog import _HEARTBEAT_DIR, EXIT_CODE, Watchdog
 
 
 def install_exit_hooks(dog: Watchdog) -> None:
@@ -55,8 +56,106 @@ def install_exit_hooks(dog: Watchdog) -> None:
         os._exit(1)
 
     sys.excepthook = excepthook
+    _record_exit_codes()
     # Registered after jax's own atexit (jax.distributed.shutdown), so it runs first.
-    atexit.register(dog.close)
+    atexit.register(_at_exit, dog)
+
+
+_exit_code: list[Any] = []  # the code given to sys.exit, if the script called it
+
+
+def _record_exit_codes() -> None:
+    """Wraps ``sys.exit`` so the exit hook can tell ``sys.exit(3)`` from a clean finish
+    (a ``SystemExit`` reaches neither ``sys.excepthook`` nor ``atexit``'s arguments)."""
+    original = sys.exit
+    if getattr(original, "_jaxpp_recorded", False):
+        return
+
+    def exit(code: Any = None) -> None:
+        _exit_code[:] = [code]
+        original(code)
+
+    exit._jaxpp_recorded = True  # type: ignore[attr-defined]
+    sys.exit = exit
+
+
+def _failed_exit_code() -> int | None:
+    """The process's exit status when it leaves through ``sys.exit`` with a failure."""
+    if not _exit_code:
+        return None
+    code = _exit_code[0]
+    if code is None or code == 0:
+        return None
+    return code if isinstance(code, int) else 1
+
+
+def _at_exit(dog: Watchdog) -> None:
+    """Tells peers how this process ends and never waits for them without a bound.
+
+    ``sys.exit`` with a failure is published as ``failed`` and exits at once with its
+    code (peers waiting in a transfer with this process stop within ``grace_s``). A
+    clean finish is published as ``bye``; then this process waits at most
+    ``shutdown_timeout_s`` for its peers to finish too (jax.distributed's shutdown
+    barrier needs them all) and, when one still runs, names it and exits with
+    ``EXIT_CODE``.
+    """
+    if dog._exiting:
+        return
+    code = _failed_exit_code()
+    if code is not None:
+        message = _exit_code[0] if not isinstance(_exit_code[0], int) else code
+        dog.close(f"failed: exited with sys.exit({message!r})"[:2000])
+        _write("")
+        if dog.process == 0:
+            dog.wait_for_peers(dog.options.grace_s + 5.0)
+        os._exit(code)
+    dog.close()
+    running = running_peers(dog, dog.options.shutdown_timeout_s)
+    if running:
+        names = "; ".join(
+            f"{dog._describe(peer)} (alive, it last reported: "
+            f"{dog._peers[peer].state if peer in dog._peers else 'nothing'})"
+            for peer in running
+        )
+        _write(
+            f"\njaxpp: process {dog.process} finished, but its peers still run after "
+            f"{dog.options.shutdown_timeout_s:.0f} s (limit JAXPP_MLIR_SHUTDOWN_TIMEOUT): "
+            f"{names}\njaxpp: process {dog.process} exits with code {EXIT_CODE}\n"
+        )
+        os._exit(EXIT_CODE)
+
+
+def running_peers(dog: Watchdog, timeout_s: float) -> list[int]:
+    """Waits until every peer has finished, failed or gone silent; returns the peers
+    still running (heartbeating without a final state) after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    silent_after = 2 * dog.options.interval_s + 1.0
+    running: list[int] = []
+    while not dog.kv_lost:
+        try:
+            entries = coordination.client().key_value_dir_get(_HEARTBEAT_DIR)
+        except Exception:
+            return []
+        now = time.monotonic()
+        seen = dict(dog._update_peers(entries, now))
+        # A peer without a heartbeat yet is still starting its watchdog.
+        running = [
+            peer
+            for peer in range(dog.num_processes)
+            if peer != dog.process
+            and (
+                peer not in seen
+                or (
+                    seen[peer].state != "bye"
+                    and not seen[peer].state.startswith("failed")
+                    and now - seen[peer].changed < silent_after
+                )
+            )
+        ]
+        if not running or now >= deadline:
+            return running
+        time.sleep(0.2)
+    return []
 
 
 _abort_handler: Any = None  # the ctypes callback, kept alive

@@ -127,6 +127,20 @@ CACHE_DIR = Option(
     "stage markers",
     "directory of the compiled marker library (default ~/.cache/jaxpp_mlir)",
 )
+SHUTDOWN_TIMEOUT = Option(
+    "SHUTDOWN_TIMEOUT",
+    float,
+    300.0,
+    "watchdog",
+    "seconds a finished process waits for its peers to finish before naming them and exiting",
+)
+MAX_MLIR_BYTES = Option(
+    "MAX_MLIR_BYTES",
+    int,
+    4 << 30,
+    "partition, jaxpp-opt",
+    "largest MLIR input (text or bytecode) accepted, in bytes",
+)
 PROGRESS = Option(
     "PROGRESS",
     str,
@@ -146,6 +160,8 @@ OPTIONS: tuple[Option, ...] = (
     SETUP_TIMEOUT,
     DUMP_DIR,
     CACHE_DIR,
+    SHUTDOWN_TIMEOUT,
+    MAX_MLIR_BYTES,
     PROGRESS,
 )
 

@@ -83,10 +83,10 @@ def place_arguments(args: Sequence[Any], checks: Sequence[InputCheck], env: list
     """Checks each argument against its spec and puts it on every rank that reads it.
 
     Host values go through one ``batched_device_put`` per rank (7x faster
-    than ``jax.device_put`` here; like ``jax.jit``, the device may alias an
-    aligned numpy buffer). An array already committed where it is needed is
-    used as is; other device arrays are copied shard to shard, or
-    resharded by ``jax.device_put``.
+    than ``jax.device_put`` here), which copies them before the call
+    returns, so the caller may overwrite its numpy buffer at once. An
+    array already committed where it is needed is used as is; other device
+    arrays are copied shard to shard, or resharded by ``jax.device_put``.
     """
     copy_from: list[jax.Array] = []
     copy_to: list[tuple[InputCheck, Target]] = []

@@ -28,8 +28,12 @@ batched_copy = jc.batched_copy
 def device_put(
     aval: Any, sharding: Sharding, shards: list[Any], devices: Sequence[jax.Device]
 ) -> jax.Array:
-    """Host shards (one per device, in ``devices`` order) as one committed array."""
-    return jc.batched_device_put(aval, sharding, shards, devices)
+    """Host shards (one per device, in ``devices`` order) as one committed array.
+
+    The host data is copied before this returns (never aliased): a caller may
+    overwrite its numpy buffer as soon as the step returns, while the step runs.
+    """
+    return jc.batched_device_put(aval, sharding, shards, devices, force_copy=True)
 
 
 def replicated_sharding(devices: Sequence[jax.Device]) -> Sharding:

@@ -17,6 +17,13 @@ when:
 - the key-value store has been unreachable for ``peer_timeout_s`` (the
   coordinator, process 0, is gone).
 
+A transfer is watched from before its blocking collective starts (``waiting``),
+so the transfer timeout and the rule above fire while the process is blocked in
+it. ``sys.exit`` with a failure is published as ``failed`` (the exit hook never
+reports it as a clean finish) and exits at once with its code; a clean finish
+waits at most ``shutdown_timeout_s`` for the peers to finish, then names the
+ones still running and exits with ``EXIT_CODE``.
+
 A process blocked inside XLA cannot be interrupted by an exception, so the
 watchdog ends it with ``os._exit`` instead of letting it hang; a runtime call
 made after a failure was detected raises ``RuntimeFailure``. The
@@ -58,16 +65,18 @@ class WatchdogOptions:
     peer_timeout_s: float = options.PEER_TIMEOUT.default
     transfer_timeout_s: float = options.TRANSFER_TIMEOUT.default
     grace_s: float = 3.0
+    shutdown_timeout_s: float = options.SHUTDOWN_TIMEOUT.default
 
     @classmethod
     def from_env(cls) -> WatchdogOptions:
-        """From the environment (``runtime.options``: heartbeat interval, peer and transfer
-        timeouts)."""
+        """From the environment (``runtime.options``: heartbeat interval, peer, transfer
+        and shutdown timeouts)."""
         return cls(
             interval_s=options.HEARTBEAT_INTERVAL.value(),
             peer_timeout_s=options.PEER_TIMEOUT.value(),
             transfer_timeout_s=options.TRANSFER_TIMEOUT.value(),
             grace_s=cls.grace_s,
+            shutdown_timeout_s=options.SHUTDOWN_TIMEOUT.value(),
         )
 
 

@@ -10,6 +10,10 @@ from jaxpp_mlir.schedules.render import render_timeline
 from jaxpp_mlir.schedules.simulate import UNIT_COSTS, Costs, SimulationResult, simulate_tasks
 from jaxpp_mlir.schedules.task import BWD_I, BWD_W, RankTasks
 
+#: The most microbatches a schedule orders (beyond it, building and checking the task
+#: lists would take minutes and gigabytes instead of failing).
+MAX_MICROBATCHES = 100_000
+
 
 def check_int(name: str, value: object, minimum: int) -> int:
     """``value`` if it is an int >= ``minimum``, else a ``ScheduleError`` naming ``name``."""
@@ -63,6 +67,11 @@ class Schedule(abc.ABC):
     def tasks(self, num_microbatches: int) -> RankTasks:
         """One ordered list of tasks per rank for ``num_microbatches`` microbatches."""
         check_int("num_microbatches", num_microbatches, 1)
+        if num_microbatches > MAX_MICROBATCHES:
+            raise ScheduleError(
+                f"{num_microbatches} microbatches exceed the limit of {MAX_MICROBATCHES} "
+                f"(every microbatch is a task per stage: use fewer, larger microbatches)"
+            )
         self._check_num_microbatches(num_microbatches)
         # Built once per count (partition asks several times); the caller gets its own lists.
         cache = self.__dict__.setdefault("_tasks_cache", {})

@@ -21,8 +21,9 @@ from typing import NamedTuple
 
 from jax.extend.mlir import ir
 
-from jaxpp_mlir import diagnostics
+from jaxpp_mlir import diagnostics, ir_context
 from jaxpp_mlir.diagnostics import Diagnostic
+from jaxpp_mlir.errors import MlirParseError
 from jaxpp_mlir.ir_context import make_context
 from jaxpp_mlir.passes.base import registered_passes
 from jaxpp_mlir.passes.pipeline import (
@@ -193,17 +194,21 @@ class _Tool:
 
     def run_chunk(self, chunk: Chunk) -> _Result:
         """Parses and transforms one chunk (a module)."""
+        _check_bounds(chunk.text)
         try:
             module = ir.Module.parse(chunk.text, context=self.context)
         except ir.MLIRError as exc:
             return _Result(None, [diagnostics.from_mlir(d) for d in exc.error_diagnostics])
+        _check_depth(module)
         return self.transform(module)
 
     def run_bytecode(self, data: bytes) -> _Result:
+        _check_bounds(data)
         try:
             module = ir.Module.parse(data, context=self.context)
         except ir.MLIRError as exc:
             return _Result(None, [diagnostics.from_mlir(d) for d in exc.error_diagnostics])
+        _check_depth(module)
         return self.transform(module)
 
     def transform(self, module: ir.Module) -> _Result:
@@ -302,6 +307,21 @@ class _Tool:
 def _mlir_string(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
     return f'"{escaped}"'
+
+
+def _check_bounds(text: str | bytes) -> None:
+    """Refuses input too large or nested too deep for MLIR's recursive parser."""
+    try:
+        ir_context.check_parse_bounds(text)
+    except MlirParseError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _check_depth(module: ir.Module) -> None:
+    try:
+        ir_context.check_region_depth(module)
+    except MlirParseError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _read_input(path: str) -> tuple[str, bytes]:

@@ -33,9 +33,9 @@ HERE = pathlib.Path(__file__).parent / "multiprocess"
 WORKER = str(HERE / "worker.py")
 LIMITS = {  # bounded waits inside the workers
     "JAXPP_SETUP_TIMEOUT": "60",
-    "JAXPP_TRANSFER_TIMEOUT": "60",
-    "JAXPP_PEER_TIMEOUT": "15",
-    "JAXPP_HEARTBEAT_TIMEOUT": "15",
+    "JAXPP_MLIR_TRANSFER_TIMEOUT": "60",
+    "JAXPP_MLIR_PEER_TIMEOUT": "15",
+    "JAXPP_MLIR_HEARTBEAT_TIMEOUT": "15",
 }
 
 

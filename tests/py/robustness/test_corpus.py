@@ -1,0 +1,112 @@
+"""The corpus of bad and hostile inputs (``corpus_cases.py``), run in child processes.
+
+Cases run in batches (one jax import per batch) in a child process with a
+timeout, so that a case that crashes or hangs the interpreter fails its own
+test instead of taking pytest down: the batch is then restarted after the
+case that ended it. Each case must give what its table entry says: a clear
+error (its type and pinned message parts), a command-line usage error with its
+exit code, or the same numbers as ``jax.jit``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from corpus_cases import CASES
+
+RUNNER = str(pathlib.Path(__file__).parent / "corpus_runner.py")
+BATCH_TIMEOUT_S = 240
+HARNESS_TIMEOUT_S = 15
+
+
+def _run_batches(
+    names: list[str], *, timeout_s: float = BATCH_TIMEOUT_S, module: str = "corpus_cases"
+) -> dict[str, dict]:
+    results: dict[str, dict] = {}
+    remaining = list(names)
+    while remaining:
+        try:
+            done = subprocess.run(
+                [sys.executable, RUNNER, *remaining],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env={
+                    **os.environ,
+                    "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+                    "JAXPP_CORPUS_MODULE": module,
+                },
+            )
+            stdout, ending = done.stdout, f"exit code {done.returncode}"
+            failed = done.returncode != 0
+        except subprocess.TimeoutExpired as e:
+            stdout = (
+                (e.stdout or b"").decode(errors="replace")
+                if isinstance(e.stdout, bytes)
+                else (e.stdout or "")
+            )
+            ending, failed = f"hang (no result after {timeout_s:.0f} s)", True
+        for line in stdout.splitlines():
+            if line.startswith("{"):
+                record = json.loads(line)
+                results[record.pop("name")] = record
+        remaining = [n for n in remaining if n not in results]
+        if remaining and failed:  # the first case without a result ended the batch
+            results[remaining.pop(0)] = {"outcome": "crashed", "how": ending}
+        elif remaining:
+            raise AssertionError(f"the runner skipped {remaining}")
+    return results
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, dict]:
+    return _run_batches(list(CASES))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_case_gives_what_the_corpus_says(results, name):
+    case, got = CASES[name], results[name]
+    assert got["outcome"] != "crashed", f"{name} killed the interpreter: {got['how']}"
+    if case.expect == "error":
+        assert got["outcome"] == "raised", f"{name} raised nothing: {got}"
+        assert got["type"] == case.kind, got
+        for part in case.pinned:
+            assert part in got["message"], got["message"]
+    elif case.expect == "exit":
+        assert got["outcome"] == "returned", got
+        assert got["value"].startswith(f"exit {case.kind}:"), got["value"]
+        for part in case.pinned:
+            assert part in got["value"], got["value"]
+    else:
+        assert case.expect == "correct"
+        assert got["outcome"] == "returned", got
+        assert got["value"] == "same as jax.jit", got
+    assert not got["warnings"], got["warnings"]
+
+
+def test_corpus_size_and_classes():
+    classes = collections.Counter(case.expect for case in CASES.values())
+    assert len(CASES) >= 60, classes
+    assert classes["correct"] >= 5 and classes["error"] + classes["exit"] >= 55, classes
+
+
+def test_the_harness_survives_a_crash_and_a_hang():
+    results = _run_batches(
+        ["returns", "aborts", "raises", "hangs", "returns_too"],
+        timeout_s=HARNESS_TIMEOUT_S,
+        module="harness_cases",
+    )
+    assert results["returns"]["outcome"] == "returned"
+    assert results["aborts"] == {"outcome": "crashed", "how": "exit code -6"}
+    assert results["raises"]["type"] == "ValueError"
+    assert results["hangs"] == {
+        "outcome": "crashed",
+        "how": f"hang (no result after {HARNESS_TIMEOUT_S} s)",
+    }
+    assert results["returns_too"]["outcome"] == "returned"

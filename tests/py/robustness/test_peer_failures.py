@@ -1,0 +1,88 @@
+"""Every way a peer leaves or stalls ends the whole launch in bounded time, named.
+
+Two processes of two devices each run the 4-rank pipelined step under
+``jaxpp_mlir.launch``; at step 2 process 1 leaves or stalls (see
+``peer_worker.py``) while process 0 waits in a transfer with it. Each case
+checks the launcher's exit code, the message naming process 1 and how it
+left, the time taken, and that no process is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+WORKER = str(pathlib.Path(__file__).parent / "peer_worker.py")
+LIMIT_S = 8  # every jaxpp timeout of the workers
+LIMITS = {
+    "JAXPP_SETUP_TIMEOUT": "60",
+    "JAXPP_MLIR_TRANSFER_TIMEOUT": str(LIMIT_S),
+    "JAXPP_MLIR_PEER_TIMEOUT": str(LIMIT_S),
+    "JAXPP_MLIR_SHUTDOWN_TIMEOUT": str(LIMIT_S),
+    "JAXPP_MLIR_HEARTBEAT_TIMEOUT": "10",
+}
+GRACE_S = 15
+TIMEOUT_S = 150  # the launcher's own limit: reaching it fails the test (exit 124)
+
+PEER = r"process 1 \(ranks 2, 3\)"
+STALLED_TRANSFER = (
+    rf"has not completed after \d+ s \(limit JAXPP_MLIR_TRANSFER_TIMEOUT={LIMIT_S} s\); "
+    rf"peer {PEER} is alive"
+)
+CASES = {
+    # mode: (launcher exit code, what a process says, how the launcher sees the first failure)
+    "sys_exit": (3, rf"peer {PEER} failed: exited with sys.exit\(3\)", "exited with code 3"),
+    "raise": (
+        1,
+        rf"peer {PEER} failed: RuntimeError: the victim's data loader broke",
+        "exited with code 1",
+    ),
+    "os_exit": (5, rf"peer {PEER} is probably lost", "exited with code 5"),
+    "sigkill": (137, rf"peer {PEER} is probably lost|lost peer {PEER}", r"signal 9 \(SIGKILL\)"),
+    "sigterm": (70, STALLED_TRANSFER, "exited with code 70"),
+    "stall": (70, STALLED_TRANSFER, "exited with code 70"),
+    "freeze": (70, rf"lost peer {PEER}: no heartbeat for \d+ s", "exited with code 70"),
+    "stall_after_init": (
+        70,
+        rf"process 0 finished, but its peers still run after {LIMIT_S} s "
+        rf"\(limit JAXPP_MLIR_SHUTDOWN_TIMEOUT\): process 1 \(alive, it last reported: started\)",
+        "exited with code 70",
+    ),
+}
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAXPP_", "JAX_COORD"))}
+    return {**env, **LIMITS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", list(CASES))
+def test_a_peer_that_leaves_or_stalls_ends_the_launch(mode):
+    code, message, first_failure = CASES[mode]
+    command = [
+        sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2", "--devices-per-proc", "2",
+        "--grace", str(GRACE_S), "--timeout", str(TIMEOUT_S), WORKER, mode,
+    ]  # fmt: skip
+    start = time.monotonic()
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=TIMEOUT_S + 30, env=_env()
+    )
+    took = time.monotonic() - start
+    output = result.stdout + result.stderr
+    assert result.returncode == code, output[-4000:]
+    assert re.search(message, output), output[-4000:]
+    summary = [line for line in result.stderr.splitlines() if line.startswith("jaxpp.launch: ")]
+    assert re.search(rf"failed first: .*{first_failure}", "\n".join(summary)), summary
+    assert "finished all steps" not in result.stdout
+    # Bounded: setup, then at most a few of the workers' timeouts and the launcher's grace.
+    assert took < 120, f"{took:.0f} s"
+    for pid in re.findall(r"\(pid (\d+)\)", "\n".join(summary)):
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
