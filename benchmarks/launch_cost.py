@@ -17,7 +17,8 @@ Three kinds of rows, one JSON line each, all measured in one process:
   outputs (a step of ``tasks`` tasks with 64 inputs and 16 outputs each):
   host microseconds per task as a function of tasks per step.
 - ``workload``: the pipelined W1/W2 steps of ``benchmarks/reference.py``
-  (``Std1F1B``, one CPU device per stage): launches per step, buffers per
+  (``Std1F1B``, one CPU device per stage; ``W2:1`` is W2 on one stage, the
+  configuration whose ~180-input tasks issue 13 measured): launches per step, buffers per
   launch (mean and max, in and out), host microseconds per launch (from the
   runtime's operations timed one by one, as ``reference.py --breakdown``
   does) next to the pipelined and the plain ``jax.jit`` step time, timed
@@ -286,8 +287,11 @@ def run(
             done(chain_row(num_tasks, device, max(5, reps // max(1, num_tasks // 4))))
     if workloads:
         reference = _load_reference()
-        for name in workloads:
+        for entry in workloads:
+            name, _, stages = entry.partition(":")
             spec = reference.WORKLOADS[name]
+            if stages:  # e.g. "W2:1": the workload with all its layers on fewer stages
+                spec = dataclasses.replace(spec, name=entry, num_stages=int(stages))
             if quick:
                 spec = dataclasses.replace(spec, width=16, microbatch_size=2)
             done(workload_row(reference, spec, steps=3 if quick else 20, warmup=1 if quick else 3))
@@ -299,13 +303,18 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions")
-    parser.add_argument("--workloads", default="W1,W2", help="comma-separated; empty for none")
+    parser.add_argument(
+        "--workloads",
+        default="W1,W2,W2:1",
+        help="comma-separated; W2:1 is W2 with its 32 layers on 1 stage; empty for none",
+    )
     parser.add_argument("--reps", type=int, default=None, help="launches timed per sweep row")
     args = parser.parse_args()
     names = [n.strip() for n in args.workloads.split(",") if n.strip()]
     for n in names:
-        if n not in ("W1", "W2"):
-            parser.error(f"unknown workload {n!r} (known: W1, W2)")
+        name, _, stages = n.partition(":")
+        if name not in ("W1", "W2") or not (stages == "" or stages.isdigit()):
+            parser.error(f"unknown workload {n!r} (known: W1, W2, W1:<stages>, W2:<stages>)")
     run(quick=args.quick, workloads=names, reps=args.reps)
 
 
