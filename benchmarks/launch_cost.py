@@ -21,8 +21,10 @@ Three kinds of rows, one JSON line each, all measured in one process:
   configuration whose ~180-input tasks issue 13 measured): launches per step, buffers per
   launch (mean and max, in and out), host microseconds per launch (from the
   runtime's operations timed one by one, as ``reference.py --breakdown``
-  does) next to the pipelined and the plain ``jax.jit`` step time, timed
-  alternately.
+  does) next to the pipelined and the plain ``jax.jit`` step time; two rows
+  per workload, with the gradient accumulators packed
+  (jaxpp-pack-accumulators, the default pipeline, ``packed``: true) and
+  without, the two pipelined steps and plain jit timed alternately.
 
 ``--quick`` shrinks everything (few buffer counts, width 16, few repetitions)
 so that a test can run the same code paths in seconds.
@@ -31,6 +33,7 @@ so that a test can run the same code paths in seconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -214,7 +217,40 @@ def launch_shape(plan) -> dict:
     }
 
 
-def workload_row(reference, spec, steps: int, warmup: int) -> dict:
+@contextlib.contextmanager
+def accumulators_unpacked():
+    """Partitions inside leave out jaxpp-pack-accumulators: the "before" of issue 13's
+    packing, measured in the same run as the "after" (a benchmark-only switch)."""
+    # The module, not the function ``jaxpp_mlir.partition`` that shadows it.
+    partition_module = importlib.import_module("jaxpp_mlir.partition")
+    original = partition_module.stage_pipeline
+
+    def without_packing(*args, **kwargs):
+        return [e for e in original(*args, **kwargs) if e.name != "jaxpp-pack-accumulators"]
+
+    partition_module.stage_pipeline = without_packing
+    try:
+        yield
+    finally:
+        partition_module.stage_pipeline = original
+
+
+def _launch_figures(reference, compiled, state) -> dict:
+    """Host time per launch from the runtime's operations timed one by one."""
+    breakdown = reference.step_breakdown(compiled, state)
+    if "error" in breakdown:
+        return {"host_us_per_launch": None, "breakdown_error": breakdown["error"]}
+    runs = breakdown["ops_per_step"]["run"]
+    return {
+        "host_us_per_launch": breakdown["python_wall_s"]["run"] / runs * 1e6,
+        "host_cpu_us_per_launch": breakdown["python_cpu_s"]["run"] / runs * 1e6,
+        "host_ms_per_step_in_launches": breakdown["python_wall_s"]["run"] * 1e3,
+    }
+
+
+def workload_rows(reference, spec, steps: int, warmup: int) -> list[dict]:
+    """Two rows: the pipelined step with packed accumulators (``packed``: true, the
+    default pipeline) and without; the two and plain jit timed alternately."""
     import jaxpp_mlir as pp
 
     devices = jax.devices("cpu")
@@ -223,38 +259,40 @@ def workload_row(reference, spec, steps: int, warmup: int) -> dict:
     params, xs, ys = reference.init(spec)
     mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(devices[: spec.num_stages]), ("stage",)), "stage")
     lowered = jax.jit(reference.pipelined_step_fn(spec)).lower(params, xs, ys)
-    program = pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(spec.num_stages))
-    compiled = program.compile()
+    schedule = pp.Std1F1B(spec.num_stages)
+    programs = [pp.partition(lowered, mesh=mesh, schedule=schedule)]
+    with accumulators_unpacked():
+        programs.append(pp.partition(lowered, mesh=mesh, schedule=schedule))
+    compiled = [program.compile() for program in programs]
     ref_state = jax.device_put((params, xs, ys), devices[0])
     ref_compiled = jax.jit(reference.reference_step_fn(spec)).lower(*ref_state).compile()
-    pp_state = reference.place_pipelined_inputs(program, (params, xs, ys))
-    (ours, our_dispatch, _, (our_params, our_loss)), (theirs, _, _, (ref_params, ref_loss)) = (
-        reference.timed_steps([compiled, ref_compiled], [pp_state, ref_state], steps, warmup)
+    states = [reference.place_pipelined_inputs(p, (params, xs, ys)) for p in programs]
+    *ours, (theirs, _, _, (ref_params, ref_loss)) = reference.timed_steps(
+        [*compiled, ref_compiled], [*states, ref_state], steps, warmup
     )
-    breakdown = reference.step_breakdown(compiled, (our_params, pp_state[1], pp_state[2]))
-    row = {
-        "row": "workload",
-        "workload": spec.name,
-        "platform": devices[0].platform,
-        "config": dataclasses.asdict(spec),
-        **launch_shape(program.plan),
-        "step_ms": ours * 1e3,
-        "dispatch_ms": our_dispatch * 1e3,
-        "jit_step_ms": theirs * 1e3,
-        "step_ratio": ours / theirs,
-        "max_abs_diff_params": reference.max_abs_diff(our_params, ref_params),
-        "max_abs_diff_loss": reference.max_abs_diff(our_loss, ref_loss),
-        "steps": steps,
-    }
-    if "error" in breakdown:
-        row["host_us_per_launch"] = None
-        row["breakdown_error"] = breakdown["error"]
-    else:
-        runs = breakdown["ops_per_step"]["run"]
-        row["host_us_per_launch"] = breakdown["python_wall_s"]["run"] / runs * 1e6
-        row["host_cpu_us_per_launch"] = breakdown["python_cpu_s"]["run"] / runs * 1e6
-        row["host_ms_per_step_in_launches"] = breakdown["python_wall_s"]["run"] * 1e3
-    return row
+    rows = []
+    for packed, program, fn, state, (step, dispatch, _, (out_params, out_loss)) in zip(
+        (True, False), programs, compiled, states, ours, strict=True
+    ):
+        rows.append(
+            {
+                "row": "workload",
+                "workload": spec.name,
+                "packed": packed,
+                "platform": devices[0].platform,
+                "config": dataclasses.asdict(spec),
+                **launch_shape(program.plan),
+                "step_ms": step * 1e3,
+                "dispatch_ms": dispatch * 1e3,
+                "jit_step_ms": theirs * 1e3,
+                "step_ratio": step / theirs,
+                "max_abs_diff_params": reference.max_abs_diff(out_params, ref_params),
+                "max_abs_diff_loss": reference.max_abs_diff(out_loss, ref_loss),
+                "steps": steps,
+                **_launch_figures(reference, fn, (out_params, state[1], state[2])),
+            }
+        )
+    return rows
 
 
 # ------------------------------------------------------------------ main
@@ -294,7 +332,10 @@ def run(
                 spec = dataclasses.replace(spec, name=entry, num_stages=int(stages))
             if quick:
                 spec = dataclasses.replace(spec, width=16, microbatch_size=2)
-            done(workload_row(reference, spec, steps=3 if quick else 20, warmup=1 if quick else 3))
+            for row in workload_rows(
+                reference, spec, steps=3 if quick else 20, warmup=1 if quick else 3
+            ):
+                done(row)
     return rows
 
 

@@ -73,7 +73,17 @@ def test_chain_rows_cover_the_task_counts(quick_rows):
 @pytest.mark.slow  # the quick run takes ~20 s on the shared 2-core machine
 def test_workload_row_matches_jit_and_counts_launches(quick_rows):
     _, rows, _ = quick_rows
-    (w1,) = [r for r in rows if r["row"] == "workload"]
+    packed, unpacked = [r for r in rows if r["row"] == "workload"]
+    assert (packed["packed"], unpacked["packed"]) == (True, False)
+    # Packing leaves the launches alone and passes fewer buffers.
+    assert packed["launches_per_step"] == unpacked["launches_per_step"]
+    assert packed["buffers_out_max"] < unpacked["buffers_out_max"]
+    assert packed["buffers_in_max"] < unpacked["buffers_in_max"]
+    for w1 in (packed, unpacked):
+        _check_workload_row(w1)
+
+
+def _check_workload_row(w1):
     assert w1["max_abs_diff_params"] == 0.0
     assert w1["max_abs_diff_loss"] == 0.0
     config = w1["config"]
