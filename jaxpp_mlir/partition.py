@@ -25,7 +25,6 @@ from jaxpp_mlir.passes.insert_transfers import InsertTransfers
 from jaxpp_mlir.passes.normalize_loop import NormalizeLoop
 from jaxpp_mlir.passes.outline_outer_code import OutlineOuterCode
 from jaxpp_mlir.passes.outline_stages import OutlineStages
-from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
 from jaxpp_mlir.passes.pipeline import (
     PipelineElement,
     PipelineFailure,
@@ -64,7 +63,6 @@ def stage_pipeline(
         make_element(NormalizeLoop()),
         make_element(AssignStages()),
         make_element(SplitAccumulators()),
-        *([] if sharded else [make_element(PackAccumulators())]),
     ]
 
 
