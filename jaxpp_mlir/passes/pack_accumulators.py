@@ -28,10 +28,11 @@ class PackAccumulators(ModulePass):
     state read by nothing else, the sum read only by the yield) updated by ops
     of the same (stage, kind) and of the same floating element type by one
     rank-1 state: its start value is the start values flattened and
-    concatenated before the loop, its update ``packed + concatenate(x's
-    flattened)`` in that (stage, kind), and each former loop result is its
-    slice of the packed result, reshaped. Additions are elementwise, so every
-    sum is bit-for-bit the one before.
+    concatenated before the loop; in that (stage, kind), each member's slice
+    of it plus the member's increment is written back in place
+    (``dynamic_update_slice``); each former loop result is its slice of the
+    packed result, reshaped. The additions are the same elementwise ones, so
+    every sum is bit-for-bit the one before.
 
     Groups of one accumulator, accumulators of a loop with shardings (a
     sharded step) and states that are not plain accumulators are left alone.
@@ -129,6 +130,32 @@ def _concatenate(values: list[ir.Value], tags: ir.Operation | None) -> ir.Value:
     return concatenate.result
 
 
+def _tagged(op: ir.OpView, tags: ir.Operation) -> ir.Value:
+    jaxpp.set_stage(op, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
+    return op.result
+
+
+def _update_in_place(packed: ir.Value, group: _Group, tags: ir.Operation) -> ir.Value:
+    """Each member's slice of ``packed`` plus its increment, written back where it was
+    (one ``dynamic_update_slice`` per member, which XLA does in place on a donated
+    buffer; a concatenate of the increments was measured 4x slower on XLA:CPU)."""
+    index_type = ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
+    current = packed
+    for m in group.members:
+        piece = _tagged(stablehlo.SliceOp(current, [m.offset], [m.offset + m.size], [1]), tags)
+        if len(m.shape) != 1:
+            shaped = ir.RankedTensorType.get(list(m.shape), group.element_type)
+            piece = _tagged(stablehlo.ReshapeOp(shaped, piece), tags)
+        total = _tagged(stablehlo.AddOp(piece, m.increment), tags)
+        flat = _flat(total, group.element_type, tags)
+        start = ir.DenseElementsAttr.get_splat(
+            index_type, ir.IntegerAttr.get(ir.IntegerType.get_signless(32), m.offset)
+        )
+        offset = _tagged(stablehlo.ConstantOp(start), tags)
+        current = _tagged(stablehlo.DynamicUpdateSliceOp(current, flat, [offset]), tags)
+    return current
+
+
 def _rewrite(loop: ir.Operation, groups: list[_Group]) -> None:
     body = jaxpp.loop_body(loop)
     old_yield = list(body.operations)[-1].operation
@@ -158,12 +185,7 @@ def _rewrite(loop: ir.Operation, groups: list[_Group]) -> None:
         tags = group.members[0].update
         argument = new_body.arguments[1 + len(kept) + index]
         with ir.InsertionPoint(old_yield), tags.location:
-            increment = _concatenate(
-                [_flat(m.increment, group.element_type, tags) for m in group.members], tags
-            )
-            add = stablehlo.AddOp(argument, increment)
-            jaxpp.set_stage(add, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
-        packed_updates.append(add.result)
+            packed_updates.append(_update_in_place(argument, group, tags))
     with ir.InsertionPoint(old_yield), old_yield.location:
         jaxpp.create_yield([*(old_yield.operands[s] for s in kept), *packed_updates])
     old_yield.erase()
