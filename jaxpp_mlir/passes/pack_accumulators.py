@@ -137,8 +137,8 @@ def _tagged(op: ir.OpView, tags: ir.Operation) -> ir.Value:
 
 def _update_in_place(packed: ir.Value, group: _Group, tags: ir.Operation) -> ir.Value:
     """Each member's slice of ``packed`` plus its increment, written back where it was
-    (one ``dynamic_update_slice`` per member, which XLA does in place on a donated
-    buffer; a concatenate of the increments was measured 4x slower on XLA:CPU)."""
+    (one ``dynamic_update_slice`` per member: in place when the packed input is aliased
+    to the output; stage modules alias none today, see benchmarks/RESULTS.md)."""
     index_type = ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
     current = packed
     for m in group.members:
