@@ -8,6 +8,7 @@ from jaxpp_mlir.passes import (  # noqa: F401
     normalize_loop,
     outline_outer_code,
     outline_stages,
+    pack_accumulators,
     place_stages,
     restore_sharding_constraints,
     split_accumulators,

@@ -1,0 +1,366 @@
+"""Launch cost per task (issue 13): host time of one executable launch against its buffers.
+
+Run: python benchmarks/launch_cost.py [--quick] [--workloads W1,W2] [--reps 200]
+
+Three kinds of rows, one JSON line each, all measured in one process:
+
+- ``sweep``: one tiny executable (float32[4] leaves) with ``inputs`` input and
+  ``outputs`` output buffers, compiled through the runtime's own
+  ``compile_stage`` and launched the way the runtime launches it
+  (``execute_sharded`` then ``consume_with_handlers``). ``host_us`` is the
+  median time until the launch call returns (the host's cost; execution is
+  asynchronous), ``ready_us`` until its results are ready; ``jit_host_us`` and
+  ``jit_ready_us`` are the same for plain ``jax.jit`` of the same function,
+  timed alternately with it. Done on the CPU backend and on the default
+  backend when that is an accelerator.
+- ``chain``: ``tasks`` launches back to back, each reading the previous one's
+  outputs (a step of ``tasks`` tasks with 64 inputs and 16 outputs each):
+  host microseconds per task as a function of tasks per step.
+- ``workload``: the pipelined W1/W2 steps of ``benchmarks/reference.py``
+  (``Std1F1B``, one CPU device per stage; ``W2:1`` is W2 on one stage, the
+  configuration whose ~180-input tasks issue 13 measured): launches per step, buffers per
+  launch (mean and max, in and out), host microseconds per launch (from the
+  runtime's operations timed one by one, as ``reference.py --breakdown``
+  does) next to the pipelined and the plain ``jax.jit`` step time; two rows
+  per workload, with the gradient accumulators packed
+  (jaxpp-pack-accumulators added to the pipeline, ``packed``: true) and
+  without (the default pipeline), the two pipelined steps and plain jit timed alternately.
+
+``--quick`` shrinks everything (few buffer counts, width 16, few repetitions)
+so that a test can run the same code paths in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jaxlib import xla_client as xc  # noqa: E402
+from jaxpp_mlir.runtime.compile import compile_stage  # noqa: E402
+from jaxpp_mlir.runtime.plan import RunStage  # noqa: E402
+
+LEAF_SHAPE = (4,)
+# (inputs, outputs): the issue's measured points, and a few between them.
+FULL_SWEEP = [(2, 1), (8, 1), (16, 1), (64, 1), (180, 1), (180, 64), (400, 1), (2, 16), (2, 64)]
+QUICK_SWEEP = [(2, 1), (16, 1), (16, 8)]
+FULL_CHAIN = [1, 4, 16, 64]
+QUICK_CHAIN = [1, 4]
+CHAIN_BUFFERS = (64, 16)
+
+
+def _load_reference():
+    path = Path(__file__).resolve().with_name("reference.py")
+    spec = importlib.util.spec_from_file_location("benchmark_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+# ------------------------------------------------------------------ one launch
+
+
+def buffers_fn(num_inputs: int, num_outputs: int) -> Callable:
+    """A function of ``num_inputs`` leaves with ``num_outputs`` results that reads every input
+    (so that no argument is pruned) and writes distinct results."""
+
+    def fn(*xs):
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        return tuple(total * float(k + 1) for k in range(num_outputs))
+
+    return fn
+
+
+@dataclasses.dataclass
+class Launcher:
+    """One compiled executable and everything a launch needs, as the runtime holds it."""
+
+    exe: xc.LoadedExecutable
+    handlers: list
+    jitted: Callable
+
+    def launch(self, args: Sequence[jax.Array]) -> list[jax.Array]:
+        return self.exe.execute_sharded(args).consume_with_handlers(self.handlers)
+
+
+def make_launcher(num_inputs: int, num_outputs: int, device: jax.Device) -> Launcher:
+    fn = buffers_fn(num_inputs, num_outputs)
+    args = [jax.ShapeDtypeStruct(LEAF_SHAPE, jnp.float32)] * num_inputs
+    jitted = jax.jit(fn)  # follows its committed arguments onto ``device``
+    text = jitted.lower(*args).as_text()
+    exe = compile_stage(f"buffers_{num_inputs}_{num_outputs}", text, [device])
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    handlers = [
+        xc.array_result_handler(
+            jax.core.ShapedArray(LEAF_SHAPE, np.dtype(np.float32)),
+            sharding,
+            committed=True,
+            _skip_checks=True,
+        )
+        for _ in range(num_outputs)
+    ]
+    return Launcher(exe, handlers, jitted)
+
+
+def _timed(call: Callable[[], object]) -> tuple[float, float]:
+    """Seconds until ``call`` returns and until its results are ready."""
+    t0 = time.perf_counter()
+    result = call()
+    t1 = time.perf_counter()
+    jax.block_until_ready(result)
+    return t1 - t0, time.perf_counter() - t0
+
+
+def sweep_row(num_inputs: int, num_outputs: int, device: jax.Device, reps: int) -> dict:
+    launcher = make_launcher(num_inputs, num_outputs, device)
+    rng = np.random.default_rng(0)
+    args = [
+        jax.device_put(rng.standard_normal(LEAF_SHAPE).astype(np.float32), device)
+        for _ in range(num_inputs)
+    ]
+    ours = launcher.launch(args)
+    theirs = launcher.jitted(*args)
+    equal = all(
+        np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(ours, theirs, strict=True)
+    )
+    times: dict[str, list[tuple[float, float]]] = {"launch": [], "jit": []}
+    for _ in range(3):
+        jax.block_until_ready((launcher.launch(args), launcher.jitted(*args)))
+    for _ in range(reps):
+        times["launch"].append(_timed(lambda: launcher.launch(args)))
+        times["jit"].append(_timed(lambda: launcher.jitted(*args)))
+    med = statistics.median
+    return {
+        "row": "sweep",
+        "platform": device.platform,
+        "device": str(device.device_kind),
+        "inputs": num_inputs,
+        "outputs": num_outputs,
+        "host_us": med(t[0] for t in times["launch"]) * 1e6,
+        "ready_us": med(t[1] for t in times["launch"]) * 1e6,
+        "jit_host_us": med(t[0] for t in times["jit"]) * 1e6,
+        "jit_ready_us": med(t[1] for t in times["jit"]) * 1e6,
+        "results_equal_jit": equal,
+        "reps": reps,
+    }
+
+
+def chain_row(num_tasks: int, device: jax.Device, reps: int) -> dict:
+    """``num_tasks`` launches back to back; each feeds its outputs into the next one's first
+    inputs, so that every launch waits on the one before, as the tasks of a step do."""
+    num_inputs, num_outputs = CHAIN_BUFFERS
+    launcher = make_launcher(num_inputs, num_outputs, device)
+    rng = np.random.default_rng(0)
+    args = [
+        jax.device_put(rng.standard_normal(LEAF_SHAPE).astype(np.float32), device)
+        for _ in range(num_inputs)
+    ]
+
+    def step():
+        current = list(args)
+        for _ in range(num_tasks):
+            current[:num_outputs] = launcher.launch(current)
+        return current[:num_outputs]
+
+    for _ in range(3):
+        jax.block_until_ready(step())
+    host, ready = [], []
+    for _ in range(reps):
+        h, r = _timed(step)
+        host.append(h)
+        ready.append(r)
+    return {
+        "row": "chain",
+        "platform": device.platform,
+        "inputs": num_inputs,
+        "outputs": num_outputs,
+        "tasks": num_tasks,
+        "host_us_per_task": statistics.median(host) / num_tasks * 1e6,
+        "ready_us_per_task": statistics.median(ready) / num_tasks * 1e6,
+        "reps": reps,
+    }
+
+
+# ------------------------------------------------------------------ W1 / W2
+
+
+def launch_shape(plan) -> dict:
+    """Launches per step and buffers per launch of an ``ExecutionPlan``."""
+    runs = [inst for inst in plan.instructions if isinstance(inst, RunStage)]
+    ins = [len(plan.executables[r.executable].input_specs) for r in runs]
+    outs = [len(plan.executables[r.executable].output_specs) for r in runs]
+    return {
+        "launches_per_step": len(runs),
+        "launches_per_rank_max": max(
+            sum(1 for r in runs if r.rank == rank) for rank in range(plan.num_ranks)
+        ),
+        "buffers_in_mean": statistics.fmean(ins),
+        "buffers_in_max": max(ins),
+        "buffers_out_mean": statistics.fmean(outs),
+        "buffers_out_max": max(outs),
+    }
+
+
+@contextlib.contextmanager
+def accumulators_packed():
+    """Partitions inside also run jaxpp-pack-accumulators after the stage passes (it is
+    not in the default pipeline: see benchmarks/RESULTS.md); a benchmark-only switch."""
+    from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
+    from jaxpp_mlir.passes.pipeline import make_element
+
+    # The module, not the function ``jaxpp_mlir.partition`` that shadows it.
+    partition_module = importlib.import_module("jaxpp_mlir.partition")
+    original = partition_module.stage_pipeline
+
+    def with_packing(*args, **kwargs):
+        return [*original(*args, **kwargs), make_element(PackAccumulators())]
+
+    partition_module.stage_pipeline = with_packing
+    try:
+        yield
+    finally:
+        partition_module.stage_pipeline = original
+
+
+def _launch_figures(reference, compiled, state) -> dict:
+    """Host time per launch from the runtime's operations timed one by one."""
+    breakdown = reference.step_breakdown(compiled, state)
+    if "error" in breakdown:
+        return {"host_us_per_launch": None, "breakdown_error": breakdown["error"]}
+    runs = breakdown["ops_per_step"]["run"]
+    return {
+        "host_us_per_launch": breakdown["python_wall_s"]["run"] / runs * 1e6,
+        "host_cpu_us_per_launch": breakdown["python_cpu_s"]["run"] / runs * 1e6,
+        "host_ms_per_step_in_launches": breakdown["python_wall_s"]["run"] * 1e3,
+    }
+
+
+def workload_rows(reference, spec, steps: int, warmup: int) -> list[dict]:
+    """Two rows: the pipelined step with packed accumulators (``packed``: true) and
+    without (the default pipeline); the two and plain jit timed alternately."""
+    import jaxpp_mlir as pp
+
+    devices = jax.devices("cpu")
+    if len(devices) < spec.num_stages:
+        raise SystemExit(f"{spec.name} needs {spec.num_stages} CPU devices, found {len(devices)}")
+    params, xs, ys = reference.init(spec)
+    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(devices[: spec.num_stages]), ("stage",)), "stage")
+    lowered = jax.jit(reference.pipelined_step_fn(spec)).lower(params, xs, ys)
+    schedule = pp.Std1F1B(spec.num_stages)
+    with accumulators_packed():
+        programs = [pp.partition(lowered, mesh=mesh, schedule=schedule)]
+    programs.append(pp.partition(lowered, mesh=mesh, schedule=schedule))
+    compiled = [program.compile() for program in programs]
+    ref_state = jax.device_put((params, xs, ys), devices[0])
+    ref_compiled = jax.jit(reference.reference_step_fn(spec)).lower(*ref_state).compile()
+    states = [reference.place_pipelined_inputs(p, (params, xs, ys)) for p in programs]
+    *ours, (theirs, _, _, (ref_params, ref_loss)) = reference.timed_steps(
+        [*compiled, ref_compiled], [*states, ref_state], steps, warmup
+    )
+    rows = []
+    for packed, program, fn, state, (step, dispatch, _, (out_params, out_loss)) in zip(
+        (True, False), programs, compiled, states, ours, strict=True
+    ):
+        rows.append(
+            {
+                "row": "workload",
+                "workload": spec.name,
+                "packed": packed,
+                "platform": devices[0].platform,
+                "config": dataclasses.asdict(spec),
+                **launch_shape(program.plan),
+                "step_ms": step * 1e3,
+                "dispatch_ms": dispatch * 1e3,
+                "jit_step_ms": theirs * 1e3,
+                "step_ratio": step / theirs,
+                "max_abs_diff_params": reference.max_abs_diff(out_params, ref_params),
+                "max_abs_diff_loss": reference.max_abs_diff(out_loss, ref_loss),
+                "steps": steps,
+                **_launch_figures(reference, fn, (out_params, state[1], state[2])),
+            }
+        )
+    return rows
+
+
+# ------------------------------------------------------------------ main
+
+
+def sweep_devices() -> list[jax.Device]:
+    """The first CPU device, and the first device of the default backend if it is not CPU."""
+    devices = [jax.devices("cpu")[0]]
+    if jax.default_backend() != "cpu":
+        devices.append(jax.devices()[0])
+    return devices
+
+
+def run(
+    *, quick: bool, workloads: Sequence[str], reps: int | None = None, emit=print
+) -> list[dict]:
+    """Every row, in order; ``emit`` gets each as one JSON line as soon as it is measured."""
+    reps = reps or (20 if quick else 200)
+    rows = []
+
+    def done(row: dict) -> None:
+        row["loadavg_1min"] = os.getloadavg()[0]
+        rows.append(row)
+        emit(json.dumps(row))
+
+    for device in sweep_devices():
+        for num_inputs, num_outputs in QUICK_SWEEP if quick else FULL_SWEEP:
+            done(sweep_row(num_inputs, num_outputs, device, reps))
+        for num_tasks in QUICK_CHAIN if quick else FULL_CHAIN:
+            done(chain_row(num_tasks, device, max(5, reps // max(1, num_tasks // 4))))
+    if workloads:
+        reference = _load_reference()
+        for entry in workloads:
+            name, _, stages = entry.partition(":")
+            spec = reference.WORKLOADS[name]
+            if stages:  # e.g. "W2:1": the workload with all its layers on fewer stages
+                spec = dataclasses.replace(spec, name=entry, num_stages=int(stages))
+            if quick:
+                spec = dataclasses.replace(spec, width=16, microbatch_size=2)
+            for row in workload_rows(
+                reference, spec, steps=3 if quick else 20, warmup=1 if quick else 3
+            ):
+                done(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions")
+    parser.add_argument(
+        "--workloads",
+        default="W1,W2,W2:1",
+        help="comma-separated; W2:1 is W2 with its 32 layers on 1 stage; empty for none",
+    )
+    parser.add_argument("--reps", type=int, default=None, help="launches timed per sweep row")
+    args = parser.parse_args()
+    names = [n.strip() for n in args.workloads.split(",") if n.strip()]
+    for n in names:
+        name, _, stages = n.partition(":")
+        if name not in ("W1", "W2") or not (stages == "" or stages.isdigit()):
+            parser.error(f"unknown workload {n!r} (known: W1, W2, W1:<stages>, W2:<stages>)")
+    run(quick=args.quick, workloads=names, reps=args.reps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+// RUN: jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-pack-accumulators)' | filecheck %s
+
+// Two f32 accumulators of stage 0's backward (a weight and a bias gradient)
+// become one float32[20] state: started from their start values flattened and
+// concatenated, updated member by member (its slice plus its increment,
+// written back in place by a dynamic_update_slice) in stage 0's backward, and
+// sliced and reshaped after the loop. The loss (stage 1's forward, alone in
+// its group) stays as it is.
+
+// CHECK-LABEL: module @weight_and_bias
+// CHECK-NEXT:    func.func @main(%[[W0:.*]]: tensor<4x4xf32>, %[[B0:.*]]: tensor<4xf32>, %[[L0:.*]]: tensor<f32>, %[[X:.*]]: tensor<4x4xf32>)
+// CHECK-NEXT:      %[[FW:.*]] = stablehlo.reshape %[[W0]] : (tensor<4x4xf32>) -> tensor<16xf32>
+// CHECK-NEXT:      %[[INIT:.*]] = stablehlo.concatenate %[[FW]], %[[B0]], dim = 0 : (tensor<16xf32>, tensor<4xf32>) -> tensor<20xf32>
+// CHECK-NEXT:      %[[LOOP:.*]]:2 = "jaxpp.loop"(%[[L0]], %[[INIT]]) ({
+// CHECK-NEXT:      ^bb0(%[[I:.*]]: tensor<i32>, %[[LOSS:.*]]: tensor<f32>, %[[PACKED:.*]]: tensor<20xf32>):
+// CHECK-NEXT:        %[[GW:.*]] = stablehlo.sine %[[X]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+// CHECK:             %[[R:.*]] = stablehlo.reduce
+// CHECK:             %[[V:.*]] = stablehlo.cosine {{.*}}jaxpp.stage = 1
+// CHECK-NEXT:        %[[L:.*]] = stablehlo.add %[[LOSS]], %[[V]] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
+// CHECK-NEXT:        %[[SW:.*]] = stablehlo.slice %[[PACKED]] [0:16] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:        %[[PW:.*]] = stablehlo.reshape %[[SW]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : (tensor<16xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT:        %[[AW:.*]] = stablehlo.add %[[PW]], %[[GW]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4x4xf32>
+// CHECK-NEXT:        %[[FAW:.*]] = stablehlo.reshape %[[AW]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : (tensor<4x4xf32>) -> tensor<16xf32>
+// CHECK-NEXT:        %[[C0:.*]] = stablehlo.constant {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} dense<0> : tensor<i32>
+// CHECK-NEXT:        %[[U0:.*]] = stablehlo.dynamic_update_slice %[[PACKED]], %[[FAW]], %[[C0]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:        %[[SB:.*]] = stablehlo.slice %[[U0]] [16:20] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:        %[[AB:.*]] = stablehlo.add %[[SB]], %[[R]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4xf32>
+// CHECK-NEXT:        %[[C16:.*]] = stablehlo.constant {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} dense<16> : tensor<i32>
+// CHECK-NEXT:        %[[U1:.*]] = stablehlo.dynamic_update_slice %[[U0]], %[[AB]], %[[C16]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:        "jaxpp.yield"(%[[L]], %[[U1]])
+// CHECK-NEXT:      }) {jaxpp.num_microbatches = 4 : i64}
+// CHECK-NEXT:      %[[OW:.*]] = stablehlo.slice %[[LOOP]]#1 [0:16] : (tensor<20xf32>) -> tensor<16xf32>
+// CHECK-NEXT:      %[[RW:.*]] = stablehlo.reshape %[[OW]] : (tensor<16xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT:      %[[OB:.*]] = stablehlo.slice %[[LOOP]]#1 [16:20] : (tensor<20xf32>) -> tensor<4xf32>
+// CHECK-NEXT:      return %[[RW]], %[[OB]], %[[LOOP]]#0
+module @weight_and_bias attributes {jaxpp.num_stages = 2 : i64} {
+  func.func @main(%arg0: tensor<4x4xf32>, %arg1: tensor<4xf32>, %arg2: tensor<f32>, %arg3: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4xf32>, tensor<f32>) {
+    %0:3 = "jaxpp.loop"(%arg0, %arg1, %arg2) ({
+    ^bb0(%i: tensor<i32>, %w: tensor<4x4xf32>, %b: tensor<4xf32>, %loss: tensor<f32>):
+      %gw = stablehlo.sine %arg3 {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4x4xf32>
+      %zero = stablehlo.constant {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} dense<0.0> : tensor<f32>
+      %gb = stablehlo.reduce(%gw init: %zero) applies stablehlo.add across dimensions = [0] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : (tensor<4x4xf32>, tensor<f32>) -> tensor<4xf32>
+      %nw = stablehlo.add %w, %gw {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4x4xf32>
+      %nb = stablehlo.add %gb, %b {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4xf32>
+      %v = stablehlo.cosine %zero {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : tensor<f32>
+      %nl = stablehlo.add %loss, %v {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : tensor<f32>
+      "jaxpp.yield"(%nw, %nb, %nl) : (tensor<4x4xf32>, tensor<4xf32>, tensor<f32>) -> ()
+    }) {jaxpp.num_microbatches = 4 : i64} : (tensor<4x4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4xf32>, tensor<f32>)
+    return %0#0, %0#1, %0#2 : tensor<4x4xf32>, tensor<4xf32>, tensor<f32>
+  }
+}
+
+// -----
+
+// Left alone: the two accumulators belong to different stages, a third one's
+// state is also read by a multiply (not a plain accumulator), and the i32
+// counter is not floating point.
+
+// CHECK-LABEL: module @nothing_to_pack
+// CHECK-NEXT:    func.func @main
+// CHECK-NEXT:      "jaxpp.loop"(%arg0, %arg0, %arg0, %arg1, %arg1) ({
+// CHECK-NOT:       stablehlo.concatenate
+// CHECK:           "jaxpp.yield"
+// CHECK-NOT:       stablehlo.slice
+// CHECK:           return
+module @nothing_to_pack attributes {jaxpp.num_stages = 2 : i64} {
+  func.func @main(%arg0: tensor<4xf32>, %arg1: tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i32>, tensor<i32>) {
+    %0:5 = "jaxpp.loop"(%arg0, %arg0, %arg0, %arg1, %arg1) ({
+    ^bb0(%i: tensor<i32>, %a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>, %n: tensor<i32>, %m: tensor<i32>):
+      %s = stablehlo.sine %c {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4xf32>
+      %na = stablehlo.add %a, %s {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4xf32>
+      %nb = stablehlo.add %b, %s {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64} : tensor<4xf32>
+      %nc = stablehlo.add %c, %s {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4xf32>
+      %nn = stablehlo.add %n, %i {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<i32>
+      %nm = stablehlo.add %m, %i {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<i32>
+      "jaxpp.yield"(%na, %nb, %nc, %nn, %nm) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i32>, tensor<i32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i32>, tensor<i32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i32>, tensor<i32>)
+    return %0#0, %0#1, %0#2, %0#3, %0#4 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i32>, tensor<i32>
+  }
+}

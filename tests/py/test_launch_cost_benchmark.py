@@ -1,0 +1,96 @@
+"""``benchmarks/launch_cost.py --quick``'s code paths, in this process, so that it cannot rot.
+
+The launch-cost rows must be measured on launches that compute what plain
+``jax.jit`` computes, and the workload rows on a pipelined step that matches
+plain ``jax.jit`` bit for bit; the launch and buffer counts are checked against
+the workload's structure.
+"""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def launch_cost():
+    spec = importlib.util.spec_from_file_location(
+        "benchmark_launch_cost", BENCHMARKS / "launch_cost.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def quick_rows(launch_cost):
+    lines: list[str] = []
+    rows = launch_cost.run(quick=True, workloads=["W1"], reps=5, emit=lines.append)
+    return launch_cost, rows, lines
+
+
+@pytest.mark.slow  # the quick run takes ~20 s on the shared 2-core machine
+def test_every_row_is_one_json_line(quick_rows):
+    _, rows, lines = quick_rows
+    assert [json.loads(line) for line in lines] == rows
+
+
+@pytest.mark.slow  # the quick run takes ~20 s on the shared 2-core machine
+def test_sweep_launches_compute_what_jit_computes(quick_rows):
+    launch_cost, rows, _ = quick_rows
+    sweep = [r for r in rows if r["row"] == "sweep" and r["platform"] == "cpu"]
+    assert [(r["inputs"], r["outputs"]) for r in sweep] == launch_cost.QUICK_SWEEP
+    for row in sweep:
+        assert row["results_equal_jit"], row
+        for key in ("host_us", "ready_us", "jit_host_us", "jit_ready_us"):
+            assert row[key] > 0, key
+
+
+def test_compiled_launcher_has_the_requested_buffers(launch_cost):
+    import jax
+
+    launcher = launch_cost.make_launcher(5, 3, jax.devices("cpu")[0])
+    args = [jax.numpy.full(launch_cost.LEAF_SHAPE, float(k)) for k in range(5)]
+    results = launcher.launch(args)
+    assert len(results) == 3
+    # 0 + 1 + 2 + 3 + 4 = 10, times k + 1 for output k.
+    assert [float(r[0]) for r in results] == [10.0, 20.0, 30.0]
+
+
+@pytest.mark.slow  # the quick run takes ~20 s on the shared 2-core machine
+def test_chain_rows_cover_the_task_counts(quick_rows):
+    launch_cost, rows, _ = quick_rows
+    chain = [r for r in rows if r["row"] == "chain" and r["platform"] == "cpu"]
+    assert [r["tasks"] for r in chain] == launch_cost.QUICK_CHAIN
+    assert all(r["host_us_per_task"] > 0 for r in chain)
+
+
+@pytest.mark.slow  # the quick run takes ~20 s on the shared 2-core machine
+def test_workload_row_matches_jit_and_counts_launches(quick_rows):
+    _, rows, _ = quick_rows
+    packed, unpacked = [r for r in rows if r["row"] == "workload"]
+    assert (packed["packed"], unpacked["packed"]) == (True, False)
+    # Packing leaves the launches alone and passes fewer buffers.
+    assert packed["launches_per_step"] == unpacked["launches_per_step"]
+    assert packed["buffers_out_max"] < unpacked["buffers_out_max"]
+    assert packed["buffers_in_max"] < unpacked["buffers_in_max"]
+    for w1 in (packed, unpacked):
+        _check_workload_row(w1)
+
+
+def _check_workload_row(w1):
+    assert w1["max_abs_diff_params"] == 0.0
+    assert w1["max_abs_diff_loss"] == 0.0
+    config = w1["config"]
+    # At least one forward and one backward launch per (stage, microbatch).
+    assert w1["launches_per_step"] >= 2 * config["num_stages"] * config["num_microbatches"]
+    # A backward task reads at least its stage's weights and biases.
+    layers_per_stage = config["num_layers"] // config["num_stages"]
+    assert w1["buffers_in_max"] >= 2 * layers_per_stage
+    assert w1["host_us_per_launch"] is not None and w1["host_us_per_launch"] > 0
+    assert w1["step_ms"] > 0 and w1["jit_step_ms"] > 0
