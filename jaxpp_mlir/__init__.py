@@ -7,10 +7,15 @@ from jaxpp_mlir.errors import (
     MeshError,
     MlirParseError,
     PartitionError,
+    PartitionWarning,
     RuntimeFailure,
     ScheduleError,
 )
-from jaxpp_mlir.frontend.markers import mark_stage_end, pipeline_enter_stage
+from jaxpp_mlir.frontend.markers import (
+    mark_stage_end,
+    mark_stage_end_backward,
+    pipeline_enter_stage,
+)
 from jaxpp_mlir.frontend.treduce import Add, Concat, Max, TreduceError, treduce, treduce_i
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.partition import partition
@@ -47,6 +52,7 @@ __all__ = [
     "MlirParseError",
     "MpmdMesh",
     "PartitionError",
+    "PartitionWarning",
     "PartitionedProgram",
     "RuntimeFailure",
     "Schedule",
@@ -57,6 +63,7 @@ __all__ = [
     "TreduceError",
     "ZeroBubble",
     "mark_stage_end",
+    "mark_stage_end_backward",
     "partition",
     "pipeline_enter_stage",
     "treduce",

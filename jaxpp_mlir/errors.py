@@ -37,3 +37,7 @@ class CallError(JaxppError):
 
 class RuntimeFailure(JaxppError):
     """Execution failed at run time (a peer is lost, a wait timed out...)."""
+
+
+class PartitionWarning(UserWarning):
+    """A pass found something legal but surprising (``partition(..., strict=True)`` refuses it)."""

@@ -83,10 +83,11 @@ from jaxpp_mlir.dialect.ops import (
     LOOP_NUM_MICROBATCHES_ATTR,
     LOOP_REDUCTIONS_ATTR,
     LOOP_SCHEDULE_ATTR,
+    LOOP_STAGE_MARKERS_ATTR,
 )
 from jaxpp_mlir.errors import MarkerError
 from jaxpp_mlir.frontend import marker_ffi
-from jaxpp_mlir.frontend.markers import _identity_sharding_rule
+from jaxpp_mlir.frontend.markers import _identity_sharding_rule, recording_markers
 
 __all__ = [
     "Add",
@@ -274,11 +275,18 @@ def _resolve_operations(operation: Any, out_shape: Any) -> list[ReduceOp]:
 loop_marker_p = Primitive("jaxpp_loop_marker")
 
 
-def _check_params(num_microbatches: int, schedule: str, reductions: tuple[str, ...]) -> None:
+def _check_params(
+    num_microbatches: int,
+    schedule: str,
+    reductions: tuple[str, ...],
+    stage_markers: tuple[str, ...] = (),
+) -> None:
     if not isinstance(num_microbatches, int) or num_microbatches < 1:
         raise TreduceError(f"num_microbatches must be an int >= 1, got {num_microbatches!r}")
     if not isinstance(schedule, str) or not isinstance(reductions, tuple):
         raise TreduceError("loop marker params: schedule must be a str, reductions a tuple")
+    if not isinstance(stage_markers, tuple):
+        raise TreduceError("loop marker params: stage_markers must be a tuple")
 
 
 def loop_marker(
@@ -310,6 +318,7 @@ def _lowering(
     num_microbatches: int,
     schedule: str,
     reductions: tuple[str, ...],
+    stage_markers: tuple[str, ...] = (),
 ) -> Sequence[ir.Value]:
     marker_ffi.ensure_registered()
     (aval_out,) = ctx.avals_out
@@ -331,6 +340,7 @@ def _lowering(
             LOOP_NUM_MICROBATCHES_ATTR: ir.StringAttr.get(str(num_microbatches)),
             LOOP_SCHEDULE_ATTR: ir.StringAttr.get(schedule),
             LOOP_REDUCTIONS_ATTR: ir.StringAttr.get(",".join(reductions)),
+            LOOP_STAGE_MARKERS_ATTR: ir.StringAttr.get("\n".join(stage_markers)),
         }
     )
     if jax.config.jax_use_shardy_partitioner:
@@ -410,7 +420,8 @@ def treduce_i(
     if length < 1:
         raise TreduceError(f"treduce needs at least one microbatch, got {length}")
     index_struct = jax.ShapeDtypeStruct((), INDEX_DTYPE)
-    jaxpr, out_shape = jax.make_jaxpr(fun, return_shape=True)(index_struct)
+    with recording_markers() as stage_markers:
+        jaxpr, out_shape = jax.make_jaxpr(fun, return_shape=True)(index_struct)
     out_leaves, out_tree = jax.tree_util.tree_flatten(out_shape)
     ops = _resolve_operations(operation, out_shape)
     _warn_if_marker_is_dead(jaxpr, ops)
@@ -419,6 +430,7 @@ def treduce_i(
         "num_microbatches": length,
         "schedule": _schedule_tag(schedule),
         "reductions": tuple(op.tag for op in ops),
+        "stage_markers": tuple(stage_markers),
     }
 
     def body(i: jax.Array, state: list[jax.Array]) -> list[jax.Array]:

@@ -2,6 +2,7 @@
 
 from jaxpp_mlir.passes import (  # noqa: F401
     assign_stages,
+    check_host_callbacks,
     check_shardings,
     inline_calls,
     insert_transfers,
@@ -12,5 +13,6 @@ from jaxpp_mlir.passes import (  # noqa: F401
     restore_sharding_constraints,
     split_accumulators,
     split_backward,
+    verify_markers,
     verify_program,
 )
