@@ -64,14 +64,14 @@ class VerifyMarkers(ModulePass):
         markers = [op for op in top_ops if jaxpp.is_stage_marker(op)]
         if not markers or _has_nested_markers(main, block):
             return  # jaxpp-assign-stages reports both, in the user's terms
-        paths = _MarkerPaths(top_ops, loop_marker)
+        paths = _MarkerPaths(top_ops, loop_marker, block)
         _check_directions(markers, paths)
         forward = [op for op in markers if _is_forward(op)]
         num_forward = max((paths.forward[op] + 1 for op in forward), default=0)
         num_backward = max(
             (paths.backward[op] + 1 for op in markers if not _is_forward(op)), default=0
         )
-        if num_backward <= num_forward:
+        if num_backward in (0, num_forward):
             _check_last_stage_marked(top_ops, forward, num_forward, paths)
         if 0 < num_backward < num_forward:
             _check_backward_counterparts(top_ops, forward, num_forward, num_backward, paths)
@@ -85,7 +85,9 @@ class _MarkerPaths:
     (``forward``) and backward markers (``backward``) on a path into it, whether it
     depends on any stage marker (``anchored``) or on the microbatch (``per_microbatch``)."""
 
-    def __init__(self, top_ops: list[ir.Operation], loop_marker: ir.Operation | None):
+    def __init__(
+        self, top_ops: list[ir.Operation], loop_marker: ir.Operation | None, block: ir.Block
+    ):
         self.forward: dict[ir.Operation, int] = {}
         self.backward: dict[ir.Operation, int] = {}
         self.anchored: dict[ir.Operation, bool] = {}
@@ -99,6 +101,32 @@ class _MarkerPaths:
             self.per_microbatch[op] = op == loop_marker or any(i[3] for i in infos)
             upstream = [i[4] for i in infos if i[4] is not None]
             self.upstream_backward_marker[op] = upstream[0] if upstream else None
+        # The stage of the first forward marker each op feeds (the stage it computes).
+        self.feeds_stage: dict[ir.Operation, int | None] = {}
+        for op in reversed(top_ops):
+            stages = []
+            for result in op.results:
+                for use in result.uses:
+                    user = ir_utils.top_level_user(ir_utils.use_owner(use), block)
+                    if jaxpp.is_stage_marker(user) and _is_forward(user):
+                        stages.append(self.forward[user])
+                    elif self.feeds_stage.get(user) is not None:
+                        stages.append(self.feeds_stage[user])
+            self.feeds_stage[op] = min(stages, default=None)
+
+    def forward_stage_of(self, value: ir.Value) -> int | None:
+        """The forward stage that computes ``value`` for this microbatch, if it is forward
+        code of a stage: downstream of stage markers, or upstream of one and computed
+        from the microbatch (a weight or a constant belongs to no stage)."""
+        producer = ir_utils.defining_op(value)
+        if producer is None or producer not in self.forward:
+            return None
+        stage, backward, anchored, per_microbatch, _ = self.value_info(value)
+        if backward > 0:
+            return None
+        if anchored:
+            return stage
+        return self.feeds_stage[producer] if per_microbatch else None
 
     def value_info(self, value: ir.Value) -> tuple[int, int, bool, bool, ir.Operation | None]:
         """(forward stage, backward count, anchored, per microbatch, a backward marker
@@ -189,18 +217,23 @@ def _check_backward_counterparts(
             continue
         own_stage = num_forward - count
         for value in ir_utils.external_operands(op):
-            stage, backward, anchored, _, _ = paths.value_info(value)
-            if backward > 0 or not anchored or stage >= own_stage:
+            stage = paths.forward_stage_of(value)
+            if stage is None or stage >= own_stage:
                 continue
-            unpaired = [m for m in forward if paths.forward[m] == stage] or forward
+            # The gradient code of stage `stage` crossed fewer backward markers than the
+            # stages from there to the last: one of those stages' markers lacks its own.
+            candidates = sorted(
+                (m for m in forward if paths.forward[m] >= stage), key=paths.forward.get
+            )
+            listing = ", ".join(f"stage {paths.forward[m]} at {_where(m)}" for m in candidates)
             raise diagnostics.error(
-                unpaired[0],
-                f"this stage marker (it ends stage {stage}) has no backward counterpart: "
-                f"the step's gradient crosses {num_backward} backward marker(s) for "
-                f"{num_forward} forward marker(s), so the gradient code at {_where(op)}, "
-                f"which reads a value of stage {stage}, would run in the backward of stage "
-                f"{own_stage}. If the marker is inside a jax.custom_vjp forward rule, pass "
-                "the cotangents its backward rule receives through "
+                candidates[0],
+                "a stage marker has no backward counterpart: the step's gradient crosses "
+                f"{num_backward} backward marker(s) for {num_forward} forward marker(s), so "
+                f"the gradient code at {_where(op)}, which reads a value of stage {stage}, "
+                f"would run in the backward of stage {own_stage}. The marker without one "
+                f"is among those ending {listing}. If a marker is inside a jax.custom_vjp "
+                "forward rule, pass the cotangents its backward rule receives through "
                 "jaxpp_mlir.mark_stage_end_backward (or mark outside the custom_vjp); a "
                 "saved module must keep every backward marker autodiff placed",
             )
