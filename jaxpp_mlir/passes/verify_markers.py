@@ -98,7 +98,7 @@ class _MarkerPaths:
             self.forward[op] = max((i[0] for i in infos), default=0)
             self.backward[op] = max((i[1] for i in infos), default=0)
             self.anchored[op] = any(i[2] for i in infos) or jaxpp.is_stage_marker(op)
-            self.per_microbatch[op] = op == loop_marker or any(i[3] for i in infos)
+            self.per_microbatch[op] = (loop_marker is not None and op == loop_marker) or any(i[3] for i in infos)
             upstream = [i[4] for i in infos if i[4] is not None]
             self.upstream_backward_marker[op] = upstream[0] if upstream else None
         # The stage of the first forward marker each op feeds (the stage it computes).
