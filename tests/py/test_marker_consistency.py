@@ -286,3 +286,29 @@ def test_saved_module_without_a_backward_marker_is_refused(mesh, saved_text, ind
     assert "a stage marker has no backward counterpart" in message
     assert "3 backward marker(s) for 4 forward marker(s)" in message
     assert f"stage {3 - index}" in message  # the stage whose backward marker was removed
+
+
+def test_treduce_inside_cond_is_blamed_on_the_users_line(mesh):
+    def loss(params, x):
+        for w in params[:2]:
+            x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
+        return jnp.mean(x)
+
+    def step(params, batch, flag):
+        def pipelined():
+            body = lambda mb: jax.value_and_grad(loss)(params, mb)  # noqa: E731
+            return pp.treduce(body, batch, operation=(pp.Add, pp.Add))  # TREDUCE IN COND
+
+        def skipped():
+            return jnp.zeros(()), [jnp.zeros_like(w) for w in params]
+
+        return jax.lax.cond(flag, pipelined, skipped)
+
+    lowered = jax.jit(step).lower(WEIGHTS, BATCH[0], True)
+    with pytest.raises(pp.PartitionError) as info:
+        pp.partition(lowered, mesh=mesh)
+    message = str(info.value)
+    line = _line_of(test_treduce_inside_cond_is_blamed_on_the_users_line, "TREDUCE IN COND")
+    assert message.startswith(f"{__file__}:{line}:"), message
+    assert "treduce inside other control flow is not supported" in message
+    assert "treduce.py" not in message
