@@ -98,8 +98,7 @@ _written_markers: contextvars.ContextVar[list[str] | None] = contextvars.Context
     "jaxpp_written_markers", default=None
 )
 _LIBRARY_DIRS = tuple(
-    os.path.dirname(os.path.abspath(module.__file__)) + os.sep
-    for module in (jax, np)
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep for module in (jax, np)
 ) + (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
 
 

@@ -98,7 +98,8 @@ class _MarkerPaths:
             self.forward[op] = max((i[0] for i in infos), default=0)
             self.backward[op] = max((i[1] for i in infos), default=0)
             self.anchored[op] = any(i[2] for i in infos) or jaxpp.is_stage_marker(op)
-            self.per_microbatch[op] = (loop_marker is not None and op == loop_marker) or any(i[3] for i in infos)
+            is_loop_marker = loop_marker is not None and op == loop_marker
+            self.per_microbatch[op] = is_loop_marker or any(i[3] for i in infos)
             upstream = [i[4] for i in infos if i[4] is not None]
             self.upstream_backward_marker[op] = upstream[0] if upstream else None
         # The stage of the first forward marker each op feeds (the stage it computes).
@@ -293,9 +294,7 @@ def _find_loop_marker(main: ir.Operation) -> ir.Operation | None:
 
 
 def _has_nested_markers(main: ir.Operation, block: ir.Block) -> bool:
-    return any(
-        jaxpp.is_stage_marker(op) and op.block != block for op in ir_utils.walk(main)
-    )
+    return any(jaxpp.is_stage_marker(op) and op.block != block for op in ir_utils.walk(main))
 
 
 def _is_forward(marker: ir.Operation) -> bool:
