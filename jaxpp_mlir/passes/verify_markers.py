@@ -258,15 +258,16 @@ def _warn_merged_markers(forward: list[ir.Operation], paths: _MarkerPaths) -> No
 
 def _warn_dead_markers(markers: list[ir.Operation], written: tuple[str, ...] | None) -> None:
     """Markers written at trace time whose op JAX removed (their result was unused)."""
-    if not written:
-        return
+    lines = [_source_line(op) for op in markers]
+    if not written or "loc(unknown)" in lines:
+        return  # nothing recorded, or locations stripped: nothing to compare
     alive: collections.Counter[str] = collections.Counter()
     per_direction: dict[str, collections.Counter[str]] = {
         jaxpp.FORWARD: collections.Counter(),
         jaxpp.BACKWARD: collections.Counter(),
     }
-    for op in markers:
-        per_direction[jaxpp.marker_direction(op)][_source_line(op)] += 1
+    for op, line in zip(markers, lines, strict=True):
+        per_direction[jaxpp.marker_direction(op)][line] += 1
     for line in set(per_direction[jaxpp.FORWARD]) | set(per_direction[jaxpp.BACKWARD]):
         alive[line] = max(per_direction[jaxpp.FORWARD][line], per_direction[jaxpp.BACKWARD][line])
     missing = collections.Counter(written) - alive
