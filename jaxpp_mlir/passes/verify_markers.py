@@ -270,6 +270,8 @@ def _warn_dead_markers(markers: list[ir.Operation], written: tuple[str, ...] | N
         per_direction[jaxpp.marker_direction(op)][line] += 1
     for line in set(per_direction[jaxpp.FORWARD]) | set(per_direction[jaxpp.BACKWARD]):
         alive[line] = max(per_direction[jaxpp.FORWARD][line], per_direction[jaxpp.BACKWARD][line])
+    if not set(alive) & set(written):
+        return  # the locations are not the traced ones (a module printed without debug info)
     missing = collections.Counter(written) - alive
     for line in sorted(missing):
         diagnostics.warning(

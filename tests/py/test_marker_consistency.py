@@ -312,3 +312,9 @@ def test_treduce_inside_cond_is_blamed_on_the_users_line(mesh):
     assert message.startswith(f"{__file__}:{line}:"), message
     assert "treduce inside other control flow is not supported" in message
     assert "treduce.py" not in message
+
+
+def test_module_printed_without_debug_info_gives_no_spurious_dead_marker_warning(mesh):
+    # Without debug info the markers' locations are lines of the text, not the traced ones.
+    program = pp.partition(_lower(marked_mlp).as_text(), mesh=mesh, strict=True)
+    assert program.num_stages == 4
