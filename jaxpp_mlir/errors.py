@@ -42,3 +42,7 @@ class PartitionError(JaxppError):
 
 class MlirParseError(JaxppError):
     """The MLIR text given to jaxpp_mlir does not parse."""
+
+
+class PartitionWarning(UserWarning):
+    """A pass found something legal but surprising (``partition(..., strict=True)`` refuses it)."""

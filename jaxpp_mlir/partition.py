@@ -20,6 +20,7 @@ from jaxpp_mlir.passes import (
     registry,  # noqa: F401  (registers the passes)
 )
 from jaxpp_mlir.passes.assign_stages import AssignStages
+from jaxpp_mlir.passes.check_host_callbacks import CheckHostCallbacks
 from jaxpp_mlir.passes.check_shardings import CheckShardings
 from jaxpp_mlir.passes.inline_calls import InlineCalls
 from jaxpp_mlir.passes.insert_transfers import InsertTransfers
@@ -36,6 +37,7 @@ from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
 from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
 from jaxpp_mlir.passes.split_backward import SplitBackward
+from jaxpp_mlir.passes.verify_markers import VerifyMarkers
 from jaxpp_mlir.passes.verify_program import VerifyProgram
 from jaxpp_mlir.program import PartitionedProgram
 from jaxpp_mlir.runtime import options
@@ -60,6 +62,8 @@ def stage_pipeline(
     ]
     return [
         make_element(InlineCalls()),
+        make_element(CheckHostCallbacks()),
+        make_element(VerifyMarkers()),
         make_element(CheckShardings(mpmd_axis=mpmd_axis, submesh_size=submesh_size)),
         *(propagation if sharded else []),
         make_element(NormalizeLoop()),
@@ -117,6 +121,7 @@ def partition(
     mesh: MpmdMesh,
     schedule: Schedule | None = None,
     dump_dir: str | os.PathLike | None = None,
+    strict: bool = False,
 ) -> PartitionedProgram:
     """Partitions a lowered step into stage programs over ``mesh``'s submeshes.
 
@@ -128,9 +133,12 @@ def partition(
     A schedule given both here and to ``treduce`` must be the same. ``dump_dir`` (or
     the environment variable ``JAXPP_MLIR_DUMP_DIR``) receives the input
     module, the IR after every pass, every stage module and the schedule.
+    What is legal but surprising (a stage marker JAX dropped, markers that end
+    the same stage) is a ``PartitionWarning`` at the user's source line;
+    ``strict=True`` makes it a ``PartitionError``.
     """
     with _host_heap_frozen():
-        return _partition(x, mesh=mesh, schedule=schedule, dump_dir=dump_dir)
+        return _partition(x, mesh=mesh, schedule=schedule, dump_dir=dump_dir, strict=strict)
 
 
 @contextlib.contextmanager
@@ -159,6 +167,7 @@ def _partition(
     mesh: MpmdMesh,
     schedule: Schedule | None,
     dump_dir: str | os.PathLike | None,
+    strict: bool = False,
 ) -> PartitionedProgram:
     if not isinstance(mesh, MpmdMesh):
         raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
@@ -167,7 +176,7 @@ def _partition(
     module, tree_info = _import(x)
     treduce_schedule = _treduce_schedule_text(module)
     dump_dir = dump_dir or options.DUMP_DIR.value()
-    runner = _Runner(module, dump_dir)
+    runner = _Runner(module, dump_dir, strict=strict)
     submesh_size = len(mesh.rank_devices(0))
     sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
     runner.run(
@@ -202,8 +211,11 @@ def _partition(
 class _Runner:
     """Runs pipelines on one module, numbering dumps across them."""
 
-    def __init__(self, module: ir.Module, dump_dir: str | os.PathLike | None):
+    def __init__(
+        self, module: ir.Module, dump_dir: str | os.PathLike | None, *, strict: bool = False
+    ):
         self.module = module
+        self.strict = strict
         self.dump_dir = dump_dir
         self.count = 0
         if dump_dir is not None:
@@ -232,7 +244,7 @@ class _Runner:
                 text or f"pass {failure.pass_name} failed",
                 tuple(d.render() for d in failure.diagnostics),
             ) from None
-        partition_log.surface_warnings(found)
+        partition_log.surface_warnings(found, strict=self.strict)
 
 
 def _num_microbatches(module: ir.Module) -> int | None:

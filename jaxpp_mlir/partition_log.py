@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-import warnings
 from collections.abc import Iterable
 
 import numpy as np
 from jax.extend.mlir import ir
 
-from jaxpp_mlir import diagnostics
+from jaxpp_mlir import diagnostics, pass_warnings
+from jaxpp_mlir.errors import PartitionWarning
 from jaxpp_mlir.passes.pipeline import PipelineElement
 from jaxpp_mlir.runtime.plan import ExecutionPlan, Recv, RunStage, TensorSpec
 
@@ -26,8 +26,8 @@ summary_logger = logging.getLogger("jaxpp_mlir.partition")
 pass_logger = logging.getLogger("jaxpp_mlir.passes")
 
 
-class PassWarning(UserWarning):
-    """A warning a pass emitted (its text carries the source location)."""
+#: A warning a pass emitted (its text carries the source location).
+PassWarning = PartitionWarning
 
 
 class PassTimer:
@@ -44,13 +44,14 @@ class PassTimer:
         pass_logger.debug("pass %s took %.1f ms", element, elapsed * 1e3)
 
 
-def surface_warnings(found: Iterable[diagnostics.Diagnostic]) -> None:
-    """Raises each pass warning as a ``PassWarning``; remarks go to the log at INFO."""
+def surface_warnings(found: Iterable[diagnostics.Diagnostic], *, strict: bool = False) -> None:
+    """Each pass warning as a ``PartitionWarning`` at its source line (an error if
+    ``strict``); remarks go to the log at INFO."""
+    found = list(found)
     for diagnostic in found:
-        if diagnostic.severity == diagnostics.WARNING:
-            warnings.warn(diagnostic.render(), PassWarning, stacklevel=4)
-        else:
+        if diagnostic.severity != diagnostics.WARNING:
             pass_logger.info("%s", diagnostic.render())
+    pass_warnings.report(found, strict=strict)
 
 
 def tensor_bytes(spec: TensorSpec) -> int:

@@ -19,7 +19,8 @@ Ops
     ``jaxpp.num_microbatches`` (decimal string), ``jaxpp.schedule`` (the
     schedule's ``repr``, empty when none was given) and ``jaxpp.reductions``
     (the reduction of every result leaf, comma-separated: ``add``, ``max`` or
-    ``concat(AXIS)``).
+    ``concat(AXIS)``) and ``jaxpp.stage_markers`` (the ``file:line`` of every
+    ``pipeline_enter_stage`` call made while tracing the body, newline-separated).
 ``"jaxpp.task"(%args) {callee, jaxpp.stage, jaxpp.kind, jaxpp.rank?}``
     Runs the outlined stage function ``callee`` (a ``func.func``) once. ``kind``
     is ``"fwd"`` or ``"bwd"``.
@@ -66,6 +67,7 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     LOOP_OP,
     LOOP_REDUCTIONS_ATTR,
     LOOP_SCHEDULE_ATTR,
+    LOOP_STAGE_MARKERS_ATTR,
     NUM_RANKS_ATTR,
     NUM_STAGES_ATTR,
     PEER_ATTR,
@@ -130,6 +132,14 @@ def loop_num_microbatches(op: ir.Operation | ir.OpView) -> int | None:
 def loop_schedule(op: ir.Operation | ir.OpView) -> str:
     """The schedule's ``repr`` recorded on a loop marker (``""`` when none)."""
     return _loop_marker_attr(op, LOOP_SCHEDULE_ATTR) or ""
+
+
+def loop_stage_markers(op: ir.Operation | ir.OpView) -> tuple[str, ...] | None:
+    """The ``file:line`` of every stage marker written in the loop's body (None when unrecorded)."""
+    value = _loop_marker_attr(op, LOOP_STAGE_MARKERS_ATTR)
+    if value is None:
+        return None
+    return tuple(value.split("\n")) if value else ()
 
 
 def loop_reductions(op: ir.Operation | ir.OpView) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ LOOP_MARKER_TARGET = "jaxpp.loop_marker"
 LOOP_NUM_MICROBATCHES_ATTR = "jaxpp.num_microbatches"
 LOOP_SCHEDULE_ATTR = "jaxpp.schedule"
 LOOP_REDUCTIONS_ATTR = "jaxpp.reductions"
+LOOP_STAGE_MARKERS_ATTR = "jaxpp.stage_markers"
 
 TASK_OP = "jaxpp.task"
 SEND_OP = "jaxpp.send"

@@ -18,6 +18,7 @@ from jaxpp_mlir.dialect.ops import (
     LOOP_NUM_MICROBATCHES_ATTR,
     LOOP_REDUCTIONS_ATTR,
     LOOP_SCHEDULE_ATTR,
+    LOOP_STAGE_MARKERS_ATTR,
 )
 from jaxpp_mlir.frontend import marker_ffi
 from jaxpp_mlir.frontend.markers import _identity_sharding_rule
@@ -29,11 +30,18 @@ _SHARDING_RULE_ATTR = "sdy.sharding_rule"
 loop_marker_p = Primitive("jaxpp_loop_marker")
 
 
-def _check_params(num_microbatches: int, schedule: str, reductions: tuple[str, ...]) -> None:
+def _check_params(
+    num_microbatches: int,
+    schedule: str,
+    reductions: tuple[str, ...],
+    stage_markers: tuple[str, ...] = (),
+) -> None:
     if not isinstance(num_microbatches, int) or num_microbatches < 1:
         raise TreduceError(f"num_microbatches must be an int >= 1, got {num_microbatches!r}")
     if not isinstance(schedule, str) or not isinstance(reductions, tuple):
         raise TreduceError("loop marker params: schedule must be a str, reductions a tuple")
+    if not isinstance(stage_markers, tuple):
+        raise TreduceError("loop marker params: stage_markers must be a tuple")
 
 
 def loop_marker(
@@ -65,6 +73,7 @@ def _lowering(
     num_microbatches: int,
     schedule: str,
     reductions: tuple[str, ...],
+    stage_markers: tuple[str, ...] = (),
 ) -> Sequence[ir.Value]:
     marker_ffi.ensure_registered()
     (aval_out,) = ctx.avals_out
@@ -86,6 +95,7 @@ def _lowering(
             LOOP_NUM_MICROBATCHES_ATTR: ir.StringAttr.get(str(num_microbatches)),
             LOOP_SCHEDULE_ATTR: ir.StringAttr.get(schedule),
             LOOP_REDUCTIONS_ATTR: ir.StringAttr.get(",".join(reductions)),
+            LOOP_STAGE_MARKERS_ATTR: ir.StringAttr.get("\n".join(stage_markers)),
         }
     )
     if jax.config.jax_use_shardy_partitioner:

@@ -15,7 +15,11 @@ Under plain ``jax.jit`` the custom call runs as a no-op FFI handler (see
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+import inspect
+import os
+from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 import jax
@@ -36,7 +40,13 @@ from jaxpp_mlir.dialect.ops import (
 from jaxpp_mlir.errors import MarkerError
 from jaxpp_mlir.frontend import marker_ffi
 
-__all__ = ["enter_stage_p", "mark_stage_end", "pipeline_enter_stage"]
+__all__ = [
+    "enter_stage_p",
+    "mark_stage_end",
+    "mark_stage_end_backward",
+    "pipeline_enter_stage",
+    "recording_markers",
+]
 
 T = TypeVar("T")
 
@@ -56,12 +66,68 @@ def pipeline_enter_stage(tree: T) -> T:
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     if not leaves:
         return tree
+    _record_written_marker()
     arrays = [jnp.asarray(leaf) for leaf in leaves]
     outs = enter_stage_p.bind(*arrays, direction=FORWARD)
     return jax.tree_util.tree_unflatten(treedef, outs)
 
 
 mark_stage_end = pipeline_enter_stage
+
+
+def mark_stage_end_backward(cotangents: T) -> T:
+    """The backward counterpart of a marker, for a ``jax.custom_vjp`` backward rule.
+
+    Autodiff places the backward marker of every ``pipeline_enter_stage`` itself,
+    except where a ``jax.custom_vjp`` hides the marker in its forward rule: then
+    the hand-written backward rule must pass the cotangents it receives through
+    ``mark_stage_end_backward`` first, so that the backward of the stage is
+    bounded as the forward is. Returns ``cotangents`` unchanged.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(cotangents)
+    if not leaves:
+        return cotangents
+    arrays = [jnp.asarray(leaf) for leaf in leaves]
+    outs = enter_stage_p.bind(*arrays, direction=BACKWARD)
+    return jax.tree_util.tree_unflatten(treedef, outs)
+
+
+# The source lines ("file:line") of the markers written while tracing a treduce body,
+# recorded on its loop marker so that a pass can tell which markers JAX dropped.
+_written_markers: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "jaxpp_written_markers", default=None
+)
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep for module in (jax, np)
+) + (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+
+
+@contextlib.contextmanager
+def recording_markers() -> Iterator[list[str]]:
+    """Collects the source line of every ``pipeline_enter_stage`` call made inside."""
+    written: list[str] = []
+    token = _written_markers.set(written)
+    try:
+        yield written
+    finally:
+        _written_markers.reset(token)
+
+
+def _record_written_marker() -> None:
+    written = _written_markers.get()
+    if written is not None:
+        written.append(_caller_line())
+
+
+def _caller_line() -> str:
+    """``file:line`` of the innermost frame outside jaxpp_mlir, jax and numpy."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_LIBRARY_DIRS) and not filename.startswith("<frozen"):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
 
 
 def _check_direction(direction: str) -> None:

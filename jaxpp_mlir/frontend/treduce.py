@@ -72,6 +72,7 @@ from jax import lax
 from jax.interpreters import partial_eval as pe
 
 from jaxpp_mlir.frontend.loop_marker import loop_marker_p
+from jaxpp_mlir.frontend.markers import recording_markers
 from jaxpp_mlir.frontend.reductions import (
     Add,
     AddOp,
@@ -147,7 +148,8 @@ def treduce_i(
     if length < 1:
         raise TreduceError(f"treduce needs at least one microbatch, got {length}")
     index_struct = jax.ShapeDtypeStruct((), INDEX_DTYPE)
-    jaxpr, out_shape = jax.make_jaxpr(fun, return_shape=True)(index_struct)
+    with recording_markers() as stage_markers:
+        jaxpr, out_shape = jax.make_jaxpr(fun, return_shape=True)(index_struct)
     out_leaves, out_tree = jax.tree_util.tree_flatten(out_shape)
     ops = _resolve_operations(operation, out_shape)
     _warn_if_marker_is_dead(jaxpr, ops)
@@ -156,6 +158,7 @@ def treduce_i(
         "num_microbatches": length,
         "schedule": _schedule_tag(schedule),
         "reductions": tuple(op.tag for op in ops),
+        "stage_markers": tuple(stage_markers),
     }
 
     def body(i: jax.Array, state: list[jax.Array]) -> list[jax.Array]:

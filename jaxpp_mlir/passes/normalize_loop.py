@@ -81,8 +81,10 @@ class NormalizeLoop(ModulePass):
         marker = markers[0]
         loop = _parent(marker)
         if loop is None or loop.name != "stablehlo.while" or loop.block != ir_utils.body(main):
+            # The marker's own location stops inside treduce; its while's reaches the user's call.
+            blamed = loop if loop is not None and loop.name == "stablehlo.while" else marker
             raise diagnostics.error(
-                marker,
+                blamed,
                 "the microbatch loop marker must sit directly in the body of a top-level "
                 "stablehlo.while (treduce inside other control flow is not supported)",
             )

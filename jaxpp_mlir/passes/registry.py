@@ -2,6 +2,7 @@
 
 from jaxpp_mlir.passes import (  # noqa: F401
     assign_stages,
+    check_host_callbacks,
     check_shardings,
     inline_calls,
     insert_transfers,
@@ -13,5 +14,6 @@ from jaxpp_mlir.passes import (  # noqa: F401
     restore_sharding_constraints,
     split_accumulators,
     split_backward,
+    verify_markers,
     verify_program,
 )

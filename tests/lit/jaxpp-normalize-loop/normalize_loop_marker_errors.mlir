@@ -13,13 +13,14 @@ module @marker_in_nested_while {
       %1 = stablehlo.compare LT, %iterArg, %c_1, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
       stablehlo.return %1 : tensor<i1>
     } do {
+      // The error is blamed on the marker's while: its location reaches the user's treduce call.
+      // expected-error @+1 {{the microbatch loop marker must sit directly in the body of a top-level stablehlo.while (treduce inside other control flow is not supported)}}
       %1:2 = stablehlo.while(%iterArg_2 = %c, %iterArg_3 = %iterArg_0) : tensor<i32>, tensor<f32>
       cond {
         %c_1 = stablehlo.constant dense<2> : tensor<i32>
         %2 = stablehlo.compare LT, %iterArg_2, %c_1, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
         stablehlo.return %2 : tensor<i1>
       } do {
-        // expected-error @+1 {{the microbatch loop marker must sit directly in the body of a top-level stablehlo.while (treduce inside other control flow is not supported)}}
         %2 = stablehlo.custom_call @jaxpp.loop_marker(%iterArg_2) {mhlo.frontend_attributes = {jaxpp.num_microbatches = "2"}} : (tensor<i32>) -> tensor<i32>
         %c_1 = stablehlo.constant dense<1> : tensor<i32>
         %3 = stablehlo.add %iterArg_2, %c_1 : tensor<i32>

@@ -1,0 +1,328 @@
+"""jaxpp-verify-markers: check that the stage markers agree with each other."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+from jax.extend.mlir import ir
+
+from jaxpp_mlir import diagnostics
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.passes.base import ModulePass, register_pass
+
+_LAYER_OPS = ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution")
+_TRANSPOSE_SCOPE = "transpose("
+_RECOMPUTED_SCOPES = ("rematted_computation", "checkpoint", "remat")  # forward code, rerun
+
+
+@register_pass
+@dataclasses.dataclass(frozen=True)
+class VerifyMarkers(ModulePass):
+    """Check that forward and backward stage markers agree, before stages are assigned.
+
+    Works on the stage block: the body of the microbatch loop (the
+    ``stablehlo.while`` holding ``@jaxpp.loop_marker``) if there is one, else
+    ``@main``. Counting on every dependence path the forward markers (F, the
+    stages they end) and the backward markers (B, their transposes), it
+    reports with a located error:
+
+    - a backward-direction marker in forward code (a forward marker depends on
+      it), and a forward-direction marker whose location says autodiff placed it
+      as a transpose (a saved module whose marker direction was edited);
+    - a forward marker without its backward counterpart: when the step
+      differentiates through the markers (B > 0) but B < F and gradient code
+      reads a value of a forward stage that has no backward stage of its own
+      (a marker inside a ``jax.custom_vjp`` forward rule, a backward marker
+      removed from a saved module);
+    - JaxPP's old placement (markers at the start of stages 1..n-1, none after
+      the last layer): the code after the last forward marker holds a layer
+      (a ``dot_general`` or convolution with a weight that depends on neither a
+      marker nor the microbatch), unless ``jax.grad`` dropped the last forward
+      marker (B = F + 1).
+
+    It warns (a ``warning`` diagnostic, turned into a Python warning by
+    ``partition``) about what is legal but surprising: a marker the user wrote
+    that JAX dropped because its result is unused (known from the source lines
+    ``treduce`` records on its loop marker), and markers with no dependence
+    between them, which end the same stage.
+
+    Precondition: no ``func.call`` in ``@main`` (jaxpp-inline-calls); the
+    microbatch loop, if any, not yet normalized (the loop marker still holds
+    the recorded marker lines).
+    Postcondition: the module is unchanged.
+    """
+
+    name = "jaxpp-verify-markers"
+
+    def run(self, module: ir.Operation) -> None:
+        main = ir_utils.get_main(module)
+        loop_marker = _find_loop_marker(main)
+        block = loop_marker.block if loop_marker is not None else ir_utils.body(main)
+        top_ops = [op.operation for op in block.operations][:-1]
+        markers = [op for op in top_ops if jaxpp.is_stage_marker(op)]
+        if not markers or _has_nested_markers(main, block):
+            return  # jaxpp-assign-stages reports both, in the user's terms
+        paths = _MarkerPaths(top_ops, loop_marker, block)
+        _check_directions(markers, paths)
+        forward = [op for op in markers if _is_forward(op)]
+        num_forward = max((paths.forward[op] + 1 for op in forward), default=0)
+        num_backward = max(
+            (paths.backward[op] + 1 for op in markers if not _is_forward(op)), default=0
+        )
+        if num_backward in (0, num_forward):
+            _check_last_stage_marked(top_ops, forward, num_forward, paths)
+        if 0 < num_backward < num_forward:
+            _check_backward_counterparts(top_ops, forward, num_forward, num_backward, paths)
+        _warn_merged_markers(forward, paths)
+        if loop_marker is not None:
+            _warn_dead_markers(markers, jaxpp.loop_stage_markers(loop_marker))
+
+
+class _MarkerPaths:
+    """For every op of the stage block, in program order: the most forward markers
+    (``forward``) and backward markers (``backward``) on a path into it, whether it
+    depends on any stage marker (``anchored``) or on the microbatch (``per_microbatch``)."""
+
+    def __init__(
+        self, top_ops: list[ir.Operation], loop_marker: ir.Operation | None, block: ir.Block
+    ):
+        self.forward: dict[ir.Operation, int] = {}
+        self.backward: dict[ir.Operation, int] = {}
+        self.anchored: dict[ir.Operation, bool] = {}
+        self.per_microbatch: dict[ir.Operation, bool] = {}
+        self.upstream_backward_marker: dict[ir.Operation, ir.Operation | None] = {}
+        for op in top_ops:
+            infos = [self.value_info(v) for v in ir_utils.external_operands(op)]
+            self.forward[op] = max((i[0] for i in infos), default=0)
+            self.backward[op] = max((i[1] for i in infos), default=0)
+            self.anchored[op] = any(i[2] for i in infos) or jaxpp.is_stage_marker(op)
+            is_loop_marker = loop_marker is not None and op == loop_marker
+            self.per_microbatch[op] = is_loop_marker or any(i[3] for i in infos)
+            upstream = [i[4] for i in infos if i[4] is not None]
+            self.upstream_backward_marker[op] = upstream[0] if upstream else None
+        # The stage of the first forward marker each op feeds (the stage it computes).
+        self.feeds_stage: dict[ir.Operation, int | None] = {}
+        for op in reversed(top_ops):
+            stages = []
+            for result in op.results:
+                for use in result.uses:
+                    user = ir_utils.top_level_user(ir_utils.use_owner(use), block)
+                    if jaxpp.is_stage_marker(user) and _is_forward(user):
+                        stages.append(self.forward[user])
+                    elif self.feeds_stage.get(user) is not None:
+                        stages.append(self.feeds_stage[user])
+            self.feeds_stage[op] = min(stages, default=None)
+
+    def forward_stage_of(self, value: ir.Value) -> int | None:
+        """The forward stage that computes ``value`` for this microbatch, if it is forward
+        code of a stage: downstream of stage markers, or upstream of one and computed
+        from the microbatch (a weight or a constant belongs to no stage)."""
+        producer = ir_utils.defining_op(value)
+        if producer is None or producer not in self.forward:
+            return None
+        stage, backward, anchored, per_microbatch, _ = self.value_info(value)
+        if backward > 0:
+            return None
+        if anchored:
+            return stage
+        return self.feeds_stage[producer] if per_microbatch else None
+
+    def value_info(self, value: ir.Value) -> tuple[int, int, bool, bool, ir.Operation | None]:
+        """(forward stage, backward count, anchored, per microbatch, a backward marker
+        upstream) of a value; values defined outside the stage block count as none."""
+        producer = ir_utils.defining_op(value)
+        if producer is None or producer not in self.forward:
+            return 0, 0, False, False, None
+        forward, backward = self.forward[producer], self.backward[producer]
+        upstream = self.upstream_backward_marker[producer]
+        if jaxpp.is_stage_marker(producer):
+            if _is_forward(producer):
+                forward += 1
+            else:
+                backward += 1
+                upstream = producer
+        return (
+            forward,
+            backward,
+            self.anchored[producer],
+            self.per_microbatch[producer],
+            upstream,
+        )
+
+
+def _check_directions(markers: list[ir.Operation], paths: _MarkerPaths) -> None:
+    for op in markers:
+        if not _is_forward(op):
+            continue
+        if _in_transpose_scope(op.location):
+            raise diagnostics.error(
+                op,
+                "this stage marker is marked forward ('fwd') but autodiff placed it as the "
+                "transpose of a marker (its location is inside 'transpose(...)'): the "
+                "module's marker directions are inconsistent; restore jaxpp.direction = "
+                '"bwd" or lower the step again',
+            )
+        upstream = paths.upstream_backward_marker[op]
+        if upstream is not None:
+            raise diagnostics.error(
+                upstream,
+                "backward-direction stage marker in forward code: the forward marker at "
+                f"{_where(op)} depends on it. Backward markers are the transposes autodiff "
+                "places (or mark_stage_end_backward in a custom_vjp backward rule): mark "
+                "forward code with pipeline_enter_stage (higher-order gradients through "
+                "stage markers are not supported)",
+            )
+
+
+def _check_last_stage_marked(
+    top_ops: list[ir.Operation],
+    forward: list[ir.Operation],
+    num_forward: int,
+    paths: _MarkerPaths,
+) -> None:
+    """JaxPP's old placement leaves the last stage's layers after the last marker."""
+    if not forward:
+        return
+    last_markers = [op for op in forward if paths.forward[op] + 1 == num_forward]
+    for op in top_ops:
+        if op.name not in _LAYER_OPS or paths.backward[op] > 0:
+            continue
+        infos = [paths.value_info(v) for v in op.operands]
+        after_last = any(info[2] and info[0] == num_forward for info in infos)
+        weight = any(not info[2] and not info[3] for info in infos)
+        if after_last and weight:
+            raise diagnostics.error(
+                last_markers[0],
+                "the last stage's marker is missing: a layer "
+                f"('{op.name}' at {_where(op)}) follows the last stage marker. "
+                "pipeline_enter_stage marks the END of a stage, so N stages need N markers, "
+                "the last one after the last layer (JaxPP's placement since August 2025). "
+                "With the old placement (markers at the start of stages 1..n-1) add "
+                "pipeline_enter_stage after the last layer and remove none",
+            )
+
+
+def _check_backward_counterparts(
+    top_ops: list[ir.Operation],
+    forward: list[ir.Operation],
+    num_forward: int,
+    num_backward: int,
+    paths: _MarkerPaths,
+) -> None:
+    """Gradient code reading a stage with no backward stage of its own lacks a boundary."""
+    for op in top_ops:
+        count = paths.backward[op]
+        if count == 0 or jaxpp.is_stage_marker(op):
+            continue
+        own_stage = num_forward - count
+        for value in ir_utils.external_operands(op):
+            stage = paths.forward_stage_of(value)
+            if stage is None or stage >= own_stage:
+                continue
+            # The gradient code of stage `stage` crossed fewer backward markers than the
+            # stages from there to the last: one of those stages' markers lacks its own.
+            candidates = sorted(
+                (m for m in forward if paths.forward[m] >= stage), key=paths.forward.get
+            )
+            listing = ", ".join(f"stage {paths.forward[m]} at {_where(m)}" for m in candidates)
+            raise diagnostics.error(
+                candidates[0],
+                "a stage marker has no backward counterpart: the step's gradient crosses "
+                f"{num_backward} backward marker(s) for {num_forward} forward marker(s), so "
+                f"the gradient code at {_where(op)}, which reads a value of stage {stage}, "
+                f"would run in the backward of stage {own_stage}. The marker without one "
+                f"is among those ending {listing}. If a marker is inside a jax.custom_vjp "
+                "forward rule, pass the cotangents its backward rule receives through "
+                "jaxpp_mlir.mark_stage_end_backward (or mark outside the custom_vjp); a "
+                "saved module must keep every backward marker autodiff placed",
+            )
+
+
+def _warn_merged_markers(forward: list[ir.Operation], paths: _MarkerPaths) -> None:
+    by_stage: dict[int, list[ir.Operation]] = collections.defaultdict(list)
+    for op in forward:
+        by_stage[paths.forward[op]].append(op)
+    for stage, ops in sorted(by_stage.items()):
+        if len(ops) < 2:
+            continue
+        others = ", ".join(_where(op) for op in ops[1:])
+        diagnostics.warning(
+            ops[0],
+            f"this stage marker and the one(s) at {others} do not depend on each other, "
+            f"so they end the same stage ({stage}) and count as one: chain them (mark the "
+            "value computed from both) if you meant separate stages",
+        )
+
+
+def _warn_dead_markers(markers: list[ir.Operation], written: tuple[str, ...] | None) -> None:
+    """Markers written at trace time whose op JAX removed (their result was unused)."""
+    lines = [_source_line(op) for op in markers]
+    if not written or "loc(unknown)" in lines:
+        return  # nothing recorded, or locations stripped: nothing to compare
+    alive: collections.Counter[str] = collections.Counter()
+    per_direction: dict[str, collections.Counter[str]] = {
+        jaxpp.FORWARD: collections.Counter(),
+        jaxpp.BACKWARD: collections.Counter(),
+    }
+    for op, line in zip(markers, lines, strict=True):
+        per_direction[jaxpp.marker_direction(op)][line] += 1
+    for line in set(per_direction[jaxpp.FORWARD]) | set(per_direction[jaxpp.BACKWARD]):
+        alive[line] = max(per_direction[jaxpp.FORWARD][line], per_direction[jaxpp.BACKWARD][line])
+    if not set(alive) & set(written):
+        return  # the locations are not the traced ones (a module printed without debug info)
+    missing = collections.Counter(written) - alive
+    for line in sorted(missing):
+        diagnostics.warning(
+            _file_location(line) or markers[0].location,
+            f"{missing[line]} stage marker(s) written at {line} no longer bound a stage: "
+            "JAX removed them because their result is unused; use the marker's result "
+            "(x = pipeline_enter_stage(x)) for it to end a stage",
+        )
+
+
+def _file_location(line: str) -> ir.Location | None:
+    filename, _, number = line.rpartition(":")
+    if not filename or not number.isdigit():
+        return None
+    return ir.Location.file(filename, int(number), 0)
+
+
+def _find_loop_marker(main: ir.Operation) -> ir.Operation | None:
+    for op in ir_utils.walk(main):
+        if jaxpp.is_loop_marker(op):
+            return op
+    return None
+
+
+def _has_nested_markers(main: ir.Operation, block: ir.Block) -> bool:
+    return any(jaxpp.is_stage_marker(op) and op.block != block for op in ir_utils.walk(main))
+
+
+def _is_forward(marker: ir.Operation) -> bool:
+    return jaxpp.marker_direction(marker) == jaxpp.FORWARD
+
+
+def _where(op: ir.Operation) -> str:
+    return diagnostics.format_location(op.location)
+
+
+def _source_line(op: ir.Operation) -> str:
+    """``file:line`` of the op's source location (column dropped)."""
+    where = _where(op)
+    return where.rsplit(":", 1)[0] if where.count(":") >= 2 else where
+
+
+def _in_transpose_scope(location: ir.Location) -> bool:
+    """True if a name in ``location`` (JAX's name stack) says autodiff transposed the op."""
+    location = ir.Location.from_attr(location.attr)
+    if isinstance(location, ir.NameLoc):
+        name = location.name_str
+        transposed = _TRANSPOSE_SCOPE in name and not any(s in name for s in _RECOMPUTED_SCOPES)
+        return transposed or _in_transpose_scope(location.child_loc)
+    if isinstance(location, ir.CallSiteLoc):
+        return _in_transpose_scope(location.callee)
+    if isinstance(location, ir.FusedLoc):
+        return any(_in_transpose_scope(inner) for inner in location.locations)
+    return False

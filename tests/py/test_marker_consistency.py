@@ -1,0 +1,320 @@
+"""Marker misuse is caught (jaxpp-verify-markers, jaxpp-check-host-callbacks via partition)."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.extend.mlir import ir
+
+import jaxpp_mlir as pp
+from jaxpp_mlir import ir_context
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.frontend.markers import enter_stage_p
+from jaxpp_mlir.passes import ir_utils
+
+WEIGHTS = [jnp.full((4, 4), 0.1 * (i + 1), jnp.float32) for i in range(4)]
+BATCH = (jnp.ones((2, 3, 4), jnp.float32), jnp.ones((2, 3, 4), jnp.float32))
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    return pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:4]), ("stage",)), "stage")
+
+
+def _step(model, *, with_loss=True):
+    def loss(params, microbatch):
+        x, y = microbatch
+        return jnp.mean((model(params, x) - y) ** 2)
+
+    def step(params, batch):
+        if with_loss:
+            body = lambda mb: jax.value_and_grad(loss)(params, mb)  # noqa: E731
+            return pp.treduce(body, batch, operation=(pp.Add, pp.Add))
+        return pp.treduce(lambda mb: jax.grad(loss)(params, mb), batch, operation=pp.Add)
+
+    return step
+
+
+def _lower(model, **kwargs):
+    return jax.jit(_step(model, **kwargs)).lower(WEIGHTS, BATCH)
+
+
+def _partition(model, mesh, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = pp.partition(_lower(model), mesh=mesh, **kwargs)
+    return program, [w for w in caught if issubclass(w.category, pp.PartitionWarning)]
+
+
+def marked_mlp(params, x):
+    for w in params:
+        x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
+    return x
+
+
+@jax.custom_vjp
+def _layer_without_backward_marker(w, x):
+    return pp.pipeline_enter_stage(jnp.tanh(x @ w))
+
+
+def _layer_fwd(w, x):
+    y = jnp.tanh(x @ w)
+    return pp.pipeline_enter_stage(y), (w, x, y)  # the marker in the custom_vjp forward
+
+
+def _layer_bwd_unmarked(residuals, ct):
+    w, x, y = residuals
+    g = ct * (1 - y**2)
+    return x.T @ g, g @ w.T
+
+
+def _layer_bwd_marked(residuals, ct):
+    return _layer_bwd_unmarked(residuals, pp.mark_stage_end_backward(ct))
+
+
+_layer_without_backward_marker.defvjp(_layer_fwd, _layer_bwd_unmarked)
+
+
+@jax.custom_vjp
+def _layer_with_backward_marker(w, x):
+    return pp.pipeline_enter_stage(jnp.tanh(x @ w))
+
+
+_layer_with_backward_marker.defvjp(_layer_fwd, _layer_bwd_marked)
+
+
+def _custom_vjp_mlp(layer):
+    def model(params, x):
+        for i, w in enumerate(params):
+            x = layer(w, x) if i == 1 else pp.pipeline_enter_stage(jnp.tanh(x @ w))
+        return x
+
+    return model
+
+
+def dead_marker_mlp(params, x):
+    for i, w in enumerate(params):
+        x = jnp.tanh(x @ w)
+        if i == 1:
+            pp.pipeline_enter_stage(x)  # DEAD MARKER: result unused
+        else:
+            x = pp.pipeline_enter_stage(x)
+    return x
+
+
+def parallel_markers_mlp(params, x):
+    a = pp.pipeline_enter_stage(jnp.tanh(x @ params[0]))  # PARALLEL A
+    b = pp.pipeline_enter_stage(jnp.tanh(x @ params[1]))  # PARALLEL B
+    x = pp.pipeline_enter_stage(jnp.tanh((a + b) @ params[2]))
+    return pp.pipeline_enter_stage(jnp.tanh(x @ params[3]))
+
+
+def backward_marker_in_forward_mlp(params, x):
+    for i, w in enumerate(params):
+        x = jnp.tanh(x @ w)
+        if i == 1:
+            (x,) = enter_stage_p.bind(x, direction=jaxpp.BACKWARD)
+        else:
+            x = pp.pipeline_enter_stage(x)
+    return x
+
+
+def old_placement_mlp(params, x):
+    """JaxPP's placement before August 2025: markers at the start of stages 1..n-1."""
+    for i, w in enumerate(params):
+        if i > 0:
+            x = pp.pipeline_enter_stage(x)
+        x = jnp.tanh(x @ w)
+    return x
+
+
+def debug_print_mlp(params, x):
+    for i, w in enumerate(params):
+        x = jnp.tanh(x @ w)
+        if i == 1:
+            jax.debug.print("x {}", x.sum())  # CALLBACK
+        x = pp.pipeline_enter_stage(x)
+    return x
+
+
+def pure_callback_mlp(params, x):
+    for i, w in enumerate(params):
+        x = jnp.tanh(x @ w)
+        if i == 1:
+            total = jax.lax.stop_gradient(x.sum())
+            shape = jax.ShapeDtypeStruct((), x.dtype)
+            x = x + jax.lax.stop_gradient(jax.pure_callback(np.asarray, shape, total))  # CALLBACK
+        x = pp.pipeline_enter_stage(x)
+    return x
+
+
+def _line_of(function, tag):
+    import inspect
+
+    lines, start = inspect.getsourcelines(function)
+    return start + next(i for i, line in enumerate(lines) if tag in line)
+
+
+def test_consistent_markers_partition_without_warning(mesh):
+    program, caught = _partition(marked_mlp, mesh, strict=True)
+    assert program.num_stages == 4
+    assert caught == []
+
+
+def test_grad_without_loss_is_consistent(mesh):
+    # jax.grad drops the last forward marker; the backward markers still count 4 stages.
+    program = pp.partition(_lower(marked_mlp, with_loss=False), mesh=mesh, strict=True)
+    assert program.num_stages == 4
+
+
+def test_custom_vjp_without_backward_marker_is_a_located_error(mesh):
+    with pytest.raises(pp.PartitionError) as info:
+        _partition(_custom_vjp_mlp(_layer_without_backward_marker), mesh)
+    message = str(info.value)
+    assert f"test_marker_consistency.py:{_line_of(_layer_fwd, 'custom_vjp forward')}:" in message
+    assert "has no backward counterpart" in message
+    assert "jaxpp_mlir.mark_stage_end_backward" in message
+
+
+def test_custom_vjp_with_backward_marker_matches_jit(mesh):
+    model = _custom_vjp_mlp(_layer_with_backward_marker)
+    program, caught = _partition(model, mesh, strict=True)
+    assert program.num_stages == 4 and caught == []
+    got = program.compile()(WEIGHTS, BATCH)
+    want = jax.jit(_step(model))(WEIGHTS, BATCH)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_dead_marker_warns_at_its_line(mesh):
+    program, caught = _partition(dead_marker_mlp, mesh)
+    line = _line_of(dead_marker_mlp, "DEAD MARKER")
+    assert program.num_stages == 3
+    assert len(caught) == 1
+    assert caught[0].lineno == line and caught[0].filename.endswith("test_marker_consistency.py")
+    assert "no longer bound a stage: JAX removed them because their result is unused" in str(
+        caught[0].message
+    )
+
+
+def test_parallel_markers_warn_that_they_merge(mesh):
+    program, caught = _partition(parallel_markers_mlp, mesh)
+    assert program.num_stages == 3
+    assert [w.lineno for w in caught] == [_line_of(parallel_markers_mlp, "PARALLEL A")]
+    message = str(caught[0].message)
+    assert "do not depend on each other, so they end the same stage (0)" in message
+    assert f":{_line_of(parallel_markers_mlp, 'PARALLEL B')}:" in message
+
+
+@pytest.mark.parametrize("model", [dead_marker_mlp, parallel_markers_mlp])
+def test_strict_turns_warnings_into_errors(mesh, model):
+    with pytest.raises(pp.PartitionError, match="strict=True"):
+        pp.partition(_lower(model), mesh=mesh, strict=True)
+
+
+def test_backward_marker_in_forward_code_is_a_located_error(mesh):
+    with pytest.raises(pp.PartitionError, match="backward-direction stage marker in forward code"):
+        _partition(backward_marker_in_forward_mlp, mesh)
+
+
+@pytest.mark.parametrize("schedule", [None, pp.Std1F1B(4)], ids=["no-schedule", "Std1F1B"])
+def test_old_marker_placement_says_the_last_marker_is_missing(mesh, schedule):
+    with pytest.raises(pp.PartitionError) as info:
+        _partition(old_placement_mlp, mesh, schedule=schedule)
+    message = str(info.value)
+    assert "the last stage's marker is missing" in message
+    assert "add pipeline_enter_stage after the last layer" in message
+
+
+@pytest.mark.parametrize("model", [debug_print_mlp, pure_callback_mlp])
+def test_host_callback_in_a_stage_is_refused_at_its_line(mesh, model):
+    with pytest.raises(pp.PartitionError) as info:
+        _partition(model, mesh)
+    message = str(info.value)
+    assert "a host callback (jax.debug.print, jax.pure_callback" in message
+    assert f"test_marker_consistency.py:{_line_of(model, '# CALLBACK')}:" in message
+
+
+# ------------------------------------------------------------- saved, edited IR
+
+
+@pytest.fixture(scope="module")
+def saved_text():
+    return _lower(marked_mlp).as_text(debug_info=True)
+
+
+def _edited(text, edit):
+    module = ir_context.parse_module(text)
+    backward = [
+        op
+        for op in ir_utils.walk(module.operation)
+        if jaxpp.is_stage_marker(op) and jaxpp.marker_direction(op) == jaxpp.BACKWARD
+    ]
+    assert len(backward) == 4
+    with module.context, ir.Location.unknown():
+        edit(backward)
+    return module.operation.get_asm(enable_debug_info=True)
+
+
+def _flip_first(backward):
+    direction = {jaxpp.DIRECTION_ATTR: ir.StringAttr.get(jaxpp.FORWARD)}
+    backward[0].attributes[jaxpp.FRONTEND_ATTRIBUTES] = ir.DictAttr.get(direction)
+
+
+def _remove(index):
+    def edit(backward):
+        op = backward[index]
+        for result, operand in zip(op.results, op.operands, strict=True):
+            result.replace_all_uses_with(operand)
+        op.erase()
+
+    return edit
+
+
+def test_saved_module_with_flipped_direction_is_refused(mesh, saved_text):
+    with pytest.raises(pp.PartitionError, match="marked forward .'fwd'. but autodiff placed it"):
+        pp.partition(_edited(saved_text, _flip_first), mesh=mesh)
+
+
+@pytest.mark.parametrize("index", [0, 1, 3])
+def test_saved_module_without_a_backward_marker_is_refused(mesh, saved_text, index):
+    with pytest.raises(pp.PartitionError) as info:
+        pp.partition(_edited(saved_text, _remove(index)), mesh=mesh)
+    message = str(info.value)
+    assert "a stage marker has no backward counterpart" in message
+    assert "3 backward marker(s) for 4 forward marker(s)" in message
+    assert f"stage {3 - index}" in message  # the stage whose backward marker was removed
+
+
+def test_treduce_inside_cond_is_blamed_on_the_users_line(mesh):
+    def loss(params, x):
+        for w in params[:2]:
+            x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
+        return jnp.mean(x)
+
+    def step(params, batch, flag):
+        def pipelined():
+            body = lambda mb: jax.value_and_grad(loss)(params, mb)  # noqa: E731
+            return pp.treduce(body, batch, operation=(pp.Add, pp.Add))  # TREDUCE IN COND
+
+        def skipped():
+            return jnp.zeros(()), [jnp.zeros_like(w) for w in params]
+
+        return jax.lax.cond(flag, pipelined, skipped)
+
+    lowered = jax.jit(step).lower(WEIGHTS, BATCH[0], True)
+    with pytest.raises(pp.PartitionError) as info:
+        pp.partition(lowered, mesh=mesh)
+    message = str(info.value)
+    line = _line_of(test_treduce_inside_cond_is_blamed_on_the_users_line, "TREDUCE IN COND")
+    assert message.startswith(f"{__file__}:{line}:"), message
+    assert "treduce inside other control flow is not supported" in message
+    assert "treduce.py" not in message
+
+
+def test_module_printed_without_debug_info_gives_no_spurious_dead_marker_warning(mesh):
+    # Without debug info the markers' locations are lines of the text, not the traced ones.
+    program = pp.partition(_lower(marked_mlp).as_text(), mesh=mesh, strict=True)
+    assert program.num_stages == 4
