@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
+import jaxpp_mlir as pp
 
 # Every stage runs the same StableHLO ops in the same order as the jitted step,
 # and XLA's CPU backend gives these ops the same results whichever module they

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-import pytest  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
+import jaxpp_mlir as pp
 
 WIDTH = 8
 NUM_STAGES = 4
