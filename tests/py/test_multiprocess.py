@@ -91,6 +91,7 @@ def reference() -> dict[str, tuple[list[np.ndarray], np.ndarray]]:
 # ------------------------------------------------------------------ training
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("nproc", "devices"), [(2, 4), (4, 2)], ids=["2x4", "4x2"])
 def test_training_matches_single_process_bit_for_bit(nproc, devices, tmp_path, reference):
     result = launch(nproc, devices, "train", str(tmp_path), *model.SCHEDULES)
@@ -103,6 +104,7 @@ def test_training_matches_single_process_bit_for_bit(nproc, devices, tmp_path, r
     assert result.stdout.count("remote outputs refuse to be read") == nproc * len(model.SCHEDULES)
 
 
+@pytest.mark.slow
 def test_sharded_ranks_match_single_process_bit_for_bit(tmp_path):
     result = launch(2, 2, "sharded", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -114,6 +116,7 @@ def test_sharded_ranks_match_single_process_bit_for_bit(tmp_path):
     np.testing.assert_array_equal(got["losses"], np.stack([np.asarray(h) for h in history]))
 
 
+@pytest.mark.slow
 def test_main_job_as_two_processes_prints_the_single_process_losses():
     # examples/train_mlp.py, the README's main job: one pipelined training over both
     # processes (ranks 0, 1 in process 0; 2, 3 in process 1) prints the same losses as
@@ -191,6 +194,7 @@ class _Worker:
             t.join(timeout=5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("nproc", "devices", "victim"),
     [(2, 4, 1), (2, 4, 0), (4, 2, 2)],
@@ -241,6 +245,7 @@ def test_killing_a_process_mid_step_stops_the_others(nproc, devices, victim):
 # ------------------------------------------------------------------ deadlocks
 
 
+@pytest.mark.slow
 def test_deadlocking_transfer_order_is_rejected_in_every_process():
     result = launch(2, 4, "deadlock")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -298,6 +303,7 @@ def test_rank_spanning_processes_is_rejected():
 # ------------------------------------------------------------------ launcher
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("ending", "code", "how"),
     [("sys.exit(3)", 3, "exited with code 3"), ("os.kill(os.getpid(), 9)", 137, "SIGKILL")],
