@@ -26,6 +26,7 @@ from jaxpp_mlir.runtime import (
     TensorSpec,
     compile_plan,
 )
+from toolkit import mpmd_mesh
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.ir_context import parse_module
@@ -34,11 +35,6 @@ NUM_STAGES = 4
 NUM_MICROBATCHES = 4
 MESH_222 = {"stage": 2, "data": 2, "model": 2}
 MESH_42 = {"stage": 4, "data": 2}
-
-
-def mpmd_mesh(shape: dict[str, int]) -> pp.MpmdMesh:
-    devices = np.array(jax.devices()[: int(np.prod(list(shape.values())))])
-    return pp.MpmdMesh(Mesh(devices.reshape(tuple(shape.values())), tuple(shape)), "stage")
 
 
 def make_inputs(seed: int = 0):

@@ -8,16 +8,12 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+from toolkit import mpmd_mesh
 
 import jaxpp_mlir as pp
 
 WIDTH = 8
 NUM_MICROBATCHES = 4
-
-
-def mpmd_mesh(shape: dict[str, int]) -> pp.MpmdMesh:
-    devices = np.array(jax.devices()[: int(np.prod(list(shape.values())))])
-    return pp.MpmdMesh(Mesh(devices.reshape(tuple(shape.values())), tuple(shape)), "stage")
 
 
 def loss_fn(params, microbatch):
