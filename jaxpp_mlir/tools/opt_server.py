@@ -149,8 +149,7 @@ class ForkServer:
         if pid == 0:
             status = 1
             try:
-                self.listener.close()
-                conn.close()
+                self.close_inherited(conn)
                 status = run_child(request, fds)
             finally:
                 os._exit(status)
@@ -158,6 +157,14 @@ class ForkServer:
             os.close(fd)
         self.children[pid] = conn
         self.selector.register(conn, selectors.EVENT_READ)
+
+    def close_inherited(self, conn: socket.socket) -> None:
+        """In a child: closes the server's sockets, so that no other client waits on this child."""
+        self.selector.close()
+        self.listener.close()
+        conn.close()
+        for other in self.children.values():
+            other.close()
 
     def client_left(self, conn) -> None:
         """The client closed its connection before its run ended (it was killed): stop the run."""
