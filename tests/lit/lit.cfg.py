@@ -5,7 +5,10 @@ folders (files that tests read). RUN lines may use:
 
 - ``jaxpp-opt``: the tool, run as ``<this python> -m jaxpp_mlir.tools.opt`` so
   that no console script needs to be on PATH and the checkout under test is
-  the one imported;
+  the one imported; by default through a fork server that imports jax once
+  for the whole suite (``jaxpp_mlir/tools/opt_server.py``; the RUN lines call
+  the stdlib-only ``opt_client.py``, which falls back to the plain tool when
+  the server is not there). ``JAXPP_OPT_FORK_SERVER=0`` runs the plain tool;
 - ``%python``: this Python interpreter;
 - ``%inputs``: the folder of captured jax lowerings for the installed jax;
 - ``%jaxchecks``: FileCheck prefixes CHECK plus JAX010 or JAX011 (the installed jax's);
@@ -17,9 +20,13 @@ Scratch files (``%t``) go to tests/lit/Output, which git ignores.
 
 # ruff: noqa: F821 - `config` and `lit_config` are injected by lit
 
+import atexit
 import os
 import shlex
+import subprocess
 import sys
+import tempfile
+import time
 from importlib.metadata import version
 
 import lit.formats
@@ -37,7 +44,7 @@ _python = shlex.quote(sys.executable)
 # Substitutions are regular expressions applied in order, before lit's own (%s, %t...).
 # `jaxpp-opt` is replaced only as a word of its own, never inside a path or a longer name.
 _tool = f"{_python} -m jaxpp_mlir.tools.opt"
-config.substitutions.append((r"(?<![\w/.-])jaxpp-opt(?![\w.-])", _tool))
+_TOOL_PATTERN = r"(?<![\w/.-])jaxpp-opt(?![\w.-])"
 config.substitutions.append((r"(?<![\w/.-])FileCheck(?![\w.-])", "filecheck"))
 config.substitutions.append(("%python", _python))
 
@@ -65,3 +72,47 @@ config.environment["TF_CPP_MIN_LOG_LEVEL"] = "3"
 for _name in ("HOME", "TMPDIR", "XLA_FLAGS"):
     if _name in os.environ:
         config.environment[_name] = os.environ[_name]
+
+
+def _start_fork_server() -> str | None:
+    """Starts ``jaxpp_mlir.tools.opt_server`` for this lit run; the RUN lines' command.
+
+    None (run the plain tool) when disabled or when the server does not come up.
+    The server exits with lit: its socket is removed at exit, and it watches its parent.
+    """
+    if os.environ.get("JAXPP_OPT_FORK_SERVER", "1") == "0":
+        return None
+    socket_dir = tempfile.mkdtemp(prefix="jaxpp-opt-")
+    socket_path = os.path.join(socket_dir, "server.sock")
+    env = dict(os.environ, **config.environment)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jaxpp_mlir.tools.opt_server", socket_path],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+    def stop() -> None:
+        if os.path.exists(socket_path):
+            os.unlink(socket_path)
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        if not os.listdir(socket_dir):
+            os.rmdir(socket_dir)
+
+    atexit.register(stop)
+    deadline = time.monotonic() + _SERVER_START_SECONDS
+    while not os.path.exists(socket_path):
+        if server.poll() is not None or time.monotonic() > deadline:
+            lit_config.warning("jaxpp-opt fork server did not start; running the plain tool")
+            return None
+        time.sleep(0.05)
+    config.environment["JAXPP_OPT_SERVER"] = socket_path
+    client = os.path.join(_repo_root, "jaxpp_mlir", "tools", "opt_client.py")
+    return f"{_python} -I {shlex.quote(client)}"
+
+
+_SERVER_START_SECONDS = 120
+config.substitutions.insert(0, (_TOOL_PATTERN, _start_fork_server() or _tool))

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the benchmarks run their scripts as subprocesses
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 

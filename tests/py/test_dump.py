@@ -6,18 +6,14 @@ loop), partitioned over 2 ranks with the default schedule.
 
 from __future__ import annotations
 
-import os
+import pathlib
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+import jax
+import numpy as np
+import pytest
 
-import pathlib  # noqa: E402
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
-from jaxpp_mlir.partition import DUMP_DIR_ENV, default_pipeline  # noqa: E402
+import jaxpp_mlir as pp
+from jaxpp_mlir.partition import DUMP_DIR_ENV, default_pipeline
 
 STEP = pathlib.Path(__file__).resolve().parents[1] / "lit" / "inputs" / "treduce_mlp.mlir"
 NUM_RANKS = 2

@@ -22,6 +22,7 @@ _NOT_RUN = re.compile(r"^// RUN: *not jaxpp-opt .*\| *filecheck", re.MULTILINE)
 _CHECKED_ERROR = re.compile(r"^// *[A-Z][A-Z0-9-]*: .*error: \S", re.MULTILINE)
 
 
+@pytest.mark.slow
 def test_lit_suite_passes():
     command = [sys.executable, "-c", "import lit.main; lit.main.main()", "-sv", str(LIT_DIR)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)

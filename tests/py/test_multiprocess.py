@@ -18,16 +18,14 @@ import sys
 import threading
 import time
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+import jax
+import numpy as np
+import pytest
+from jaxpp_mlir.runtime.distributed import plan_transfers, rank_processes
+from jaxpp_mlir.runtime.plan import Recv, RunStage, Send
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jaxpp_mlir.runtime.distributed import plan_transfers, rank_processes  # noqa: E402
-from jaxpp_mlir.runtime.plan import Recv, RunStage, Send  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
-from jaxpp_mlir.launch import child_env, free_port  # noqa: E402
+import jaxpp_mlir as pp
+from jaxpp_mlir.launch import child_env, free_port
 
 HERE = pathlib.Path(__file__).parent / "multiprocess"
 WORKER = str(HERE / "worker.py")
@@ -305,6 +303,7 @@ def test_rank_spanning_processes_is_rejected():
 # ------------------------------------------------------------------ launcher
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("ending", "code", "how"),
     [("sys.exit(3)", 3, "exited with code 3"), ("os.kill(os.getpid(), 9)", 137, "SIGKILL")],

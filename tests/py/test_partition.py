@@ -4,36 +4,22 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from toolkit import assert_bit_exact, make_mesh
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
+import jaxpp_mlir as pp
 
 # Every stage runs the same StableHLO ops in the same order as the jitted step,
 # and XLA's CPU backend gives these ops the same results whichever module they
 # sit in: results are compared bit for bit.
 
 
-def make_mesh(num_ranks: int) -> pp.MpmdMesh:
-    devices = np.array(jax.devices()[:num_ranks])
-    return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
-
-
 def run_pipelined(fn, *args, num_ranks):
     program = pp.partition(jax.jit(fn).lower(*args), mesh=make_mesh(num_ranks))
     return program, program.compile()(*args)
-
-
-def assert_trees_close(actual, expected):
-    actual_leaves, actual_tree = jax.tree_util.tree_flatten(actual)
-    expected_leaves, expected_tree = jax.tree_util.tree_flatten(expected)
-    assert actual_tree == expected_tree
-    for a, e in zip(actual_leaves, expected_leaves, strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(e))
 
 
 def mlp_params(num_stages, width=8, layers_per_stage=2, seed=0):
@@ -65,7 +51,7 @@ def test_mlp_value_and_grad(num_stages, batch):
     step = jax.value_and_grad(mse)
     program, result = run_pipelined(step, params, *batch, num_ranks=num_stages)
     assert program.num_stages == num_stages
-    assert_trees_close(result, jax.jit(step)(params, *batch))
+    assert_bit_exact(result, jax.jit(step)(params, *batch))
 
 
 def test_mlp_outputs_live_on_their_stage_rank(batch):
@@ -90,7 +76,7 @@ def test_several_arrays_cross_one_boundary(batch):
 
     step = jax.value_and_grad(loss)
     _, result = run_pipelined(step, params, *batch, num_ranks=3)
-    assert_trees_close(result, jax.jit(step)(params, *batch))
+    assert_bit_exact(result, jax.jit(step)(params, *batch))
 
 
 def test_skip_connection_over_a_stage(batch):
@@ -104,7 +90,7 @@ def test_skip_connection_over_a_stage(batch):
 
     step = jax.value_and_grad(loss)
     program, result = run_pipelined(step, params, *batch, num_ranks=3)
-    assert_trees_close(result, jax.jit(step)(params, *batch))
+    assert_bit_exact(result, jax.jit(step)(params, *batch))
     assert any(
         inst.rank == 0 and getattr(inst, "peer", None) == 2 for inst in program.plan.instructions
     ), "stage 0's output must be sent straight to rank 2"
@@ -122,7 +108,7 @@ def test_stage_without_parameters(batch):
     step = jax.value_and_grad(loss)
     program, result = run_pipelined(step, params, *batch, num_ranks=3)
     assert program.num_stages == 3
-    assert_trees_close(result, jax.jit(step)(params, *batch))
+    assert_bit_exact(result, jax.jit(step)(params, *batch))
 
 
 def test_grad_without_the_last_forward_marker(batch):
@@ -141,7 +127,7 @@ def test_grad_without_the_last_forward_marker(batch):
     assert text.count('jaxpp.direction = "bwd"') == 3
     program, result = run_pipelined(step, params, batch[0], num_ranks=3)
     assert program.num_stages == 3
-    assert_trees_close(result, jax.jit(step)(params, batch[0]))
+    assert_bit_exact(result, jax.jit(step)(params, batch[0]))
 
 
 def test_layernorm_softmax_model_within_float_tolerance():
@@ -178,7 +164,7 @@ def test_forward_only(num_stages, batch):
     params = mlp_params(num_stages)
     program, result = run_pipelined(mlp, params, batch[0], num_ranks=num_stages)
     assert "bwd" not in " ".join(program.stage_modules)
-    assert_trees_close(result, jax.jit(mlp)(params, batch[0]))
+    assert_bit_exact(result, jax.jit(mlp)(params, batch[0]))
 
 
 def test_training_step_with_sgd_update(batch):
@@ -194,8 +180,8 @@ def test_training_step_with_sgd_update(batch):
     for _ in range(3):
         ours, loss = compiled(ours, *batch)
         reference, reference_loss = jax.jit(step)(reference, *batch)
-        assert_trees_close(loss, reference_loss)
-    assert_trees_close(ours, reference)
+        assert_bit_exact(loss, reference_loss)
+    assert_bit_exact(ours, reference)
 
 
 def test_partition_from_mlir_text_file(tmp_path, batch):

@@ -2,57 +2,23 @@
 
 from __future__ import annotations
 
-import os
+import jax
+import jax.numpy as jnp
+import pytest
+from toolkit import (
+    assert_bit_exact,
+    lower_cached,
+    make_mesh,
+    mlp_batch,
+    mlp_loss,
+    mlp_params,
+    mlp_train_step,
+)
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+import jaxpp_mlir as pp
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
-
-WIDTH = 8
-
-
-def make_mesh(num_ranks: int) -> pp.MpmdMesh:
-    devices = np.array(jax.devices()[:num_ranks])
-    return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
-
-
-def make_params(num_stages: int):
-    keys = jax.random.split(jax.random.PRNGKey(0), num_stages)
-    return [jax.random.normal(k, (WIDTH, WIDTH)) / np.sqrt(WIDTH) for k in keys]
-
-
-def make_batch(num_microbatches: int, microbatch_size: int = 2):
-    kx, ky = jax.random.split(jax.random.PRNGKey(1))
-    shape = (num_microbatches, microbatch_size, WIDTH)
-    return jax.random.normal(kx, shape), jax.random.normal(ky, shape)
-
-
-def loss_fn(params, microbatch):
-    x, y = microbatch
-    for w in params:
-        x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
-    return jnp.mean((x - y) ** 2)
-
-
-def train_step(params, batch):
-    losses, grads = pp.treduce(
-        lambda mb: jax.value_and_grad(loss_fn)(params, mb), batch, operation=(pp.Concat(), pp.Add)
-    )
-    return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
-
-
-def assert_same(actual, expected):
-    # Each stage runs the same StableHLO ops as the jitted step, and gradients are
-    # accumulated in microbatch order on every schedule: bit for bit.
-    for a, e in zip(
-        jax.tree_util.tree_leaves(actual), jax.tree_util.tree_leaves(expected), strict=True
-    ):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(e))
+# Each stage runs the same StableHLO ops as the jitted step, and gradients are
+# accumulated in microbatch order on every schedule: results are compared bit for bit.
 
 
 CASES = [
@@ -80,25 +46,25 @@ CASES = [
 
 @pytest.mark.parametrize(("schedule", "num_ranks", "num_microbatches"), CASES, ids=str)
 def test_schedule_matches_jax_jit(schedule, num_ranks, num_microbatches):
-    params = make_params(schedule.num_stages)
-    batch = make_batch(num_microbatches)
-    lowered = jax.jit(train_step).lower(params, batch)
+    params = mlp_params(schedule.num_stages)
+    batch = mlp_batch(num_microbatches)
+    lowered = lower_cached(mlp_train_step, params, batch)
     program = pp.partition(lowered, mesh=make_mesh(num_ranks), schedule=schedule)
     compiled = program.compile()
-    assert_same(compiled(params, batch), jax.jit(train_step)(params, batch))
+    assert_bit_exact(compiled(params, batch), jax.jit(mlp_train_step)(params, batch))
 
 
 def test_default_schedule_and_state_fed_back():
-    params, batch = make_params(2), make_batch(4)
-    program = pp.partition(jax.jit(train_step).lower(params, batch), mesh=make_mesh(2))
+    params, batch = mlp_params(2), mlp_batch(4)
+    program = pp.partition(lower_cached(mlp_train_step, params, batch), mesh=make_mesh(2))
     assert isinstance(program.schedule, pp.Std1F1B)
     compiled = program.compile()
     ours, reference = params, params
     for _ in range(3):
         ours, losses = compiled(ours, batch)
-        reference, reference_losses = jax.jit(train_step)(reference, batch)
-        assert_same(losses, reference_losses)
-    assert_same(ours, reference)
+        reference, reference_losses = jax.jit(mlp_train_step)(reference, batch)
+        assert_bit_exact(losses, reference_losses)
+    assert_bit_exact(ours, reference)
     for rank, w in enumerate(ours):
         assert w.devices() == {jax.devices()[rank]}
 
@@ -106,7 +72,7 @@ def test_default_schedule_and_state_fed_back():
 def step_with_treduce_schedule(schedule):
     def step(params, batch):
         losses, grads = pp.treduce(
-            lambda mb: jax.value_and_grad(loss_fn)(params, mb),
+            lambda mb: jax.value_and_grad(mlp_loss)(params, mb),
             batch,
             schedule=schedule,
             operation=(pp.Concat(), pp.Add),
@@ -119,17 +85,19 @@ def step_with_treduce_schedule(schedule):
 @pytest.mark.parametrize("text", [False, True], ids=["lowered", "mlir_text"])
 def test_schedule_given_to_treduce_is_used(text):
     """treduce records its schedule in the module: a module read back as text keeps it."""
-    params, batch = make_params(4), make_batch(4)
+    params, batch = mlp_params(4), mlp_batch(4)
     step = step_with_treduce_schedule(pp.Interleaved1F1B(4, 2))
     lowered = jax.jit(step).lower(params, batch)
     program = pp.partition(lowered.as_text() if text else lowered, mesh=make_mesh(2))
     assert repr(program.schedule) == repr(pp.Interleaved1F1B(4, 2))
     args = jax.tree_util.tree_leaves((params, batch)) if text else (params, batch)
-    assert_same(program.compile()(*args), jax.jit(step)(params, batch))
+    outputs = program.compile()(*args)  # a module read as text gives flat outputs
+    leaves = jax.tree_util.tree_leaves
+    assert_bit_exact(leaves(outputs), leaves(jax.jit(step)(params, batch)))
 
 
 def test_schedule_name_given_to_treduce():
-    params, batch = make_params(2), make_batch(4)
+    params, batch = mlp_params(2), mlp_batch(4)
     lowered = jax.jit(step_with_treduce_schedule("GPipe")).lower(params, batch)
     program = pp.partition(lowered, mesh=make_mesh(2), schedule=pp.GPipe(2))
     assert isinstance(program.schedule, pp.GPipe)
@@ -137,7 +105,7 @@ def test_schedule_name_given_to_treduce():
 
 
 def test_conflicting_schedules_in_treduce_and_partition():
-    params, batch = make_params(2), make_batch(4)
+    params, batch = mlp_params(2), mlp_batch(4)
     lowered = jax.jit(step_with_treduce_schedule(pp.GPipe(2))).lower(params, batch)
     with pytest.raises(
         pp.ScheduleError,
@@ -148,7 +116,7 @@ def test_conflicting_schedules_in_treduce_and_partition():
 
 
 def test_custom_schedule_given_to_treduce_must_go_to_partition():
-    params, batch = make_params(2), make_batch(2)
+    params, batch = mlp_params(2), mlp_batch(2)
     custom = pp.CustomSchedule(pp.GPipe(2).tasks(2), num_stages=2)
     lowered = jax.jit(step_with_treduce_schedule(custom)).lower(params, batch)
     with pytest.raises(pp.ScheduleError, match="pass it to partition"):
@@ -159,9 +127,9 @@ def test_custom_schedule_given_to_treduce_must_go_to_partition():
 
 def test_fused_task_is_one_executable():
     schedule = pp.Interleaved1F1B(4, 2)
-    params, batch = make_params(4), make_batch(4)
+    params, batch = mlp_params(4), mlp_batch(4)
     program = pp.partition(
-        jax.jit(train_step).lower(params, batch), mesh=make_mesh(2), schedule=schedule
+        lower_cached(mlp_train_step, params, batch), mesh=make_mesh(2), schedule=schedule
     )
     fused = [name for name in program.plan.executables if name.startswith("fused__")]
     assert fused == ["fused__stage3_fwd__stage3_bwd"]
@@ -170,9 +138,9 @@ def test_fused_task_is_one_executable():
 
 
 def test_zero_bubble_splits_the_backward():
-    params, batch = make_params(2), make_batch(2)
+    params, batch = mlp_params(2), mlp_batch(2)
     program = pp.partition(
-        jax.jit(train_step).lower(params, batch), mesh=make_mesh(2), schedule=pp.ZeroBubble(2)
+        lower_cached(mlp_train_step, params, batch), mesh=make_mesh(2), schedule=pp.ZeroBubble(2)
     )
     names = set(program.stage_modules)
     assert {"stage1_bwd_i", "stage1_bwd_w", "stage0_bwd_w"} <= names
@@ -181,15 +149,15 @@ def test_zero_bubble_splits_the_backward():
 
 @pytest.mark.parametrize("num_microbatches", [4, 64])
 def test_ir_does_not_grow_with_microbatches(num_microbatches):
-    params, batch = make_params(2), make_batch(num_microbatches)
-    program = pp.partition(jax.jit(train_step).lower(params, batch), mesh=make_mesh(2))
+    params, batch = mlp_params(2), mlp_batch(num_microbatches)
+    program = pp.partition(lower_cached(mlp_train_step, params, batch), mesh=make_mesh(2))
     assert program.ir().count('"jaxpp.task"') == 2 + 2 + 4  # pre, post, fwd+bwd per stage
     runs = [i for i in program.plan.instructions if hasattr(i, "executable")]
     assert len(runs) == 2 + 2 + 4 * num_microbatches
 
 
 def test_forward_only_loop():
-    params, batch = make_params(2), make_batch(4)
+    params, batch = mlp_params(2), mlp_batch(4)
 
     def evaluate(params, batch):
         def per_microbatch(mb):
@@ -203,37 +171,37 @@ def test_forward_only_loop():
     program = pp.partition(
         jax.jit(evaluate).lower(params, batch), mesh=make_mesh(2), schedule=pp.GPipe(2)
     )
-    assert_same(program.compile()(params, batch), jax.jit(evaluate)(params, batch))
+    assert_bit_exact(program.compile()(params, batch), jax.jit(evaluate)(params, batch))
 
 
 # ------------------------------------------------------------------ errors
 
 
 def test_schedule_with_fewer_stages_than_markers():
-    params, batch = make_params(4), make_batch(4)
+    params, batch = mlp_params(4), mlp_batch(4)
     with pytest.raises(pp.ScheduleError, match="has 2 stages but the program has 4"):
         pp.partition(
-            jax.jit(train_step).lower(params, batch), mesh=make_mesh(4), schedule=pp.Std1F1B(2)
+            lower_cached(mlp_train_step, params, batch), mesh=make_mesh(4), schedule=pp.Std1F1B(2)
         )
 
 
 def test_schedule_needs_more_ranks_than_the_mesh():
-    params, batch = make_params(4), make_batch(4)
+    params, batch = mlp_params(4), mlp_batch(4)
     with pytest.raises(pp.ScheduleError, match="needs 4 ranks but the mesh has 2"):
         pp.partition(
-            jax.jit(train_step).lower(params, batch), mesh=make_mesh(2), schedule=pp.Std1F1B(4)
+            lower_cached(mlp_train_step, params, batch), mesh=make_mesh(2), schedule=pp.Std1F1B(4)
         )
 
 
 def test_more_stages_than_ranks_without_a_schedule():
-    params, batch = make_params(4), make_batch(4)
+    params, batch = mlp_params(4), mlp_batch(4)
     with pytest.raises(pp.ScheduleError, match="4 stages but the mesh has only 2"):
-        pp.partition(jax.jit(train_step).lower(params, batch), mesh=make_mesh(2))
+        pp.partition(lower_cached(mlp_train_step, params, batch), mesh=make_mesh(2))
 
 
 def test_schedule_without_a_loop():
-    params = make_params(2)
-    x = make_batch(1)[0][0]
+    params = mlp_params(2)
+    x = mlp_batch(1)[0][0]
 
     def forward(params, x):
         for w in params:
@@ -245,21 +213,25 @@ def test_schedule_without_a_loop():
 
 
 def test_dual_pipe_v_with_too_few_microbatches():
-    params, batch = make_params(4), make_batch(2)
+    params, batch = mlp_params(4), mlp_batch(2)
     with pytest.raises(pp.ScheduleError, match="microbatch"):
         pp.partition(
-            jax.jit(train_step).lower(params, batch), mesh=make_mesh(2), schedule=pp.DualPipeV(4, 2)
+            lower_cached(mlp_train_step, params, batch),
+            mesh=make_mesh(2),
+            schedule=pp.DualPipeV(4, 2),
         )
 
 
 def test_schedule_out_of_microbatch_order_for_an_accumulator_is_rejected():
-    params, batch = make_params(1), make_batch(2)
+    params, batch = mlp_params(1), mlp_batch(2)
     t = pp.Task
     schedule = pp.CustomSchedule(
         [[t(0, "fwd", 1), t(0, "fwd", 0), t(0, "bwd", 1), t(0, "bwd", 0)]], num_stages=1
     )
     with pytest.raises(pp.ScheduleError, match="broken dependency order") as info:
-        pp.partition(jax.jit(train_step).lower(params, batch), mesh=make_mesh(1), schedule=schedule)
+        pp.partition(
+            lower_cached(mlp_train_step, params, batch), mesh=make_mesh(1), schedule=schedule
+        )
     assert "bwd_0__1 needs bwd_0__0, which comes later on the same rank" in str(info.value)
     assert "rank 0 |>>F0.1   F0.0 >>B0.1   B0.0" in str(info.value)
 
@@ -267,7 +239,7 @@ def test_schedule_out_of_microbatch_order_for_an_accumulator_is_rejected():
 def test_same_tasks_fused_with_two_wirings():
     """fwd+bwd of the last stage fused within one microbatch, and across two microbatches
     (the backward then reads the residuals of an earlier forward): two executables."""
-    params, batch = make_params(2), make_batch(3)
+    params, batch = mlp_params(2), mlp_batch(3)
     t, fused = pp.Task, pp.FusedTask
     schedule = pp.CustomSchedule(
         [
@@ -283,7 +255,7 @@ def test_same_tasks_fused_with_two_wirings():
         num_stages=2,
     )
     program = pp.partition(
-        jax.jit(train_step).lower(params, batch), mesh=make_mesh(2), schedule=schedule
+        lower_cached(mlp_train_step, params, batch), mesh=make_mesh(2), schedule=schedule
     )
     assert len([name for name in program.plan.executables if name.startswith("fused__")]) == 2
-    assert_same(program.compile()(params, batch), jax.jit(train_step)(params, batch))
+    assert_bit_exact(program.compile()(params, batch), jax.jit(mlp_train_step)(params, batch))

@@ -8,20 +8,16 @@ what the lit tests check is what users get.
 
 from __future__ import annotations
 
-import os
+import pathlib
+import subprocess
+import sys
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+import jax
+import numpy as np
+import pytest
 
-import pathlib  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
-from jaxpp_mlir.partition import default_pipeline_text  # noqa: E402
+import jaxpp_mlir as pp
+from jaxpp_mlir.partition import default_pipeline_text
 
 LIT_DIR = pathlib.Path(__file__).resolve().parents[1] / "lit"
 INPUTS_DIR = LIT_DIR / "inputs"

@@ -6,20 +6,16 @@ lowering mesh.
 
 from __future__ import annotations
 
-import os
+import re
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import re  # noqa: E402
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jax.extend.mlir import ir  # noqa: E402
-from jax.sharding import Mesh, NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-from jaxpp_mlir.runtime import (  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.extend.mlir import ir
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from jaxpp_mlir.runtime import (
     ExecutionPlan,
     InputBinding,
     OutputBinding,
@@ -30,19 +26,15 @@ from jaxpp_mlir.runtime import (  # noqa: E402
     TensorSpec,
     compile_plan,
 )
+from toolkit import mpmd_mesh
 
-import jaxpp_mlir as pp  # noqa: E402
-from jaxpp_mlir.ir_context import parse_module  # noqa: E402
+import jaxpp_mlir as pp
+from jaxpp_mlir.ir_context import parse_module
 
 NUM_STAGES = 4
 NUM_MICROBATCHES = 4
 MESH_222 = {"stage": 2, "data": 2, "model": 2}
 MESH_42 = {"stage": 4, "data": 2}
-
-
-def mpmd_mesh(shape: dict[str, int]) -> pp.MpmdMesh:
-    devices = np.array(jax.devices()[: int(np.prod(list(shape.values())))])
-    return pp.MpmdMesh(Mesh(devices.reshape(tuple(shape.values())), tuple(shape)), "stage")
 
 
 def make_inputs(seed: int = 0):

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import os
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from toolkit import mpmd_mesh
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jax.sharding import Mesh, NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
+import jaxpp_mlir as pp
 
 WIDTH = 8
 NUM_MICROBATCHES = 4
-
-
-def mpmd_mesh(shape: dict[str, int]) -> pp.MpmdMesh:
-    devices = np.array(jax.devices()[: int(np.prod(list(shape.values())))])
-    return pp.MpmdMesh(Mesh(devices.reshape(tuple(shape.values())), tuple(shape)), "stage")
 
 
 def loss_fn(params, microbatch):

@@ -1,0 +1,68 @@
+"""``jaxpp-opt`` through the fork server (``opt_server.py``), or the plain tool without it.
+
+Run as a script (``python -I path/to/opt_client.py ARGS...``): it uses the
+standard library only and imports neither jax nor jaxpp_mlir, so it starts in
+milliseconds. It sends its arguments, working directory, environment and its
+stdin/stdout/stderr file descriptors to the server named by
+``$JAXPP_OPT_SERVER`` and exits with the status of the run. Where the variable
+is unset, the socket is missing or the server does not answer, it replaces
+itself with ``python -m jaxpp_mlir.tools.opt ARGS...``: the same tool, started
+the slow way.
+"""
+
+import array
+import json
+import os
+import socket
+import sys
+
+SERVER_ENV = "JAXPP_OPT_SERVER"
+LENGTH_BYTES = 8
+TOOL_MODULE = "jaxpp_mlir.tools.opt"
+EXIT_NO_STATUS = 3  # the server lost the run without a status: an internal error
+
+
+def connect(path: str) -> socket.socket | None:
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(path)
+    except OSError:
+        client.close()
+        return None
+    return client
+
+
+def send_request(client: socket.socket, argv: list[str]) -> None:
+    header = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
+    body = json.dumps(header).encode("utf-8")
+    message = len(body).to_bytes(LENGTH_BYTES, "big") + body
+    fds = array.array("i", [0, 1, 2])
+    sent = client.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
+    client.sendall(message[sent:])
+
+
+def receive_status(client: socket.socket) -> int:
+    reply = b""
+    while chunk := client.recv(64):
+        reply += chunk
+    return int(reply) if reply.strip().isdigit() else EXIT_NO_STATUS
+
+
+def run_plain_tool(argv: list[str]) -> None:
+    python = sys.executable
+    os.execv(python, [python, "-m", TOOL_MODULE, *argv])
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    path = os.environ.get(SERVER_ENV, "")
+    client = connect(path) if path else None
+    if client is None:
+        run_plain_tool(argv)
+    with client:
+        send_request(client, argv)
+        return receive_status(client)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

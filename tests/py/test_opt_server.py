@@ -1,0 +1,79 @@
+"""The jaxpp-opt fork server the lit suite uses: a run through it is a run of the plain tool."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CLIENT = REPO / "jaxpp_mlir" / "tools" / "opt_client.py"
+INPUT = REPO / "tests" / "lit" / "inputs" / "mlp_forward.mlir"
+PIPELINE = "builtin.module(jaxpp-inline-calls,jaxpp-normalize-loop,jaxpp-assign-stages)"
+START_SECONDS = 120
+RUN_SECONDS = 120
+
+
+@pytest.fixture(scope="module")
+def server_socket(tmp_path_factory):
+    socket_path = str(tmp_path_factory.mktemp("opt-server") / "server.sock")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jaxpp_mlir.tools.opt_server", socket_path, "--idle-timeout", "300"],
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + START_SECONDS
+    while not os.path.exists(socket_path):
+        assert server.poll() is None, f"the server exited with {server.returncode}"
+        assert time.monotonic() < deadline, "the server did not come up"
+        time.sleep(0.05)
+    yield socket_path
+    os.unlink(socket_path)  # the server exits once its socket is gone
+    server.wait(timeout=30)
+    assert server.returncode == 0
+
+
+def run_client(args: list[str], socket_path: str | None, stdin: bytes = b""):
+    env = {k: v for k, v in os.environ.items() if k != "JAXPP_OPT_SERVER"}
+    if socket_path is not None:
+        env["JAXPP_OPT_SERVER"] = socket_path
+    command = [sys.executable, "-I", str(CLIENT), *args]
+    return subprocess.run(command, input=stdin, capture_output=True, env=env, timeout=RUN_SECONDS)
+
+
+def run_plain_tool(args: list[str], stdin: bytes = b""):
+    command = [sys.executable, "-m", "jaxpp_mlir.tools.opt", *args]
+    return subprocess.run(command, input=stdin, capture_output=True, timeout=RUN_SECONDS)
+
+
+def assert_same_run(actual, expected):
+    assert actual.returncode == expected.returncode, actual.stderr.decode()
+    assert actual.stdout == expected.stdout
+    assert actual.stderr == expected.stderr
+
+
+def test_a_pipeline_on_stdin_gives_the_plain_tools_output(server_socket):
+    args = ["--pass-pipeline", PIPELINE, "-"]
+    text = INPUT.read_bytes()
+    through_server = run_client(args, server_socket, stdin=text)
+    assert through_server.returncode == 0, through_server.stderr.decode()
+    assert b"jaxpp.stage" in through_server.stdout
+    assert_same_run(through_server, run_plain_tool(args, stdin=text))
+
+
+def test_a_failing_run_gives_the_plain_tools_status_and_error(server_socket, tmp_path):
+    missing = str(tmp_path / "missing.mlir")
+    through_server = run_client([missing], server_socket)
+    assert through_server.returncode == 1
+    assert b"cannot read" in through_server.stderr
+    assert_same_run(through_server, run_plain_tool([missing]))
+
+
+def test_the_client_runs_the_plain_tool_without_a_server(tmp_path):
+    args = ["--pass-pipeline", PIPELINE, str(INPUT)]
+    without_server = run_client(args, str(tmp_path / "no-server.sock"))
+    assert without_server.returncode == 0, without_server.stderr.decode()
+    assert_same_run(without_server, run_plain_tool(args))

@@ -1,0 +1,114 @@
+"""What the test files share: meshes, the small MLP, a lowering cache, and comparisons.
+
+Importable from any test file as ``toolkit`` (conftest.py puts this folder on
+``sys.path``); 8 CPU devices stand in for GPUs (conftest.py sets ``XLA_FLAGS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+
+import jaxpp_mlir as pp
+
+WIDTH = 8
+
+
+# -- meshes -------------------------------------------------------------------------------
+
+
+def make_mesh(num_ranks: int) -> pp.MpmdMesh:
+    """A 1-D pipeline mesh over the first ``num_ranks`` devices, one device per rank."""
+    devices = np.array(jax.devices()[:num_ranks])
+    return pp.MpmdMesh(Mesh(devices, ("stage",)), "stage")
+
+
+def mpmd_mesh(shape: dict[str, int]) -> pp.MpmdMesh:
+    """A pipeline mesh of the given axis sizes (``"stage"`` is the pipeline axis)."""
+    devices = np.array(jax.devices()[: int(np.prod(list(shape.values())))])
+    return pp.MpmdMesh(Mesh(devices.reshape(tuple(shape.values())), tuple(shape)), "stage")
+
+
+# -- the small MLP (one tanh layer per stage) ---------------------------------------------
+
+
+def mlp_params(num_stages: int, width: int = WIDTH, seed: int = 0) -> list[jax.Array]:
+    """One ``width x width`` weight per stage."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), num_stages)
+    return [jax.random.normal(k, (width, width)) / np.sqrt(width) for k in keys]
+
+
+def mlp_batch(
+    num_microbatches: int, microbatch_size: int = 2, width: int = WIDTH, seed: int = 1
+) -> tuple[jax.Array, jax.Array]:
+    """Inputs and targets with a leading microbatch axis."""
+    kx, ky = jax.random.split(jax.random.PRNGKey(seed))
+    shape = (num_microbatches, microbatch_size, width)
+    return jax.random.normal(kx, shape), jax.random.normal(ky, shape)
+
+
+def mlp_loss(params, microbatch):
+    """Mean squared error of the MLP; every layer ends a stage."""
+    x, y = microbatch
+    for w in params:
+        x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
+    return jnp.mean((x - y) ** 2)
+
+
+def mlp_train_step(params, batch):
+    """One SGD step over the microbatches of ``batch`` (treduce), with the per-microbatch losses."""
+    losses, grads = pp.treduce(
+        lambda mb: jax.value_and_grad(mlp_loss)(params, mb), batch, operation=(pp.Concat(), pp.Add)
+    )
+    return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
+
+
+# -- lowering cache -----------------------------------------------------------------------
+
+_LOWERINGS: dict[tuple, Any] = {}
+
+
+def _signature(tree) -> tuple:
+    leaves, structure = jax.tree_util.tree_flatten(tree)
+    return structure, tuple((np.shape(x), str(jnp.result_type(x))) for x in leaves)
+
+
+def lower_cached(fn: Callable, *args) -> jax.stages.Lowered:
+    """``jax.jit(fn).lower(*args)``, once per function and argument shapes.
+
+    ``partition`` copies the module it is given, so one lowering serves any
+    number of partitions.
+    """
+    key = (fn, _signature(args))
+    if key not in _LOWERINGS:
+        _LOWERINGS[key] = jax.jit(fn).lower(*args)
+    return _LOWERINGS[key]
+
+
+# -- comparisons --------------------------------------------------------------------------
+
+
+def _paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
+    actual_leaves, actual_tree = jax.tree_util.tree_flatten(actual)
+    expected_leaves, expected_tree = jax.tree_util.tree_flatten(expected)
+    assert actual_tree == expected_tree, f"{actual_tree} != {expected_tree}"
+    return [
+        (np.asarray(a), np.asarray(e)) for a, e in zip(actual_leaves, expected_leaves, strict=True)
+    ]
+
+
+def assert_bit_exact(actual, expected) -> None:
+    """Same pytree structure and every leaf equal bit for bit."""
+    for a, e in _paired_leaves(actual, expected):
+        np.testing.assert_array_equal(a, e)
+
+
+def assert_close(actual, expected, *, rtol: float, atol: float = 1e-7) -> None:
+    """Same pytree structure and every leaf within ``rtol``/``atol``."""
+    for a, e in _paired_leaves(actual, expected):
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
