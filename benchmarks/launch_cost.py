@@ -49,7 +49,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jaxlib import xla_client as xc  # noqa: E402
+from jaxpp_mlir.runtime import _jax_compat as jc  # noqa: E402
 from jaxpp_mlir.runtime.compile import compile_stage  # noqa: E402
 from jaxpp_mlir.runtime.plan import RunStage  # noqa: E402
 
@@ -91,7 +91,7 @@ def buffers_fn(num_inputs: int, num_outputs: int) -> Callable:
 class Launcher:
     """One compiled executable and everything a launch needs, as the runtime holds it."""
 
-    exe: xc.LoadedExecutable
+    exe: jc.LoadedExecutable
     handlers: list
     jitted: Callable
 
@@ -107,12 +107,7 @@ def make_launcher(num_inputs: int, num_outputs: int, device: jax.Device) -> Laun
     exe = compile_stage(f"buffers_{num_inputs}_{num_outputs}", text, [device])
     sharding = jax.sharding.SingleDeviceSharding(device)
     handlers = [
-        xc.array_result_handler(
-            jax.core.ShapedArray(LEAF_SHAPE, np.dtype(np.float32)),
-            sharding,
-            committed=True,
-            _skip_checks=True,
-        )
+        jc.result_handler(jax.core.ShapedArray(LEAF_SHAPE, np.dtype(np.float32)), sharding)
         for _ in range(num_outputs)
     ]
     return Launcher(exe, handlers, jitted)

@@ -77,7 +77,8 @@ def traced(tmp_path_factory):
     progress_logger = logging.getLogger("jaxpp_mlir.runtime.progress")
     progress_logger.addHandler(records)
     # Another module's logging.config may have disabled existing loggers: enable it here.
-    level, progress_logger.level = progress_logger.level, logging.INFO
+    level = progress_logger.level
+    progress_logger.setLevel(logging.INFO)  # setLevel, not .level=: it clears the level cache
     disabled, progress_logger.disabled = progress_logger.disabled, False
     with program_trace(path):
         compiled_before = runtime_compile.compile_count
