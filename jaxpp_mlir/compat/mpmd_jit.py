@@ -102,8 +102,8 @@ class MpmdJitted:
         if not hasattr(leaf, "shape") or not hasattr(leaf, "dtype"):
             return leaf  # Python scalars stay weakly typed, as under jax.jit
         sharding = None
-        spec = getattr(getattr(leaf, "sharding", None), "spec", None)
-        if self._in_shardings is None and isinstance(spec, PartitionSpec):
+        spec = _sharding_spec(leaf)
+        if self._in_shardings is None and spec is not None:
             sharding = NamedSharding(self.mpmd_mesh.lowering_mesh(), spec)
         return jax.ShapeDtypeStruct(
             leaf.shape,
@@ -211,14 +211,22 @@ def _signature(tree: Any) -> Any:
 
 def _leaf_signature(leaf: Any) -> Any:
     if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        spec = getattr(getattr(leaf, "sharding", None), "spec", None)
         return (
             tuple(leaf.shape),
             np.dtype(leaf.dtype),
             bool(getattr(leaf, "weak_type", False)),
-            spec if isinstance(spec, PartitionSpec) else None,
+            _sharding_spec(leaf),
         )
     return (type(leaf),)
+
+
+def _sharding_spec(leaf: Any) -> PartitionSpec | None:
+    """The leaf's ``PartitionSpec``; None when it has none or shards no axis (replicated
+    lowers the same as unspecified, so a step's replicated outputs reuse its program)."""
+    spec = getattr(getattr(leaf, "sharding", None), "spec", None)
+    if not isinstance(spec, PartitionSpec) or all(axis is None for axis in spec):
+        return None
+    return spec
 
 
 def _name(fun: Callable[..., Any]) -> str:
