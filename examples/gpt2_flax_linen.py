@@ -43,9 +43,10 @@ class Block(nn.Module):
         seq = x.shape[-2]
         h = nn.LayerNorm(dtype=self.dtype, param_dtype=self.dtype)(x)
         mask = nn.make_causal_mask(jnp.ones((x.shape[0], seq)))
-        h = nn.SelfAttention(num_heads=self.heads, dtype=self.dtype, param_dtype=self.dtype)(
-            h, mask=mask
+        attention = nn.MultiHeadDotProductAttention(
+            num_heads=self.heads, dtype=self.dtype, param_dtype=self.dtype
         )
+        h = attention(h, mask=mask)  # self-attention: keys and values default to the queries
         x = x + h
         h = nn.LayerNorm(dtype=self.dtype, param_dtype=self.dtype)(x)
         h = nn.Dense(4 * x.shape[-1], dtype=self.dtype, param_dtype=self.dtype)(h)
