@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import re
 import signal
@@ -37,11 +36,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO
 
 import numpy as np
 
+from jaxpp_mlir import launch_args
 from jaxpp_mlir.runtime import options
 
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
@@ -357,82 +357,34 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
-_MAX_PROCESSES = 1024
-_MAX_DEVICES_PER_PROCESS = 4096
-
-
-def _count(limit: int) -> Callable[[str], int]:
-    """An argparse type: an integer from 1 to ``limit``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if not 1 <= value <= limit:
-            raise argparse.ArgumentTypeError(f"{value} is out of range (1 to {limit})")
-        return value
-
-    return parse
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port {value} is out of range (1 to 65535)")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
-    return value
-
-
-def _non_negative_seconds(text: str) -> float:
-    value = _seconds(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value:g} is negative")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    value = _seconds(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value:g} is not positive")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jaxpp_mlir.launch",
         description="Run a script as several jax.distributed processes on this machine.",
     )
     parser.add_argument(
-        "--nproc", type=_count(_MAX_PROCESSES), required=True, help="number of processes"
+        "--nproc",
+        type=launch_args.count(launch_args.MAX_PROCESSES),
+        required=True,
+        help="number of processes",
     )
     parser.add_argument(
         "--devices-per-proc",
-        type=_count(_MAX_DEVICES_PER_PROCESS),
+        type=launch_args.count(launch_args.MAX_DEVICES_PER_PROCESS),
         default=None,
         help="CPU devices per process",
     )
-    parser.add_argument("--port", type=_port, default=None, help="coordinator port (default: free)")
+    parser.add_argument(
+        "--port", type=launch_args.port, default=None, help="coordinator port (default: free)"
+    )
     parser.add_argument(
         "--grace",
-        type=_non_negative_seconds,
+        type=launch_args.non_negative_seconds,
         default=30.0,
         help="seconds the others get to exit after a process fails (default 30)",
     )
     parser.add_argument(
-        "--timeout", type=_positive_seconds, default=None, help="limit for the whole run"
+        "--timeout", type=launch_args.positive_seconds, default=None, help="limit for the whole run"
     )
     parser.add_argument("--no-prefix", action="store_true", help="do not prefix output lines")
     parser.add_argument("script", help="the Python script every process runs")
