@@ -6,11 +6,11 @@ Public names load on first use (PEP 562): ``import jaxpp_mlir.runtime`` or
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
 import types
 from typing import Any
+
+from jaxpp_mlir.runtime.lazy_exports import lazy_getattr
 
 _SOURCES = {
     "Add": "jaxpp_mlir.frontend.treduce",
@@ -53,15 +53,7 @@ _SOURCES = {
 __all__ = sorted(_SOURCES)
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        if importlib.util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return importlib.import_module(f"{__name__}.{name}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _SOURCES, globals())
 
 
 class _Package(types.ModuleType):

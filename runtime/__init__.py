@@ -7,36 +7,26 @@ without loading the executor or XLA.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from typing import Any
+from .lazy_exports import lazy_getattr
 
 _SOURCES = {
-    "CompiledPlan": "executor",
-    "compile_plan": "executor",
-    "ExecutionPlan": "plan",
-    "InputBinding": "plan",
-    "Instruction": "plan",
-    "OutputBinding": "plan",
-    "Recv": "plan",
-    "RunStage": "plan",
-    "Send": "plan",
-    "StageExecutable": "plan",
-    "TensorSpec": "plan",
+    "CompiledPlan": f"{__name__}.executor",
+    "compile_plan": f"{__name__}.executor",
+    "ExecutionPlan": f"{__name__}.plan",
+    "InputBinding": f"{__name__}.plan",
+    "Instruction": f"{__name__}.plan",
+    "OutputBinding": f"{__name__}.plan",
+    "Recv": f"{__name__}.plan",
+    "RunStage": f"{__name__}.plan",
+    "Send": f"{__name__}.plan",
+    "StageExecutable": f"{__name__}.plan",
+    "TensorSpec": f"{__name__}.plan",
 }
 
 __all__ = sorted(_SOURCES)
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        if importlib.util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return importlib.import_module(f"{__name__}.{name}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _SOURCES, globals())
 
 
 def __dir__() -> list[str]:

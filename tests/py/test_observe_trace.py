@@ -11,7 +11,6 @@ from collections import Counter
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from jaxpp_mlir.runtime import compile as runtime_compile  # noqa: E402
@@ -19,6 +18,7 @@ from jaxpp_mlir.runtime import trace as trace_module  # noqa: E402
 from jaxpp_mlir.runtime.plan import Recv, RunStage  # noqa: E402
 from jaxpp_mlir.runtime.progress import MIN_JOBS, CompileProgress  # noqa: E402
 from jaxpp_mlir.runtime.trace import merge_traces, program_trace, task_fields  # noqa: E402
+from toolkit import make_mesh, mlp_train_step
 
 import jaxpp_mlir as pp  # noqa: E402
 from jaxpp_mlir import trace as trace_cli  # noqa: E402
@@ -29,25 +29,6 @@ NUM_STEPS = 2
 WIDTH = 8
 
 
-def make_mesh(num_ranks: int) -> pp.MpmdMesh:
-    devices = np.array(jax.devices()[:num_ranks])
-    return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
-
-
-def loss_fn(params, microbatch):
-    x, y = microbatch
-    for w in params:
-        x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
-    return jnp.mean((x - y) ** 2)
-
-
-def train_step(params, batch):
-    losses, grads = pp.treduce(
-        lambda mb: jax.value_and_grad(loss_fn)(params, mb), batch, operation=(pp.Concat(), pp.Add)
-    )
-    return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
-
-
 def partition(schedule: pp.Schedule, num_ranks: int, num_microbatches: int):
     """The partitioned step, its parameters and its batch (microbatches of 2 rows)."""
     keys = jax.random.split(jax.random.PRNGKey(0), schedule.num_stages)
@@ -55,7 +36,7 @@ def partition(schedule: pp.Schedule, num_ranks: int, num_microbatches: int):
     kx, ky = jax.random.split(jax.random.PRNGKey(1))
     shape = (num_microbatches, 2, WIDTH)
     batch = jax.random.normal(kx, shape), jax.random.normal(ky, shape)
-    lowered = jax.jit(train_step).lower(params, batch)
+    lowered = jax.jit(mlp_train_step).lower(params, batch)
     return pp.partition(lowered, mesh=make_mesh(num_ranks), schedule=schedule), params, batch
 
 
@@ -171,7 +152,7 @@ def test_device_spans_on_a_rank_do_not_overlap(traced):
 def test_traced_results_equal_untraced_and_jit(traced):
     _, step, params, batch, outputs, _, _ = traced
     untraced = step(step(params, batch)[0], batch)
-    reference = jax.jit(train_step)(jax.jit(train_step)(params, batch)[0], batch)
+    reference = jax.jit(mlp_train_step)(jax.jit(mlp_train_step)(params, batch)[0], batch)
     for a, b, c in zip(
         jax.tree_util.tree_leaves(outputs),
         jax.tree_util.tree_leaves(untraced),

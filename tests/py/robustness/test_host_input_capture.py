@@ -12,9 +12,9 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from toolkit import mlp_train_step
 
 import jaxpp_mlir as pp  # noqa: E402
 
@@ -22,20 +22,6 @@ WIDTH = 256
 NUM_STAGES = 4
 NUM_MICROBATCHES = 8
 STEPS = 20
-
-
-def loss_fn(params, microbatch):
-    x, y = microbatch
-    for w in params:
-        x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
-    return jnp.mean((x - y) ** 2)
-
-
-def train_step(params, batch):
-    losses, grads = pp.treduce(
-        lambda mb: jax.value_and_grad(loss_fn)(params, mb), batch, operation=(pp.Concat(), pp.Add)
-    )
-    return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
 
 
 def make_params():
@@ -66,7 +52,7 @@ def run_with_reused_buffer(step, params) -> list[np.ndarray]:
 def step():
     mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:NUM_STAGES]), ("stage",)), "stage")
     true = batches()
-    lowered = jax.jit(train_step).lower(make_params(), (true[0, 0], true[0, 1]))
+    lowered = jax.jit(mlp_train_step).lower(make_params(), (true[0, 0], true[0, 1]))
     return pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(NUM_STAGES)).compile()
 
 
@@ -74,7 +60,7 @@ def test_overwriting_the_host_batch_after_the_call_does_not_change_any_step(step
     # The reference: jax.jit fed a fresh array every step. (jax.jit itself is not the
     # reference under the abuse: on CPU it may alias the aligned numpy buffer and read
     # it after returning: with these shapes, every step of it read the overwritten data.)
-    reference = jax.jit(train_step)
+    reference = jax.jit(mlp_train_step)
     params, expected = make_params(), []
     for n, batch in enumerate(batches()):
         params, losses = reference(params, (batch[0].copy(), batch[1].copy()))
