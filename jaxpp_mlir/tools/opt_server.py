@@ -65,6 +65,10 @@ def receive_request(conn: socket.socket) -> tuple[dict, list[int]]:
         raise
 
 
+#: Seconds a client may take to send its whole request (argv, cwd, environment, streams).
+REQUEST_TIMEOUT_S = 30.0
+
+
 def read_header(conn: socket.socket, message: bytes) -> dict:
     length = int.from_bytes(message[:LENGTH_BYTES], "big")
     if length > MAX_REQUEST_BYTES:
@@ -137,8 +141,10 @@ class ForkServer:
     def accept(self) -> None:
         conn, _ = self.listener.accept()
         self.last_activity = time.monotonic()
+        conn.settimeout(REQUEST_TIMEOUT_S)  # a client stalled inside its request never blocks us
         try:
             request, fds = receive_request(conn)
+            conn.settimeout(None)
         except (OSError, ValueError) as exc:
             logger.warning("dropped a malformed request: %s", exc)
             conn.close()
