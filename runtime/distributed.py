@@ -32,17 +32,19 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
+from jax.sharding import Mesh, Sharding
 
 from . import collectives, options
 from . import watchdog as _watchdog
 from .coordination import Exchange
 from .distributed_setup import (
     Placement,
+    output_shardings,
     plan_transfers,
     rank_processes,
     set_up,
@@ -89,18 +91,30 @@ class DistributedOptions:
 class RemoteOutput:
     """An output of a distributed program that lives in another process.
 
-    Its shape and dtype are known; using its data here raises ``CallError``.
-    Pass it back to the same program (it is forwarded where needed) or fetch
-    everything with ``gather``.
+    Its shape, dtype, rank and sharding (``NamedSharding`` over the rank's
+    submesh, the stage's ``PartitionSpec``) are known; using its data here
+    raises ``CallError``. Pass it back to the same program (it is forwarded
+    where needed) or fetch everything with ``gather``. A placeholder with a
+    ``loader`` (a leaf restored from a checkpoint into another process) is
+    read by its loader where the program needs it in this process too.
     """
 
-    __slots__ = ("call", "index", "process", "program", "rank", "spec")
+    __slots__ = ("call", "index", "loader", "process", "program", "rank", "sharding", "spec")
 
     def __init__(
-        self, program: int, call: int, index: int, rank: int, process: int, spec: TensorSpec
+        self,
+        program: int,
+        call: int,
+        index: int,
+        rank: int,
+        process: int,
+        spec: TensorSpec,
+        sharding: Any = None,
+        loader: Callable[[], np.ndarray] | None = None,
     ):
         self.program, self.call, self.index = program, call, index
         self.rank, self.process, self.spec = rank, process, spec
+        self.sharding, self.loader = sharding, loader
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -109,6 +123,11 @@ class RemoteOutput:
     @property
     def dtype(self) -> np.dtype:
         return np.dtype(self.spec.dtype)
+
+    @property
+    def partition_spec(self) -> Any:
+        """The ``PartitionSpec`` of its sharding (None if its sharding is unknown)."""
+        return getattr(self.sharding, "spec", None)
 
     def _error(self) -> CallError:
         return CallError(
@@ -151,7 +170,8 @@ class RemoteOutput:
         pass
 
     def __repr__(self) -> str:
-        return f"RemoteOutput({self.spec} on rank {self.rank}, process {self.process})"
+        where = f"RemoteOutput({self.spec} on rank {self.rank}, process {self.process}"
+        return where + (f", {self.sharding})" if self.sharding is not None else ")")
 
 
 class DistributedPlan:
@@ -171,8 +191,10 @@ class DistributedPlan:
         *,
         num_user_inputs: int | None = None,
         options: DistributedOptions | None = None,
+        rank_meshes: Sequence[Mesh] | None = None,
     ):
         self.plan = plan
+        self.rank_meshes = rank_meshes  # given: arrays get NamedShardings on these
         self.options = options or DistributedOptions.from_env()
         self.rank_devices = tuple(tuple(d) for d in rank_devices)
         if len(self.rank_devices) != plan.num_ranks:
@@ -193,6 +215,7 @@ class DistributedPlan:
         self._zero_cache: dict[tuple, jax.Array] = {}
         self._placeholders: dict[int, np.ndarray] = {}
         self._forwardable: dict[int, Any] = {}  # output index -> this process's last value
+        self.output_shardings: dict[int, Sharding] = {}  # output index -> its sharding
         self._dog = _watchdog.ensure_started(self.options.watchdog)
         self._exchange = Exchange(
             f"program{self.serial}",
@@ -225,12 +248,16 @@ class DistributedPlan:
             exchange=self._exchange,
             dog=self._dog,
             serial=self.serial,
+            rank_meshes=self.rank_meshes,
         )
         self.groups = setup.groups
         self.local = setup.local
         self.local_plan = setup.local_plan
         self._feeds = setup.feeds
         self._transfers = setup.transfers
+        self.output_shardings = output_shardings(
+            self.plan, where, self.local.executables, self._exchange, self.rank_meshes
+        )
         self._exchange.gather("compiled", "ok")  # nobody transfers before all have compiled
         self._warm_up(warm_up_order(setup, self.process))
         self._exchange.gather("ready", "ok")
@@ -276,6 +303,8 @@ class DistributedPlan:
         for k, (x, binding) in enumerate(zip(args, self.local_plan.inputs, strict=True)):
             if not binding.ranks:
                 local_args.append(self._placeholder(k))
+            elif isinstance(x, RemoteOutput) and x.loader is not None:
+                local_args.append(x.loader())  # a checkpoint leaf restored for another process
             elif isinstance(x, RemoteOutput):
                 raise CallError(
                     f"argument {k} is needed by rank(s) {list(binding.ranks)} of this process, "
@@ -297,7 +326,13 @@ class DistributedPlan:
             else:
                 outputs.append(
                     RemoteOutput(
-                        self.serial, call, j, out.rank, self.process_of[out.rank], out.spec
+                        self.serial,
+                        call,
+                        j,
+                        out.rank,
+                        self.process_of[out.rank],
+                        out.spec,
+                        self.output_shardings.get(j),
                     )
                 )
         self._forwardable = {
@@ -399,14 +434,23 @@ def compile_distributed(
     *,
     num_user_inputs: int | None = None,
     options: DistributedOptions | None = None,
+    rank_meshes: Sequence[Mesh] | None = None,
 ) -> DistributedPlan:
     """Compiles this process's part of ``plan`` (every process calls it, in the same order).
 
     ``num_user_inputs``: the first inputs that a caller may pass back from an
     earlier call's outputs (the rest, such as microbatch indices, never are).
     Raises ``PlanError`` before anything runs if the cross-process transfers
-    would deadlock, ``MeshError`` if a rank spans processes.
+    would deadlock, ``MeshError`` if a rank spans processes. With ``rank_meshes``
+    (rank r's submesh), outputs, this process's and the others', carry
+    ``NamedSharding``s on them.
     """
     if not isinstance(plan, ExecutionPlan):
         raise PlanError(f"compile_distributed takes an ExecutionPlan, got {type(plan)}")
-    return DistributedPlan(plan, rank_devices, num_user_inputs=num_user_inputs, options=options)
+    return DistributedPlan(
+        plan,
+        rank_devices,
+        num_user_inputs=num_user_inputs,
+        options=options,
+        rank_meshes=rank_meshes,
+    )
