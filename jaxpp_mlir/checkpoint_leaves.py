@@ -7,8 +7,8 @@ A leaf is one of:
   written by the process that holds it, into the directory of its device
   group (the devices of its rank's submesh);
 - ``host``: a numpy array or scalar, written by process 0;
-- ``python``: ``None``-free Python scalars (bool, int, float, str), kept in
-  the metadata file itself.
+- ``python``: a Python scalar (bool, int, float, str), kept in the metadata
+  file itself (``None`` is an empty subtree to jax, not a leaf).
 """
 
 from __future__ import annotations

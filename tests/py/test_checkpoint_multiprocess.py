@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -71,6 +72,8 @@ def run(tmp_path_factory):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stdout.count("checkpoint worker: done") == 2
+    refusals = re.findall(r"mismatched save refused: (.*)", result.stdout)
+    assert len(refusals) == 2 and all("with the same path" in r for r in refusals), refusals
     states = np.load(out / "states.npz")
     by_run: dict[str, dict[str, np.ndarray]] = {}
     for key in states.files:

@@ -5,7 +5,8 @@ checkpoint_worker.py OUT_DIR
 Trains 3 steps, saves OUT_DIR/two_step3, trains 2 more; restores that
 checkpoint and trains 2 (again); restores OUT_DIR/one_step3 (saved by one
 process of 8 devices) and trains 2; restores two_step3 into a GPipe program
-and trains 2. Process 0 writes every resulting state to OUT_DIR/states.npz;
+and trains 2; then both processes save to different paths, which each refuses.
+Process 0 writes every resulting state to OUT_DIR/states.npz;
 each process writes where its outputs say they live to OUT_DIR/placement_p<N>.json.
 """
 
@@ -27,6 +28,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from jaxpp_mlir.runtime.distributed import RemoteOutput  # noqa: E402
 
+import jaxpp_mlir as pp  # noqa: E402
 from jaxpp_mlir import checkpoint  # noqa: E402
 
 
@@ -78,6 +80,11 @@ def main(out: str) -> None:
             for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]
         }
         np.savez(os.path.join(out, "states.npz"), **arrays)
+    try:  # every process must save to the same path: each refuses (or hears of a
+        # peer's refusal first), none hangs
+        checkpoint.save(os.path.join(out, f"mismatch_p{me}"), step3)
+    except (checkpoint.CheckpointError, pp.RuntimeFailure) as e:
+        print(f"mismatched save refused: {e}", flush=True)
     print("checkpoint worker: done", flush=True)
 
 
