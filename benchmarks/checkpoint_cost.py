@@ -132,6 +132,8 @@ def main() -> None:
         f"2 processes / 1 process: save {two['save_s'] / one['save_s']:.2f}x, "
         f"restore {two['restore_s'] / one['restore_s']:.2f}x"
     )
+    for name, row in (("1x8", one), ("2x4", two)):
+        print(json.dumps({"benchmark": "checkpoint_cost", "processes": name, **row}))
 
 
 if __name__ == "__main__":
