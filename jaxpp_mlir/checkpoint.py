@@ -76,17 +76,11 @@ def save(
     for the other processes (default: ``JAXPP_MLIR_SETUP_TIMEOUT``).
     """
     path = os.path.abspath(os.fspath(path))
-    leaves = describe(tree)
     me, count = jax.process_index(), jax.process_count()
-    mine = {
-        "path": path,
-        "leaves": [leaf.path for leaf in leaves],
-        "held": {str(i): leaf.public() for i, leaf in enumerate(leaves) if leaf.kind == "array"},
-        "ranks": {str(i): leaf.rank for i, leaf in enumerate(leaves) if leaf.rank is not None},
-    }
     if count == 1:
+        leaves = describe(tree)
         _start(path, force)
-        _save(path, leaves, [mine], me)
+        _save(path, leaves, [_what_i_hold(path, leaves)], me)
         logger.info("saved checkpoint %s (%d leaves)", path, len(leaves))
         return
     from jaxpp_mlir.runtime import watchdog
@@ -97,16 +91,28 @@ def save(
     exchange = Exchange(
         f"checkpoint{next(_saves)}", me, count, timeout, check=dog.check if dog else None
     )
-    try:
+    try:  # any failure is published, so that no other process waits for this one
+        leaves = describe(tree)
         if me == 0:
             _start(path, force)  # before process 0 publishes: nobody writes into an old one
-        parts = [json.loads(p) for p in exchange.gather("begin", json.dumps(mine))]
+        mine = json.dumps(_what_i_hold(path, leaves))
+        parts = [json.loads(p) for p in exchange.gather("begin", mine)]
         _check_same_save(parts, path)
         _save(path, leaves, parts, me, exchange)
     except BaseException as e:
         exchange.fail(f"checkpoint.save({path!r}): {type(e).__name__}: {e}")
         raise
     logger.info("saved checkpoint %s (%d leaves, process %d of %d)", path, len(leaves), me, count)
+
+
+def _what_i_hold(path: str, leaves: list[Leaf]) -> dict[str, Any]:
+    """This process's part of the first meeting: its path, leaves, and what it holds."""
+    return {
+        "path": path,
+        "leaves": [leaf.path for leaf in leaves],
+        "held": {str(i): leaf.public() for i, leaf in enumerate(leaves) if leaf.kind == "array"},
+        "ranks": {str(i): leaf.rank for i, leaf in enumerate(leaves) if leaf.rank is not None},
+    }
 
 
 def _save(path: str, leaves: list[Leaf], parts: list[dict], me: int, exchange: Any = None) -> None:
@@ -135,7 +141,7 @@ def restore(path: str | os.PathLike, like: Any) -> Any:
     for index, (item, target) in enumerate(pairs):
         if item["kind"] == "python":
             result.append(_python_value(item))
-        elif item["kind"] == "host" or _sharding(target) is None:
+        elif _sharding(target) is None:  # a numpy array (or shape) wanted: on the host
             result.append(_host(path, item))
         elif not _here(_sharding(target)):
             result.append(_placeholder(path, item, target, index))

@@ -105,6 +105,16 @@ def test_restore_onto_another_sharding_reads_each_slice_there(state, tmp_path):
     np.testing.assert_array_equal(np.asarray(restored["params"][0]["w"]), np.asarray(w))
 
 
+def test_a_numpy_leaf_restores_onto_a_sharded_target(tmp_path):
+    x = np.arange(8, dtype=np.float32)
+    checkpoint.save(tmp_path / "c", {"x": x})
+    target = rank_sharding(2, P("model"))
+    like = {"x": jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=target)}
+    restored = checkpoint.restore(tmp_path / "c", like)
+    assert restored["x"].sharding == target
+    np.testing.assert_array_equal(np.asarray(restored["x"]), x)
+
+
 # ------------------------------------------------------------------ errors
 
 
