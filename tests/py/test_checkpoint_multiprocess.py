@@ -74,6 +74,8 @@ def run(tmp_path_factory):
     assert result.stdout.count("checkpoint worker: done") == 2
     refusals = re.findall(r"mismatched save refused: (.*)", result.stdout)
     assert len(refusals) == 2 and all("with the same path" in r for r in refusals), refusals
+    refusals = re.findall(r"bad leaf refused: (.*)", result.stdout)
+    assert len(refusals) == 2 and all("leaf ['x'] is a object" in r for r in refusals), refusals
     states = np.load(out / "states.npz")
     by_run: dict[str, dict[str, np.ndarray]] = {}
     for key in states.files:

@@ -85,6 +85,10 @@ def main(out: str) -> None:
         checkpoint.save(os.path.join(out, f"mismatch_p{me}"), step3)
     except (checkpoint.CheckpointError, pp.RuntimeFailure) as e:
         print(f"mismatched save refused: {e}", flush=True)
+    try:  # a leaf process 1 cannot save: process 0 hears of it instead of waiting
+        checkpoint.save(os.path.join(out, "bad_leaf"), {"x": object() if me == 1 else 1})
+    except (checkpoint.CheckpointError, pp.RuntimeFailure) as e:
+        print(f"bad leaf refused: {e}", flush=True)
     print("checkpoint worker: done", flush=True)
 
 
