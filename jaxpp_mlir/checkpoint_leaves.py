@@ -20,14 +20,10 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding
 
-from jaxpp_mlir.errors import JaxppError
+from jaxpp_mlir.errors import CheckpointError
 from jaxpp_mlir.runtime.distributed import RemoteOutput
 
 PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
-
-
-class CheckpointError(JaxppError, ValueError):
-    """A checkpoint that cannot be written, read, or matched to the tree it restores into."""
 
 
 @dataclasses.dataclass(frozen=True)
