@@ -152,7 +152,10 @@ def restore(path: str | os.PathLike, like: Any) -> Any:
         from jaxpp_mlir import checkpoint_store
 
         arrays = checkpoint_store.read_arrays(
-            [(os.path.join(path, item["file"]), tuple(item["shape"]), sh) for _, item, sh in reads]
+            [
+                (os.path.join(path, item["file"]), tuple(item["shape"]), item["dtype"], sh)
+                for _, item, sh in reads
+            ]
         )
         for (index, _, _), array in zip(reads, arrays, strict=True):
             result[index] = array

@@ -51,8 +51,31 @@ def _create(path: str, shape: tuple[int, ...], dtype: np.dtype, chunk: tuple[int
     )
 
 
+# Host bytes in flight at once (shards copied to the host and not yet written, or read and
+# not yet on their device): a process's state goes through the host in batches of this size.
+MAX_IN_FLIGHT_BYTES = 1 << 30
+
+
+def _batches(items: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
+    """``items`` in order, cut into batches of at most ``MAX_IN_FLIGHT_BYTES`` (or one item)."""
+    batches: list[list[Any]] = [[]]
+    total = 0
+    for item, size in zip(items, sizes, strict=True):
+        if batches[-1] and total + size > MAX_IN_FLIGHT_BYTES:
+            batches.append([])
+            total = 0
+        batches[-1].append(item)
+        total += size
+    return batches
+
+
 def write_arrays(items: Sequence[tuple[str, jax.Array]]) -> None:
     """Writes each ``(path, array)``: the array's shards with replica id 0, from this process."""
+    for batch in _batches(items, [a.nbytes for _, a in items]):
+        _write_batch(batch)
+
+
+def _write_batch(items: Sequence[tuple[str, jax.Array]]) -> None:
     for _, array in items:
         for shard in array.addressable_shards:
             if shard.replica_id == 0:
@@ -83,8 +106,18 @@ def _open(path: str) -> Any:
     return _tensorstore().open(_spec(path), open=True)
 
 
-def read_arrays(items: Sequence[tuple[str, tuple[int, ...], Sharding]]) -> list[jax.Array]:
-    """Reads each ``(path, shape, sharding)`` onto ``sharding``'s addressable devices."""
+def read_arrays(
+    items: Sequence[tuple[str, tuple[int, ...], np.dtype, Sharding]],
+) -> list[jax.Array]:
+    """Reads each ``(path, shape, dtype, sharding)`` onto ``sharding``'s addressable devices."""
+    sizes = [int(np.prod(shape)) * np.dtype(dtype).itemsize for _, shape, dtype, _ in items]
+    arrays: list[jax.Array] = []
+    for batch in _batches(items, sizes):
+        arrays += _read_batch([(path, shape, sharding) for path, shape, _, sharding in batch])
+    return arrays
+
+
+def _read_batch(items: Sequence[tuple[str, tuple[int, ...], Sharding]]) -> list[jax.Array]:
     stores = [_open(path) for path, _, _ in items]
     reads: list[list[tuple[jax.Device, Any]]] = []
     for future, (_, shape, sharding) in zip(stores, items, strict=True):

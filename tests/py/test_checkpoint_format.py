@@ -115,6 +115,17 @@ def test_a_numpy_leaf_restores_onto_a_sharded_target(tmp_path):
     np.testing.assert_array_equal(np.asarray(restored["x"]), x)
 
 
+def test_arrays_go_through_the_host_in_bounded_batches(state, tmp_path, monkeypatch):
+    from jaxpp_mlir import checkpoint_store
+
+    monkeypatch.setattr(checkpoint_store, "MAX_IN_FLIGHT_BYTES", 64)
+    assert checkpoint_store._batches("abcd", [40, 20, 10, 100]) == [["a", "b"], ["c"], ["d"]]
+    checkpoint.save(tmp_path / "c", state)  # w (128 bytes) and b, count in their own batches
+    restored = checkpoint.restore(tmp_path / "c", state)
+    for got, want in zip(jax.tree.leaves(restored), jax.tree.leaves(state), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 # ------------------------------------------------------------------ errors
 
 
