@@ -15,6 +15,7 @@ from jaxpp_mlir.runtime.lazy_exports import lazy_getattr
 _SOURCES = {
     "Add": "jaxpp_mlir.frontend.treduce",
     "CallError": "jaxpp_mlir.errors",
+    "CheckpointError": "jaxpp_mlir.errors",
     "CompiledProgram": "jaxpp_mlir.program",
     "Concat": "jaxpp_mlir.frontend.treduce",
     "CustomSchedule": "jaxpp_mlir.schedules",

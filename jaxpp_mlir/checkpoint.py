@@ -1,90 +1,329 @@
-"""Stage-local checkpoints with orbax: every array saved and restored where it lives.
+"""Stage-local checkpoints: every array saved and restored where it lives, in any process.
 
 A pipelined program's parameters and optimizer state are ``jax.Array``s on
-their rank's submesh, each with a ``NamedSharding`` (mpmd axis of size 1).
-``save`` hands the pytree to orbax's ``StandardCheckpointer``, which writes
-each array shard by shard from the devices that hold it (OCDBT/Zarr3 under
-``path``): nothing is gathered on one host or device, and with several
-processes orbax has each process write only the shards on its own devices (a
-program's outputs held by other processes, ``RemoteOutput``s, are refused for
-now: the multi-process round trip is not done yet).
+their rank's submesh; with several processes each process holds its own
+ranks' arrays and ``RemoteOutput`` placeholders for the others'. The format
+makes the process count irrelevant:
 
-``restore(path, like)`` reads the checkpoint back onto the shardings of
-``like``: a pytree of arrays (the state of the program to continue with),
-``ShapeDtypeStruct``s with shardings, or the ``program.placement(...)`` of
-one. Each leaf is read straight onto its rank's submesh. Because only the
-target shardings matter, a checkpoint restores into a program with another
-schedule over the same stages.
+```
+path/
+  metadata.json        written last, by process 0: format, version, and per leaf (in
+                       flattening order) its key path, kind, shape, dtype, file,
+                       PartitionSpec, device group and rank when known
+  group_0/leaf_3/      one Zarr array per array leaf, in the directory of the device
+  group_1/leaf_7/      group (a rank's submesh) that holds it, written shard by shard
+  host/leaf_9/         numpy leaves, written by process 0
+```
 
-orbax (``pip install 'jaxpp_mlir[checkpoint]'``) is imported on first use.
+Python scalars (bool, int, float, str) live in ``metadata.json``. Each
+process writes only the arrays it holds, each shard from its device (see
+``checkpoint_store``); nothing is gathered. With several processes ``save``
+is collective (every process calls it with the same path and a tree of the
+same structure); its three meetings (who holds what, all written, metadata
+committed) wait at most ``timeout_s``.
+
+``restore(path, like)`` reads the leaves back onto the shardings of
+``like``'s leaves: a pytree of arrays (the state of the program to continue
+with, its ``RemoteOutput``s included), ``ShapeDtypeStruct``s with shardings,
+or the ``program.placement(...)`` of one. A process reads only the leaves it
+holds, each device only its slice; a leaf held by another process comes back
+as a ``RemoteOutput`` placeholder that the program accepts as an argument (and
+reads from the checkpoint if this process needs it too, say an optimizer's
+step count that every rank reads). Only the target shardings matter, so a
+checkpoint restores into another process count on the same devices and into
+a program with another schedule over the same stages. Restore is not
+collective.
+
+``pip install 'jaxpp_mlir[checkpoint]'`` installs TensorStore, imported on first use.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import os
+import shutil
 from typing import Any
 
 import jax
+import numpy as np
 
+from jaxpp_mlir.checkpoint_leaves import CheckpointError, Leaf, describe, entry, match
+from jaxpp_mlir.checkpoint_leaves import python_value as _python_value
 from jaxpp_mlir.placement import ArrayPlacement
+from jaxpp_mlir.runtime import options as _options
+from jaxpp_mlir.runtime.distributed import RemoteOutput
+from jaxpp_mlir.runtime.plan import TensorSpec
+
+__all__ = ["CheckpointError", "restore", "save"]
 
 logger = logging.getLogger(__name__)
 
-
-def _orbax() -> Any:
-    try:
-        import orbax.checkpoint as ocp
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "jaxpp_mlir.checkpoint needs orbax: pip install 'jaxpp_mlir[checkpoint]'"
-        ) from e
-    return ocp
+FORMAT = "jaxpp_mlir.checkpoint"
+VERSION = 1
+METADATA = "metadata.json"
+_saves = itertools.count()  # every process saves in the same order: names the meetings
 
 
-def save(path: str | os.PathLike, tree: Any, *, force: bool = False) -> None:
-    """Writes ``tree`` (arrays where they live, Python scalars) to the directory ``path``.
+def save(
+    path: str | os.PathLike, tree: Any, *, force: bool = False, timeout_s: float | None = None
+) -> None:
+    """Writes ``tree`` (arrays where they live, ``RemoteOutput``s, numpy arrays, Python
+    scalars) to the directory ``path``; every process calls it.
 
-    ``force`` overwrites an existing checkpoint. Raises ``NotImplementedError``
-    for outputs held by another process (``RemoteOutput``).
+    ``force`` overwrites an existing checkpoint; ``timeout_s`` bounds each wait
+    for the other processes (default: ``JAXPP_MLIR_SETUP_TIMEOUT``).
     """
-    _refuse_remote_outputs(tree)
-    ocp = _orbax()
     path = os.path.abspath(os.fspath(path))
-    with ocp.StandardCheckpointer() as checkpointer:
-        checkpointer.save(path, tree, force=force)
-        checkpointer.wait_until_finished()
-    logger.info("saved checkpoint %s", path)
+    me, count = jax.process_index(), jax.process_count()
+    if count == 1:
+        leaves = describe(tree)
+        _start(path, force)
+        _save(path, leaves, [_what_i_hold(path, leaves)], me)
+        logger.info("saved checkpoint %s (%d leaves)", path, len(leaves))
+        return
+    from jaxpp_mlir.runtime import watchdog
+    from jaxpp_mlir.runtime.coordination import Exchange
+
+    dog = watchdog.current()
+    timeout = _options.SETUP_TIMEOUT.value() if timeout_s is None else timeout_s
+    exchange = Exchange(
+        f"checkpoint{next(_saves)}", me, count, timeout, check=dog.check if dog else None
+    )
+    try:  # any failure is published, so that no other process waits for this one
+        leaves = describe(tree)
+        if me == 0:
+            _start(path, force)  # before process 0 publishes: nobody writes into an old one
+        mine = json.dumps(_what_i_hold(path, leaves))
+        parts = [json.loads(p) for p in exchange.gather("begin", mine)]
+        _check_same_save(parts, path)
+        _save(path, leaves, parts, me, exchange)
+    except BaseException as e:
+        exchange.fail(f"checkpoint.save({path!r}): {type(e).__name__}: {e}")
+        raise
+    logger.info("saved checkpoint %s (%d leaves, process %d of %d)", path, len(leaves), me, count)
+
+
+def _what_i_hold(path: str, leaves: list[Leaf]) -> dict[str, Any]:
+    """This process's part of the first meeting: its path, leaves, and what it holds."""
+    return {
+        "path": path,
+        "leaves": [leaf.path for leaf in leaves],
+        "held": {str(i): leaf.public() for i, leaf in enumerate(leaves) if leaf.kind == "array"},
+        "ranks": {str(i): leaf.rank for i, leaf in enumerate(leaves) if leaf.rank is not None},
+    }
+
+
+def _save(path: str, leaves: list[Leaf], parts: list[dict], me: int, exchange: Any = None) -> None:
+    """Writes this process's leaves, then (process 0, once all have written) the metadata."""
+    owners = _owners(leaves, parts)
+    groups = {i: tuple(parts[p]["held"][str(i)]["devices"]) for i, p in owners.items()}
+    _write(path, leaves, owners, groups, me)
+    if exchange is not None:
+        exchange.gather("written", "ok")
+    if me == 0:
+        _write_metadata(path, leaves, owners, groups, parts)
+    if exchange is not None:
+        exchange.gather("committed", "ok", processes=[0])
 
 
 def restore(path: str | os.PathLike, like: Any) -> Any:
-    """The checkpoint at ``path``, each leaf placed with the sharding of ``like``'s leaf."""
-    ocp = _orbax()
+    """The checkpoint at ``path``, each leaf placed with the sharding of ``like``'s leaf.
+
+    Raises ``CheckpointError`` naming the leaf when ``like`` has another
+    structure, shape or dtype than the checkpoint.
+    """
     path = os.path.abspath(os.fspath(path))
-    target = jax.tree_util.tree_map(_abstract, like)
-    with ocp.StandardCheckpointer() as checkpointer:
-        return checkpointer.restore(path, target)
+    metadata = _read_metadata(path)
+    pairs, treedef = match(metadata["leaves"], like, path)
+    reads, result = [], []
+    for index, (item, target) in enumerate(pairs):
+        if item["kind"] == "python":
+            result.append(_python_value(item))
+        elif _sharding(target) is None:  # a numpy array (or shape) wanted: on the host
+            result.append(_host(path, item))
+        elif not _here(_sharding(target)):
+            result.append(_placeholder(path, item, target, index))
+        else:
+            reads.append((index, item, _sharding(target)))
+            result.append(None)
+    if reads:
+        from jaxpp_mlir import checkpoint_store
 
-
-def _refuse_remote_outputs(tree: Any) -> None:
-    from jaxpp_mlir.runtime.distributed import RemoteOutput
-
-    paths = [
-        jax.tree_util.keystr(path)
-        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
-        if isinstance(leaf, RemoteOutput)
-    ]
-    if paths:
-        raise NotImplementedError(
-            f"checkpoint.save got outputs held by other processes ({', '.join(paths[:3])}"
-            f"{', ...' if len(paths) > 3 else ''}): saving a state spread over several "
-            "processes is not supported yet; save from one process that holds every rank"
+        arrays = checkpoint_store.read_arrays(
+            [
+                (os.path.join(path, item["file"]), tuple(item["shape"]), item["dtype"], sh)
+                for _, item, sh in reads
+            ]
         )
+        for (index, _, _), array in zip(reads, arrays, strict=True):
+            result[index] = array
+    return jax.tree_util.tree_unflatten(treedef, result)
 
 
-def _abstract(leaf: Any) -> Any:
-    if isinstance(leaf, ArrayPlacement):
-        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=leaf.sharding)
-    if isinstance(leaf, jax.Array | jax.ShapeDtypeStruct):
-        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=leaf.sharding)
-    return leaf
+# ------------------------------------------------------------------ saving
+
+
+def _start(path: str, force: bool) -> None:
+    """An empty directory at ``path`` (an existing one only with ``force``)."""
+    if os.path.exists(path):
+        if not force:
+            raise CheckpointError(f"{path} exists; pass force=True to overwrite it")
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+    os.makedirs(path)
+
+
+def _check_same_save(parts: list[dict], path: str) -> None:
+    for p, part in enumerate(parts):
+        if part["path"] != path:
+            raise CheckpointError(
+                f"process {p} saves to {part['path']} but process {jax.process_index()} to "
+                f"{path}; every process must call checkpoint.save with the same path"
+            )
+        if part["leaves"] != parts[0]["leaves"]:
+            differ = next(
+                (a for a, b in zip(part["leaves"], parts[0]["leaves"], strict=False) if a != b),
+                f"count {len(part['leaves'])} against {len(parts[0]['leaves'])}",
+            )
+            raise CheckpointError(
+                f"process {p} saves a tree of another structure than process 0 (leaf "
+                f"{differ}); every process must save the same tree (its outputs held "
+                f"elsewhere as RemoteOutput)"
+            )
+
+
+def _owners(leaves: list[Leaf], parts: list[dict]) -> dict[int, int]:
+    """Each array leaf's writer: the first process that holds it."""
+    owners = {}
+    for i, leaf in enumerate(leaves):
+        if leaf.kind not in ("array", "remote"):
+            continue
+        holders = [p for p, part in enumerate(parts) if str(i) in part["held"]]
+        if not holders:
+            raise CheckpointError(
+                f"leaf {leaf.path} is held by no process (a RemoteOutput in every process); "
+                f"save the outputs of the program's last call"
+            )
+        owners[i] = holders[0]
+    return owners
+
+
+def _group_names(groups: dict[int, tuple[int, ...]]) -> dict[tuple[int, ...], str]:
+    ordered = sorted(set(groups.values()))
+    return {devices: f"group_{k}" for k, devices in enumerate(ordered)}
+
+
+def _file(leaves: list[Leaf], groups: dict, i: int) -> str | None:
+    if leaves[i].kind == "python":
+        return None
+    if leaves[i].kind == "host":
+        return f"host/leaf_{i}"
+    return f"{_group_names(groups)[groups[i]]}/leaf_{i}"
+
+
+def _write(path: str, leaves: list[Leaf], owners: dict, groups: dict, me: int) -> None:
+    from jaxpp_mlir import checkpoint_store
+
+    names = _group_names(groups)
+    arrays = [
+        (os.path.join(path, names[groups[i]], f"leaf_{i}"), leaf.value)
+        for i, leaf in enumerate(leaves)
+        if leaf.kind == "array" and owners[i] == me
+    ]
+    checkpoint_store.write_arrays(arrays)
+    if me == 0:
+        host = [
+            (os.path.join(path, "host", f"leaf_{i}"), leaf.value)
+            for i, leaf in enumerate(leaves)
+            if leaf.kind == "host"
+        ]
+        checkpoint_store.write_host_arrays(host)
+
+
+def _write_metadata(
+    path: str, leaves: list[Leaf], owners: dict, groups: dict, parts: list[dict]
+) -> None:
+    names = _group_names(groups)
+    items = []
+    for i, leaf in enumerate(leaves):
+        item = entry(leaf, _file(leaves, groups, i))
+        if i in owners:
+            ranks = [part["ranks"][str(i)] for part in parts if str(i) in part["ranks"]]
+            item.update(
+                process=owners[i],
+                group=names[groups[i]],
+                spec=parts[owners[i]]["held"][str(i)]["spec"],
+                rank=ranks[0] if ranks else None,
+            )
+        items.append(item)
+    metadata = {
+        "format": FORMAT,
+        "version": VERSION,
+        "groups": {name: list(devices) for devices, name in names.items()},
+        "leaves": items,
+    }
+    temporary = os.path.join(path, METADATA + ".tmp")
+    with open(temporary, "w") as handle:
+        json.dump(metadata, handle, indent=1)
+    os.replace(temporary, os.path.join(path, METADATA))  # the checkpoint is complete
+
+
+# ----------------------------------------------------------------- restoring
+
+
+def _read_metadata(path: str) -> dict[str, Any]:
+    file = os.path.join(path, METADATA)
+    if not os.path.exists(file):
+        what = "an incomplete checkpoint" if os.path.isdir(path) else "no checkpoint"
+        raise CheckpointError(f"{path} is {what}: it has no {METADATA}")
+    with open(file) as handle:
+        metadata = json.load(handle)
+    if metadata.get("format") != FORMAT or metadata.get("version") != VERSION:
+        raise CheckpointError(
+            f"{file} is not a {FORMAT} checkpoint of version {VERSION} (format "
+            f"{metadata.get('format')!r}, version {metadata.get('version')!r})"
+        )
+    return metadata
+
+
+def _sharding(target: Any) -> Any:
+    """Where ``target`` wants its leaf (None: on the host)."""
+    if isinstance(target, ArrayPlacement | RemoteOutput):
+        return target.sharding if target.sharding is not None else _Elsewhere
+    if isinstance(target, jax.Array | jax.ShapeDtypeStruct):
+        return target.sharding
+    return None
+
+
+class _Elsewhere:
+    """The sharding of a ``RemoteOutput`` whose sharding is unknown: not this process."""
+
+
+def _here(sharding: Any) -> bool:
+    if sharding is _Elsewhere:
+        return False
+    me = jax.process_index()
+    return any(d.process_index == me for d in sharding.device_set)
+
+
+def _host(path: str, item: dict) -> np.ndarray:
+    from jaxpp_mlir import checkpoint_store
+
+    return checkpoint_store.read_host_array(os.path.join(path, item["file"]))
+
+
+def _placeholder(path: str, item: dict, target: Any, index: int) -> RemoteOutput:
+    """A leaf of another process: a ``RemoteOutput`` that reads it here if needed here."""
+    sharding = None if _sharding(target) is _Elsewhere else _sharding(target)
+    if isinstance(target, RemoteOutput):
+        rank, process = target.rank, target.process
+    else:
+        process = min(d.process_index for d in sharding.device_set)
+        ranks = getattr(target, "mpmd_idxs", ())
+        rank = ranks[0] if ranks else -1
+    spec = TensorSpec(tuple(item["shape"]), item["dtype"])
+    return RemoteOutput(-1, -1, index, rank, process, spec, sharding, lambda: _host(path, item))

@@ -17,6 +17,7 @@ from jaxpp_mlir.runtime.errors import (
 
 __all__ = [
     "CallError",
+    "CheckpointError",
     "JaxppError",
     "MarkerError",
     "MeshError",
@@ -26,6 +27,10 @@ __all__ = [
     "RuntimeFailure",
     "ScheduleError",
 ]
+
+
+class CheckpointError(JaxppError, ValueError):
+    """A checkpoint that cannot be written, read, or matched to the tree it restores into."""
 
 
 class MarkerError(JaxppError):

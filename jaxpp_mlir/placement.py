@@ -45,9 +45,14 @@ def ranks_of(array: jax.Array, mesh: MpmdMesh) -> tuple[int, ...]:
 
 
 def placement(tree: Any, mesh: MpmdMesh) -> Any:
-    """``tree`` with every ``jax.Array`` leaf replaced by its ``ArrayPlacement``."""
+    """``tree`` with every ``jax.Array`` leaf (and every ``RemoteOutput``, an output held by
+    another process) replaced by its ``ArrayPlacement``."""
+
+    from jaxpp_mlir.runtime.distributed import RemoteOutput
 
     def place(leaf: Any) -> Any:
+        if isinstance(leaf, RemoteOutput):  # held by another process: it knows where
+            return ArrayPlacement(leaf.shape, leaf.dtype, (leaf.rank,), leaf.sharding)
         if not isinstance(leaf, jax.Array):
             return leaf
         return ArrayPlacement(

@@ -133,6 +133,7 @@ class PartitionedProgram:
             devices,
             num_user_inputs=len(self.plan.inputs) - len(self.index_inputs),
             options=options,
+            rank_meshes=self.mesh.unstack,
         )
         return CompiledProgram(self, executable, index_arrays)
 

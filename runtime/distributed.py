@@ -37,19 +37,22 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.sharding import Mesh, Sharding
 
 from . import collectives, options
 from . import watchdog as _watchdog
 from .coordination import Exchange
 from .distributed_setup import (
     Placement,
+    output_shardings,
     plan_transfers,
     rank_processes,
     set_up,
     warm_up_order,
 )
 from .errors import CallError, JaxppError, MeshError, PlanError
-from .plan import ExecutionPlan, TensorSpec
+from .plan import ExecutionPlan
+from .remote_output import RemoteOutput
 
 __all__ = [
     "DistributedOptions",
@@ -86,74 +89,6 @@ class DistributedOptions:
         )
 
 
-class RemoteOutput:
-    """An output of a distributed program that lives in another process.
-
-    Its shape and dtype are known; using its data here raises ``CallError``.
-    Pass it back to the same program (it is forwarded where needed) or fetch
-    everything with ``gather``.
-    """
-
-    __slots__ = ("call", "index", "process", "program", "rank", "spec")
-
-    def __init__(
-        self, program: int, call: int, index: int, rank: int, process: int, spec: TensorSpec
-    ):
-        self.program, self.call, self.index = program, call, index
-        self.rank, self.process, self.spec = rank, process, spec
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.spec.shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(self.spec.dtype)
-
-    def _error(self) -> CallError:
-        return CallError(
-            f"output {self.index} ({self.spec}) is held by rank {self.rank} in process "
-            f"{self.process}, not by this process ({jax.process_index()}); fetch it with "
-            f"step.gather(outputs), called by every process"
-        )
-
-    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
-        raise self._error()
-
-    def __jax_array__(self) -> jax.Array:
-        raise self._error()
-
-    def __float__(self) -> float:
-        raise self._error()
-
-    def __int__(self) -> int:
-        raise self._error()
-
-    def __bool__(self) -> bool:
-        raise self._error()
-
-    def __getitem__(self, key: Any) -> Any:
-        raise self._error()
-
-    def item(self) -> Any:
-        raise self._error()
-
-    def block_until_ready(self) -> RemoteOutput:
-        return self  # nothing to wait for in this process
-
-    def is_ready(self) -> bool:
-        return True
-
-    def is_deleted(self) -> bool:
-        return False
-
-    def delete(self) -> None:
-        pass
-
-    def __repr__(self) -> str:
-        return f"RemoteOutput({self.spec} on rank {self.rank}, process {self.process})"
-
-
 class DistributedPlan:
     """This process's part of a plan spread over processes; call it like ``CompiledPlan``.
 
@@ -171,8 +106,10 @@ class DistributedPlan:
         *,
         num_user_inputs: int | None = None,
         options: DistributedOptions | None = None,
+        rank_meshes: Sequence[Mesh] | None = None,
     ):
         self.plan = plan
+        self.rank_meshes = rank_meshes  # given: arrays get NamedShardings on these
         self.options = options or DistributedOptions.from_env()
         self.rank_devices = tuple(tuple(d) for d in rank_devices)
         if len(self.rank_devices) != plan.num_ranks:
@@ -193,6 +130,7 @@ class DistributedPlan:
         self._zero_cache: dict[tuple, jax.Array] = {}
         self._placeholders: dict[int, np.ndarray] = {}
         self._forwardable: dict[int, Any] = {}  # output index -> this process's last value
+        self.output_shardings: dict[int, Sharding] = {}  # output index -> its sharding
         self._dog = _watchdog.ensure_started(self.options.watchdog)
         self._exchange = Exchange(
             f"program{self.serial}",
@@ -225,12 +163,16 @@ class DistributedPlan:
             exchange=self._exchange,
             dog=self._dog,
             serial=self.serial,
+            rank_meshes=self.rank_meshes,
         )
         self.groups = setup.groups
         self.local = setup.local
         self.local_plan = setup.local_plan
         self._feeds = setup.feeds
         self._transfers = setup.transfers
+        self.output_shardings = output_shardings(
+            self.plan, where, self.local.executables, self._exchange, self.rank_meshes
+        )
         self._exchange.gather("compiled", "ok")  # nobody transfers before all have compiled
         self._warm_up(warm_up_order(setup, self.process))
         self._exchange.gather("ready", "ok")
@@ -276,6 +218,8 @@ class DistributedPlan:
         for k, (x, binding) in enumerate(zip(args, self.local_plan.inputs, strict=True)):
             if not binding.ranks:
                 local_args.append(self._placeholder(k))
+            elif isinstance(x, RemoteOutput) and x.loader is not None:
+                local_args.append(x.loader())  # a checkpoint leaf restored for another process
             elif isinstance(x, RemoteOutput):
                 raise CallError(
                     f"argument {k} is needed by rank(s) {list(binding.ranks)} of this process, "
@@ -297,7 +241,13 @@ class DistributedPlan:
             else:
                 outputs.append(
                     RemoteOutput(
-                        self.serial, call, j, out.rank, self.process_of[out.rank], out.spec
+                        self.serial,
+                        call,
+                        j,
+                        out.rank,
+                        self.process_of[out.rank],
+                        out.spec,
+                        self.output_shardings.get(j),
                     )
                 )
         self._forwardable = {
@@ -399,14 +349,23 @@ def compile_distributed(
     *,
     num_user_inputs: int | None = None,
     options: DistributedOptions | None = None,
+    rank_meshes: Sequence[Mesh] | None = None,
 ) -> DistributedPlan:
     """Compiles this process's part of ``plan`` (every process calls it, in the same order).
 
     ``num_user_inputs``: the first inputs that a caller may pass back from an
     earlier call's outputs (the rest, such as microbatch indices, never are).
     Raises ``PlanError`` before anything runs if the cross-process transfers
-    would deadlock, ``MeshError`` if a rank spans processes.
+    would deadlock, ``MeshError`` if a rank spans processes. With ``rank_meshes``
+    (rank r's submesh), outputs, this process's and the others', carry
+    ``NamedSharding``s on them.
     """
     if not isinstance(plan, ExecutionPlan):
         raise PlanError(f"compile_distributed takes an ExecutionPlan, got {type(plan)}")
-    return DistributedPlan(plan, rank_devices, num_user_inputs=num_user_inputs, options=options)
+    return DistributedPlan(
+        plan,
+        rank_devices,
+        num_user_inputs=num_user_inputs,
+        options=options,
+        rank_meshes=rank_meshes,
+    )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
-from jax.sharding import Sharding
+from jax.sharding import Mesh, Sharding
 
 from . import _jax_compat as jc
 from . import collectives, ordering
@@ -26,6 +26,7 @@ from .coordination import Exchange
 from .errors import MeshError, RuntimeFailure
 from .executor import CompiledPlan
 from .local_plan import Extra, Feed, LocalPlanBuilder, Use
+from .named_shardings import as_named
 from .plan import ExecutionPlan, RunStage
 
 RankDevices = tuple[tuple[jax.Device, ...], ...]
@@ -94,6 +95,7 @@ def set_up(
     exchange: Exchange,
     dog: Any,
     serial: int,
+    rank_meshes: Sequence[Mesh] | None = None,
 ) -> Setup:
     """Checks, compiles and wires this process's part of ``plan`` (every process calls it)."""
     groups = plan_transfers(plan, where.process_of, where.num_processes)
@@ -119,7 +121,9 @@ def set_up(
     local_plan = builder.build()
     transfers, first_use = compile_extra(builder.extra, builder.uses, where.process, dog)
     executables = {**stage_exes, **transfers}
-    local = CompiledPlan(local_plan, where.rank_devices, executables, compiled + len(builder.extra))
+    local = CompiledPlan(
+        local_plan, where.rank_devices, executables, compiled + len(builder.extra), rank_meshes
+    )
     return Setup(groups, local, local_plan, feeds, transfers, first_use)
 
 
@@ -218,6 +222,31 @@ def feed_shardings(
             sharding = value_sharding(plan, where.rank_devices, exes, out.rank, out.value)
             mine[str(feed.output)] = str(jc.hlo_sharding(sharding, len(out.spec.shape)))
     return share(exchange, "feed-shardings", mine, sharded)
+
+
+def output_shardings(
+    plan: ExecutionPlan,
+    where: Placement,
+    exes: dict[str, Any],
+    exchange: Exchange,
+    rank_meshes: Sequence[Mesh] | None,
+) -> dict[int, Sharding]:
+    """Every output's sharding (key: its index), this process's and the others', as a
+    ``NamedSharding`` on its rank's mesh where ``rank_meshes`` are given."""
+    mine = {}
+    for j, out in enumerate(plan.outputs):
+        if where.process_of[out.rank] == where.process:
+            sharding = value_sharding(plan, where.rank_devices, exes, out.rank, out.value)
+            mine[str(j)] = str(jc.hlo_sharding(sharding, len(out.spec.shape)))
+    texts = share(exchange, "output-shardings", mine, True)
+    result = {}
+    for key, text in texts.items():
+        out = plan.outputs[int(key)]
+        sharding = sharding_from_text(where.rank_devices, out.rank, text)
+        if rank_meshes is not None:
+            sharding = as_named(sharding, rank_meshes[out.rank], len(out.spec.shape))
+        result[int(key)] = sharding
+    return result
 
 
 def sharding_from_text(rank_devices: RankDevices, rank: int, text: str | None) -> Sharding:

@@ -1,0 +1,85 @@
+"""The pipelined Adam step that the multi-process checkpoint test trains, saves and restores.
+
+Four ranks of two devices each (``stage`` x ``model``), one stage per rank, each
+stage's weight sharded over ``model``. Imported by the checkpoint worker and by
+the test itself (the single-process side); the XLA device count must be set
+before jax is imported.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import jaxpp_mlir as pp
+
+NUM_RANKS = 4
+DEVICES_PER_RANK = 2
+WIDTH = 8
+SPECS = [{"w": P(None, "model"), "b": P("model")}] * NUM_RANKS
+OPTIMIZER = optax.adam(1e-2)
+SCHEDULES = {"std1f1b": pp.Std1F1B(NUM_RANKS), "gpipe": pp.GPipe(NUM_RANKS)}
+
+
+def loss_fn(params, microbatch):
+    x, y = microbatch
+    for layer in params:
+        x = pp.pipeline_enter_stage(jnp.tanh(x @ layer["w"] + layer["b"]))
+    return jnp.mean((x - y) ** 2)
+
+
+def train_step(params, opt_state, batch):
+    losses, grads = pp.treduce(lambda mb: jax.value_and_grad(loss_fn)(params, mb), batch)
+    updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, losses
+
+
+def initial_state():
+    """Parameters, optimizer state and batch as host (numpy) values."""
+    keys = jax.random.split(jax.random.PRNGKey(0), NUM_RANKS)
+    params = [
+        {"w": np.asarray(jax.random.normal(k, (WIDTH, WIDTH)) / 2), "b": np.zeros(WIDTH, "f4")}
+        for k in keys
+    ]
+    opt_state = jax.tree.map(np.asarray, OPTIMIZER.init(params))
+    kx, ky = jax.random.split(jax.random.PRNGKey(1))
+    shape = (4, 2, WIDTH)
+    batch = (np.asarray(jax.random.normal(kx, shape)), np.asarray(jax.random.normal(ky, shape)))
+    return params, opt_state, batch
+
+
+def mesh(devices: np.ndarray) -> pp.MpmdMesh:
+    """``devices`` is ``[ranks, devices per rank]``."""
+    return pp.MpmdMesh(jax.sharding.Mesh(np.asarray(devices), ("stage", "model")), "stage")
+
+
+def compile_programs(devices: np.ndarray) -> dict[str, pp.CompiledProgram]:
+    """The step partitioned with each schedule over ``devices``, compiled."""
+    mpmd = mesh(devices)
+    lowering = mpmd.lowering_mesh()
+    param_sh = [{k: NamedSharding(lowering, s) for k, s in layer.items()} for layer in SPECS]
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), initial_state())
+    lowered = jax.jit(train_step, in_shardings=(param_sh, None, None)).lower(*shapes)
+    return {
+        name: pp.partition(lowered, mesh=mpmd, schedule=schedule).compile()
+        for name, schedule in SCHEDULES.items()
+    }
+
+
+def train(step, params, opt_state, batch, steps: int):
+    for _ in range(steps):
+        params, opt_state, _ = step(params, opt_state, batch)
+    return params, opt_state
+
+
+def jit_reference(steps: int):
+    """``steps`` steps of plain ``jax.jit`` from the initial state (host values)."""
+    params, opt_state, batch = initial_state()
+    step = jax.jit(train_step)
+    for _ in range(steps):
+        params, opt_state, _ = step(params, opt_state, batch)
+    return jax.tree.map(np.asarray, (params, opt_state))
