@@ -43,10 +43,11 @@ class OutlineOuterCode(ModulePass):
     topological order.
 
     A result of ``@main`` that such a recomputed op gives (an optimizer's new
-    step count) and that is at most ``replicate-max-bytes`` bytes is returned
-    from every rank holding a copy: the return reads a ``jaxpp.replicated`` of
-    the copies, so the step's output lives on every rank that reads it and
-    comes back as an input without being copied again.
+    step count) and that is at most ``JAXPP_MLIR_REPLICATE_MAX_BYTES`` bytes
+    (default 1024; 0 turns this off) is returned from every rank holding a
+    copy: the return reads a ``jaxpp.replicated`` of the copies, so the step's
+    output lives on every rank that reads it and comes back as an input
+    without being copied again.
 
     Precondition: the stage block is outlined and placed (jaxpp.loop carries
     ``jaxpp.state_ranks``); without a ``jaxpp.loop`` there is nothing to do.
@@ -56,15 +57,6 @@ class OutlineOuterCode(ModulePass):
     """
 
     name = "jaxpp-outline-outer-code"
-    replicate_max_bytes: int = dataclasses.field(
-        default=-1,
-        metadata={
-            "help": "largest result returned from every rank computing it "
-            f"(-1: ${options.REPLICATE_MAX_BYTES.env}, default "
-            f"{options.REPLICATE_MAX_BYTES.default}; 0: none)",
-            "min": -1,
-        },
-    )
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
@@ -86,9 +78,7 @@ class OutlineOuterCode(ModulePass):
             )
         keep = set(loop.operands) | set(terminator.operands)
         copyable = outlining.copyable_ops(outer_ops, keep)
-        max_bytes = self.replicate_max_bytes
-        if max_bytes < 0:
-            max_bytes = options.REPLICATE_MAX_BYTES.value()
+        max_bytes = options.REPLICATE_MAX_BYTES.value()
         _assign_ranks(
             [op for op in outer_ops if op not in copyable], loop, state_ranks, block, max_bytes
         )

@@ -1,10 +1,10 @@
 // RUN: jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-outline-outer-code)' | filecheck %s
-// RUN: jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-outline-outer-code{replicate-max-bytes=0})' | filecheck %s --check-prefix=OFF
+// RUN: env JAXPP_MLIR_REPLICATE_MAX_BYTES=0 jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-outline-outer-code)' | filecheck %s --check-prefix=OFF
 
 // An optimizer's step count: count + 1 reads only an argument and is read
 // after the loop on both ranks, so each rank computes its own copy; the
 // result of @main is the jaxpp.replicated of both copies (rank 0's and rank
-// 1's post task each return theirs). With replicate-max-bytes=0 the return
+// 1's post task each return theirs). With JAXPP_MLIR_REPLICATE_MAX_BYTES=0 the return
 // reads rank 0's copy alone and rank 1's task keeps its copy to itself.
 
 // CHECK-LABEL: module @count_read_on_both_ranks
