@@ -34,8 +34,8 @@ from . import trace as _trace
 from .dispatch import make_ops
 from .errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
 from .placement import input_checks, place_arguments
-from .replicated import assemble, replicated_outputs
 from .plan import ExecutionPlan, RunStage
+from .replicated import assemble, replicated_outputs
 from .slots import resolve_slots
 
 

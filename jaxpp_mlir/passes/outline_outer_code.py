@@ -217,7 +217,9 @@ class _Placement:
         for index, result in enumerate(copies[ranks[0]].results):
             if spec_bytes(tensor_spec(result.type)) > self.replicate_max_bytes:
                 continue
-            returned = [u.operand_number for u in result.uses if ir_utils.use_owner(u) == terminator]
+            returned = [
+                u.operand_number for u in result.uses if ir_utils.use_owner(u) == terminator
+            ]
             if not returned:
                 continue
             with ir.InsertionPoint(terminator), terminator.location:

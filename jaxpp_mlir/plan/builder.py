@@ -186,8 +186,8 @@ class PlanBuilder:
         for value in terminator.operands:
             producer = value.owner
             if isinstance(producer, ir.Operation | ir.OpView) and jaxpp.is_replicated(producer):
-                copies = list(zip(producer.operands, jaxpp.get_replica_ranks(producer)))
-                (value, rank), others = copies[0], copies[1:]
+                ranks = jaxpp.get_replica_ranks(producer)
+                (value, rank), *others = zip(producer.operands, ranks, strict=True)
                 replicas = tuple((values.use(v, r), r) for v, r in others)
             else:
                 rank, replicas = values.home.get(values.ids[value], 0), ()

@@ -14,11 +14,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from jaxpp_mlir.runtime import options
+from jaxpp_mlir.runtime.placement import place_arguments
 from toolkit import make_mesh
 
 import jaxpp_mlir as pp
-from jaxpp_mlir.runtime import options
-from jaxpp_mlir.runtime.placement import place_arguments
 
 WIDTH = 8
 NUM_STAGES = 4
@@ -152,6 +152,7 @@ def test_count_is_one_array_over_every_rank_reading_it(steps):
     assert count.sharding.device_set == want_devices
     assert count.sharding.is_fully_replicated
     assert count.sharding.spec == jax.sharding.PartitionSpec()
+    assert replicated.placement(count).mpmd_idxs == tuple(readers)
 
 
 def test_no_copy_of_the_count_from_the_second_call(steps):
@@ -178,3 +179,20 @@ def test_a_replicated_input_is_accepted_by_a_program_that_reads_it_on_fewer_rank
     everywhere = jax.device_put(step, state[1][0].count.sharding)
     again, _ = replicated((state[0], state[1], everywhere), make_batch())
     np.testing.assert_array_equal(again[2], np.asarray(step) + 1)
+
+
+def test_donated_state_with_a_replicated_count():
+    """The donated count's copies are each rank's own buffers: donating them is safe."""
+    lowered = jax.jit(train_step, donate_argnums=0).lower(initial_state(), make_batch())
+    program = pp.partition(lowered, mesh=make_mesh(NUM_STAGES), schedule=pp.Std1F1B(NUM_STAGES))
+    step = program.compile()
+    state, want = initial_state(), initial_state()
+    for _ in range(NUM_STEPS):
+        previous_count = state[1][0].count
+        state, _ = step(state, make_batch())
+        want, _ = jax.jit(train_step)(want, make_batch())
+        assert previous_count.is_deleted()
+    assert len(state[1][0].count.sharding.device_set) == NUM_STAGES
+    np.testing.assert_array_equal(state[1][0].count, want[1][0].count)
+    for got, expected in zip(jax.tree.leaves(state), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=RTOL, atol=1e-7)
