@@ -9,6 +9,11 @@ one rank, copied to the others at each call), the baseline measured here.
 
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -196,3 +201,21 @@ def test_donated_state_with_a_replicated_count():
     np.testing.assert_array_equal(state[1][0].count, want[1][0].count)
     for got, expected in zip(jax.tree.leaves(state), jax.tree.leaves(want), strict=True):
         np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=RTOL, atol=1e-7)
+
+
+@pytest.mark.slow
+def test_two_processes_keep_the_count_right():
+    """Several processes keep the earlier behaviour (the count on its first rank,
+    forwarded between processes at each call) and the same numbers."""
+    worker = pathlib.Path(__file__).parent / "multiprocess" / "replicated_count_worker.py"
+    command = [
+        sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2", "--devices-per-proc", "2",
+        "--timeout", "150", str(worker),
+    ]  # fmt: skip
+    limits = {"JAXPP_MLIR_SETUP_TIMEOUT": "60", "JAXPP_MLIR_TRANSFER_TIMEOUT": "60"}
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=180, env={**os.environ, **limits}
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for process in range(2):
+        assert f"replicated count ok (process {process})" in result.stdout
