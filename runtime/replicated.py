@@ -10,11 +10,18 @@ without a transfer (``part_on``).
 In one process every device is addressable, so the array is an ordinary
 ``jax.Array``; a multi-process plan keeps each output on its first rank (its
 local plans carry no replicas).
+
+Taking a jax.Array apart (``addressable_shards``) costs about 100 us of host
+time here, more than the copies it saves, so each array this module builds
+remembers the rank arrays it was built from, for as long as it lives: passed
+back, each reader gets its rank's array as it was (a dict lookup). An array
+built elsewhere is taken apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +44,7 @@ class ReplicatedOutput:
     aval: Any
     sharding: Sharding  # fully replicated over every copy's devices
     devices: tuple[jax.Device, ...]  # ``sharding``'s devices, in its order
+    slot_devices: tuple[tuple[jax.Device, ...], ...]  # each copy's devices, in its order
 
 
 def replicated_outputs(
@@ -64,7 +72,12 @@ def replicated_outputs(
         sharding = union_sharding(ranks, rank_devices, rank_meshes)
         aval = jax.core.ShapedArray(tuple(out.spec.shape), np.dtype(out.spec.dtype))
         devices = tuple(_transfer.device_list(sharding))
-        found.append(ReplicatedOutput(position, tuple(slots), aval, sharding, devices))
+        slot_devices = tuple(
+            tuple(_transfer.device_list(resolved.slots[s].sharding)) for s in slots
+        )
+        found.append(
+            ReplicatedOutput(position, tuple(slots), aval, sharding, devices, slot_devices)
+        )
     return tuple(found)
 
 
@@ -84,16 +97,37 @@ def union_sharding(
     return _transfer.replicated_sharding([d for r in ranks for d in rank_devices[r]])
 
 
+# id of an array built by ``assemble`` -> (a weak reference to it, its rank arrays by
+# their devices); the entry goes when the array does.
+_PARTS: dict[int, tuple[weakref.ref, dict[tuple[jax.Device, ...], jax.Array]]] = {}
+
+
 def assemble(env: list, outputs: list, replicated: Sequence[ReplicatedOutput]) -> None:
     """Replaces each replicated output in ``outputs`` by one array over all its copies."""
     for out in replicated:
+        parts = {}
         by_device: dict[jax.Device, jax.Array] = {}
-        for slot in out.slots:
-            for shard in env[slot].addressable_shards:
-                by_device[shard.device] = shard.data
-        outputs[out.position] = jc.make_array(
-            out.aval, out.sharding, [by_device[d] for d in out.devices]
-        )
+        for slot, devices in zip(out.slots, out.slot_devices, strict=True):
+            part = env[slot]
+            parts[devices] = part
+            if len(devices) == 1:
+                by_device[devices[0]] = part
+            else:
+                by_device.update((s.device, s.data) for s in part.addressable_shards)
+        array = jc.make_array(out.aval, out.sharding, [by_device[d] for d in out.devices])
+        _remember(array, parts)
+        outputs[out.position] = array
+
+
+def _remember(array: jax.Array, parts: dict[tuple[jax.Device, ...], jax.Array]) -> None:
+    key = id(array)
+
+    def forget(reference: weakref.ref, key: int = key) -> None:
+        entry = _PARTS.get(key)
+        if entry is not None and entry[0] is reference:
+            del _PARTS[key]
+
+    _PARTS[key] = (weakref.ref(array, forget), parts)
 
 
 def covers(x: jax.Array, devices: Sequence[jax.Device]) -> bool:
@@ -111,5 +145,10 @@ def part_on(
 ) -> jax.Array:
     """``x`` (replicated, see ``covers``) restricted to ``devices``, laid out as
     ``sharding`` (replicated there): its own buffers, no copy."""
+    entry = _PARTS.get(id(x))
+    if entry is not None and entry[0]() is x:
+        part = entry[1].get(tuple(devices))
+        if part is not None and (part.sharding is sharding or part.sharding == sharding):
+            return part
     by_device = {shard.device: shard.data for shard in x.addressable_shards}
     return jc.make_array(aval, sharding, [by_device[d] for d in devices])
