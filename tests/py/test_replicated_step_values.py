@@ -9,6 +9,7 @@ one rank, copied to the others at each call), the baseline measured here.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -219,3 +220,16 @@ def test_two_processes_keep_the_count_right():
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for process in range(2):
         assert f"replicated count ok (process {process})" in result.stdout
+
+
+@pytest.mark.slow
+def test_benchmark_runs_and_checks_its_numbers():
+    script = pathlib.Path(__file__).parents[2] / "benchmarks" / "replicated_step_values.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["count_copies"]["replicated"] == 0
+    assert record["count_copies"]["baseline"] > 0
+    assert record["same_numbers"] and record["count_matches_jit"]
