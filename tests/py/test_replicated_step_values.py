@@ -233,3 +233,28 @@ def test_benchmark_runs_and_checks_its_numbers():
     assert record["count_copies"]["replicated"] == 0
     assert record["count_copies"]["baseline"] > 0
     assert record["same_numbers"] and record["count_matches_jit"]
+
+
+def test_count_over_ranks_of_two_devices_each():
+    """Ranks with a submesh of 2 devices: the count is replicated over all 4 devices,
+    a NamedSharding over the submeshes stacked along the mpmd axis."""
+    mesh = pp.MpmdMesh(
+        jax.sharding.Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("stage", "model")), "stage"
+    )
+    columns = jax.sharding.NamedSharding(
+        mesh.lowering_mesh(), jax.sharding.PartitionSpec(None, "model")
+    )
+    state, batch = initial_state(), make_batch()
+    step_shardings = (([columns] * NUM_STAGES, None, None), None)
+    lowered = jax.jit(train_step, in_shardings=step_shardings).lower(state, batch)
+    program = pp.partition(lowered, mesh=mesh, schedule=pp.Interleaved1F1B(NUM_STAGES, mpmd_dim=2))
+    step = program.compile()
+    want = state
+    for _ in range(NUM_STEPS):
+        state, _ = step(state, batch)
+        want, _ = jax.jit(train_step)(want, batch)
+    count = state[1][0].count
+    np.testing.assert_array_equal(count, want[1][0].count)
+    assert count.sharding.mesh.devices.shape == mesh.jax_mesh.devices.shape
+    assert count.sharding.device_set == set(mesh.jax_mesh.devices.flat)
+    assert count.sharding.spec == jax.sharding.PartitionSpec()
