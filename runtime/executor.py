@@ -35,6 +35,7 @@ from .dispatch import make_ops
 from .errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
 from .placement import input_checks, place_arguments
 from .plan import ExecutionPlan, RunStage
+from .replicated import assemble, replicated_outputs
 from .slots import resolve_slots
 
 
@@ -76,6 +77,7 @@ class CompiledPlan:
         self._num_slots = len(slots)
         self._output_slots = resolved.output_slots
         self._inputs = input_checks(plan, resolved)
+        self._replicated = replicated_outputs(plan, resolved, self.rank_devices, self.rank_meshes)
         self.last_uses: Mapping[tuple[int, int], int] = {
             key: slots[s].last_use if slots[s].last_use >= 0 else slots[s].defined_at
             for key, s in where.items()
@@ -108,7 +110,10 @@ class CompiledPlan:
             raise
         except Exception as e:
             raise RuntimeFailure(f"{op.what} failed: {e}") from e
-        return [env[s] for s in self._output_slots]
+        outputs = [env[s] for s in self._output_slots]
+        if self._replicated and stop is None:
+            assemble(env, outputs, self._replicated)
+        return outputs
 
     def dispatch_source(self) -> str:
         """The generated code of every operation, in dispatch order (for debugging)."""

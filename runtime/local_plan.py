@@ -243,7 +243,10 @@ class LocalPlanBuilder:
                 dataclasses.replace(b, ranks=tuple(r for r in b.ranks if r in local))
                 for b in plan.inputs
             ),
-            outputs=tuple(o for o in plan.outputs if o.rank in local),
+            # Copies on other ranks stay there: an output lives on its first rank only.
+            outputs=tuple(
+                dataclasses.replace(o, replicas=()) for o in plan.outputs if o.rank in local
+            ),
             instructions=tuple(prologue + instructions),
         )
 

@@ -72,7 +72,8 @@ def _specs_and_last_uses(
         elif isinstance(inst, Recv):
             specs[inst.value] = inst.spec
     for output in plan.outputs:
-        last_use[(output.rank, output.value)] = end
+        for value, rank in ((output.value, output.rank), *output.replicas):
+            last_use[(rank, value)] = end
     return specs, last_use
 
 

@@ -148,6 +148,14 @@ PROGRESS = Option(
     "runtime",
     "compile progress for 6 or more stage programs: 1 (log lines), tqdm (a bar) or 0 (off)",
 )
+REPLICATE_MAX_BYTES = Option(
+    "REPLICATE_MAX_BYTES",
+    int,
+    1024,
+    "partition",
+    "largest step output computed on every rank that reads it and returned as one array "
+    "over their devices (0: each output on one rank)",
+)
 
 OPTIONS: tuple[Option, ...] = (
     NUM_PROCESSES,
@@ -163,6 +171,7 @@ OPTIONS: tuple[Option, ...] = (
     SHUTDOWN_TIMEOUT,
     MAX_MLIR_BYTES,
     PROGRESS,
+    REPLICATE_MAX_BYTES,
 )
 
 

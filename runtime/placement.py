@@ -16,6 +16,7 @@ import numpy as np
 from jax.sharding import Sharding
 
 from . import _jax_compat as jc
+from . import replicated as _replicated
 from . import transfer as _transfer
 from .errors import CallError
 from .plan import ExecutionPlan, TensorSpec
@@ -134,6 +135,9 @@ def _place_array(
         if current is t.sharding or current == t.sharding:
             # An uncommitted array (one device) is only re-labelled committed.
             env[t.slot] = x if x.committed else commit(check, t, x)
+        elif t.shard_index is None and _replicated.covers(x, t.devices):
+            # A step value already on every rank reading it (an earlier output).
+            env[t.slot] = _replicated.part_on(x, check.aval, t.sharding, t.devices)
         elif _transfer.same_layout(current, t.sharding, x.ndim):
             copy_from.append(x)
             copy_to.append((check, t))

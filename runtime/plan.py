@@ -89,11 +89,16 @@ class InputBinding:
 
 @dataclasses.dataclass(frozen=True)
 class OutputBinding:
-    """Program output: ``value`` as held by ``rank``."""
+    """Program output: ``value`` as held by ``rank``.
+
+    ``replicas`` lists other ``(value, rank)`` pairs holding equal copies (each
+    computed on its rank): the output is then one array over all those ranks.
+    """
 
     value: int
     rank: int
     spec: TensorSpec
+    replicas: tuple[tuple[int, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

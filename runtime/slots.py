@@ -374,6 +374,14 @@ class _Resolver:
                 )
             slots[slot].last_use = len(self.plan.instructions)
             output_slots.append(slot)
+            for value, rank in out.replicas:  # its copies on other ranks stay alive too
+                replica = where.get((rank, value))
+                if replica is None or slots[replica].spec != out.spec:
+                    raise PlanError(
+                        f"output {k} has a copy, value {value} on rank {rank}, that is never "
+                        f"defined there as {out.spec}"
+                    )
+                slots[replica].last_use = len(self.plan.instructions)
         return output_slots
 
     def _default_shardings(self) -> None:

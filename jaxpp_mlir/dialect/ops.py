@@ -29,6 +29,11 @@ Ops
 ``%v = "jaxpp.recv"() {jaxpp.channel, jaxpp.rank, jaxpp.peer}``
     Receives on rank ``jaxpp.rank`` the value sent by rank ``jaxpp.peer`` on the
     same channel.
+``%v = "jaxpp.replicated"(%copies) {jaxpp.ranks}``
+    One value held on several ranks: operand i is its copy on rank
+    ``jaxpp.ranks[i]`` (the copies are equal, each computed on its rank). Its
+    only use is the return of ``@main``: that result is one array over the
+    devices of all those ranks.
 
 Attributes on ops of the input program (set by the passes)
 ----------------------------------------------------------
@@ -74,7 +79,9 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     POST,
     PRE,
     RANK_ATTR,
+    RANKS_ATTR,
     RECV_OP,
+    REPLICATED_OP,
     SEND_OP,
     SHARDING_ATTR,
     STAGE_ATTR,
@@ -334,6 +341,29 @@ def get_state_ranks(op: ir.Operation | ir.OpView) -> list[int]:
 
 def set_state_ranks(op: ir.Operation | ir.OpView, ranks: Sequence[int]) -> None:
     _operation(op).attributes[STATE_RANKS_ATTR] = ir.ArrayAttr.get([_i64(r) for r in ranks])
+
+
+def is_replicated(op: ir.Operation | ir.OpView) -> bool:
+    return _operation(op).name == REPLICATED_OP
+
+
+def create_replicated(
+    copies: Sequence[ir.Value], ranks: Sequence[int], loc: ir.Location | None = None
+) -> ir.Operation:
+    """Builds ``"jaxpp.replicated"``: ``copies[i]`` is the value's copy on ``ranks[i]``."""
+    op = ir.Operation.create(
+        REPLICATED_OP, results=[copies[0].type], operands=list(copies), loc=loc
+    )
+    op.attributes[RANKS_ATTR] = ir.ArrayAttr.get([_i64(r) for r in ranks])
+    return op
+
+
+def get_replica_ranks(op: ir.Operation | ir.OpView) -> list[int]:
+    """The rank of each operand of a ``jaxpp.replicated`` (empty without the attribute)."""
+    op = _operation(op)
+    if RANKS_ATTR not in op.attributes:
+        return []
+    return [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes[RANKS_ATTR])]
 
 
 # ------------------------------------------------------------------ helpers

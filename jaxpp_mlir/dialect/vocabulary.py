@@ -30,7 +30,8 @@ SEND_OP = "jaxpp.send"
 RECV_OP = "jaxpp.recv"
 LOOP_OP = "jaxpp.loop"
 YIELD_OP = "jaxpp.yield"
-JAXPP_OPS = (TASK_OP, SEND_OP, RECV_OP, LOOP_OP, YIELD_OP)
+REPLICATED_OP = "jaxpp.replicated"
+JAXPP_OPS = (TASK_OP, SEND_OP, RECV_OP, LOOP_OP, YIELD_OP, REPLICATED_OP)
 STATE_RANKS_ATTR = "jaxpp.state_ranks"
 # On a transfer in a loop body: [stage, kind] of the task it feeds (recv) or drains (send).
 FOR_TASK_ATTR = "jaxpp.for_task"
@@ -39,6 +40,7 @@ CALLEE_ATTR = "callee"
 STAGE_ATTR = "jaxpp.stage"
 KIND_ATTR = "jaxpp.kind"
 RANK_ATTR = "jaxpp.rank"
+RANKS_ATTR = "jaxpp.ranks"  # on jaxpp.replicated: the rank holding each operand
 PEER_ATTR = "jaxpp.peer"
 CHANNEL_ATTR = "jaxpp.channel"
 NUM_STAGES_ATTR = "jaxpp.num_stages"

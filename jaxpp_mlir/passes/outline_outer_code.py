@@ -12,6 +12,9 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import outlining
 from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.plan.specs import tensor_spec
+from jaxpp_mlir.runtime import options
+from jaxpp_mlir.runtime.memory import spec_bytes
 
 
 @register_pass
@@ -39,10 +42,18 @@ class OutlineOuterCode(ModulePass):
     phase grows by one each time a value crosses ranks, so tasks stay in a
     topological order.
 
+    A result of ``@main`` that such a recomputed op gives (an optimizer's new
+    step count) and that is at most ``JAXPP_MLIR_REPLICATE_MAX_BYTES`` bytes
+    (default 1024; 0 turns this off) is returned from every rank holding a
+    copy: the return reads a ``jaxpp.replicated`` of the copies, so the step's
+    output lives on every rank that reads it and comes back as an input
+    without being copied again.
+
     Precondition: the stage block is outlined and placed (jaxpp.loop carries
     ``jaxpp.state_ranks``); without a ``jaxpp.loop`` there is nothing to do.
     Postcondition: ``@main`` holds only ``jaxpp.task`` ops (kind ``pre`` before
-    the loop, ``post`` after it), the loop and the return.
+    the loop, ``post`` after it), the loop, ``jaxpp.replicated`` ops read only
+    by the return, and the return.
     """
 
     name = "jaxpp-outline-outer-code"
@@ -67,7 +78,10 @@ class OutlineOuterCode(ModulePass):
             )
         keep = set(loop.operands) | set(terminator.operands)
         copyable = outlining.copyable_ops(outer_ops, keep)
-        _assign_ranks([op for op in outer_ops if op not in copyable], loop, state_ranks, block)
+        max_bytes = options.REPLICATE_MAX_BYTES.value()
+        _assign_ranks(
+            [op for op in outer_ops if op not in copyable], loop, state_ranks, block, max_bytes
+        )
         all_ops = [op.operation for op in block.operations]
         loop_index = all_ops.index(loop)
         placed = [op for op in all_ops[:-1] if op != loop and jaxpp.has_rank(op)]
@@ -93,19 +107,29 @@ class OutlineOuterCode(ModulePass):
         for op in reversed(outer_ops):
             if op in copyable and all(not list(r.uses) for r in op.results):
                 op.erase()
+        for op in [o.operation for o in block.operations]:
+            if jaxpp.is_replicated(op):
+                op.move_before(terminator)  # after the tasks computing its copies
 
 
 def _assign_ranks(
-    ops: list[ir.Operation], loop: ir.Operation, state_ranks: list[int], block: ir.Block
+    ops: list[ir.Operation],
+    loop: ir.Operation,
+    state_ranks: list[int],
+    block: ir.Block,
+    replicate_max_bytes: int,
 ) -> None:
     """Sets ``jaxpp.rank`` on ``ops``; ops reading only arguments get one copy per rank.
 
-    Copies are inserted into the block next to their original, with their rank.
+    Copies are inserted into the block next to their original, with their rank;
+    a returned result of at most ``replicate_max_bytes`` is returned from all of them.
     """
     # Broadcasts follow their consumers (placed by their users, per consuming rank):
     # sending the value they broadcast is cheaper than sending their result.
     follow_users = {op for op in ops if op.name == _BROADCAST}
-    placement = _Placement(loop, state_ranks, block, _RankAttrs(), follow_users)
+    placement = _Placement(
+        loop, state_ranks, block, _RankAttrs(), follow_users, replicate_max_bytes
+    )
     for op in ops:
         if op not in follow_users:
             placement.place_by_operands(op)
@@ -121,6 +145,7 @@ class _Placement:
     block: ir.Block
     ranks: _RankAttrs
     follow_users: set[ir.Operation]
+    replicate_max_bytes: int
 
     def value_rank(self, value: ir.Value) -> int | None:
         producer = ir_utils.defining_op(value)
@@ -173,12 +198,36 @@ class _Placement:
         self.ranks[op] = first
         if not _cheap_to_recompute(op):
             return  # computed once; jaxpp-insert-transfers sends it to the others
+        copies = {first: op}
         for rank in others:
             copy = op.clone(ip=ir.InsertionPoint(op))
             copy = copy.operation if isinstance(copy, ir.OpView) else copy
             jaxpp.set_rank(copy, rank)
+            copies[rank] = copy
             for index, use in uses_by_rank[rank]:
                 ir_utils.use_owner(use).operands[use.operand_number] = copy.results[index]
+        if others:
+            self.return_replicated(copies)
+
+    def return_replicated(self, copies: dict[int, ir.Operation]) -> None:
+        """Makes the return read each small result of ``copies`` (one op per rank) from
+        every rank, through a ``jaxpp.replicated`` of its copies."""
+        terminator = list(self.block.operations)[-1].operation
+        ranks = sorted(copies)
+        for index, result in enumerate(copies[ranks[0]].results):
+            if spec_bytes(tensor_spec(result.type)) > self.replicate_max_bytes:
+                continue
+            returned = [
+                u.operand_number for u in result.uses if ir_utils.use_owner(u) == terminator
+            ]
+            if not returned:
+                continue
+            with ir.InsertionPoint(terminator), terminator.location:
+                replicated = jaxpp.create_replicated(
+                    [copies[rank].results[index] for rank in ranks], ranks
+                )
+            for position in returned:
+                terminator.operands[position] = replicated.results[0]
 
 
 # Ops whose work is linear in the size of their result, like a transfer of it.

@@ -24,7 +24,9 @@ class VerifyProgram(ModulePass):
     and carries a rank; every task operand is an argument of ``@main`` or is
     defined on the task's rank; every ``jaxpp.recv`` has exactly one earlier
     ``jaxpp.send`` on the same channel, between the same ranks, of the same
-    type; stage functions hold no stage marker, jaxpp op or call.
+    type; stage functions hold no stage marker, jaxpp op or call; a
+    ``jaxpp.replicated`` names one distinct rank per operand, each operand of
+    its type held on that rank, and only the return reads it.
 
     Precondition: none (it only reads the IR).
     Postcondition: the IR is unchanged; a violation fails with a located error.
@@ -41,6 +43,9 @@ class VerifyProgram(ModulePass):
         ops = [o.operation for o in ir_utils.body(main).operations]
         for op in ops:
             if op.name == "func.return":
+                continue
+            if jaxpp.is_replicated(op):
+                _check_replicated(op, rank_of)
                 continue
             if jaxpp.is_loop(op):
                 _check_loop(op, rank_of)
@@ -62,6 +67,25 @@ class VerifyProgram(ModulePass):
             raise diagnostics.error(
                 sends[unmatched[0]], f"send on channel {unmatched[0]} has no matching recv"
             )
+
+
+def _check_replicated(op: ir.Operation, rank_of: dict[ir.Value, int]) -> None:
+    ranks = jaxpp.get_replica_ranks(op)
+    operands = list(op.operands)
+    if len(ranks) != len(operands) or len(set(ranks)) != len(ranks) or len(ranks) < 2:
+        raise diagnostics.error(
+            op, f"'{op.name}' needs {jaxpp.RANKS_ATTR}: one distinct rank per operand, at least 2"
+        )
+    for value, rank in zip(operands, ranks, strict=True):
+        if value.type != op.results[0].type:
+            raise diagnostics.error(op, f"'{op.name}' operands differ in type from its result")
+        if rank_of.get(value) != rank:
+            raise diagnostics.error(
+                op, f"'{op.name}' operand for rank {rank} is not a value held on rank {rank}"
+            )
+    for use in op.results[0].uses:
+        if ir_utils.use_owner(use).name != "func.return":
+            raise diagnostics.error(op, f"'{op.name}' is read by something else than the return")
 
 
 def _check_loop(loop: ir.Operation, rank_of: dict[ir.Value, int]) -> None:

@@ -149,6 +149,8 @@ class PlanBuilder:
                 terminator = op
             elif jaxpp.is_loop(op):
                 expansion.expand_loop(self, op)
+            elif jaxpp.is_replicated(op):
+                continue  # read by the return only (see _outputs)
             else:
                 self.emit(op)
         outputs = self._outputs(terminator)
@@ -182,9 +184,15 @@ class PlanBuilder:
         values = self.values
         outputs = []
         for value in terminator.operands:
-            value_id = values.ids[value]
-            rank = values.home.get(value_id, 0)
-            outputs.append(rt.OutputBinding(values.use(value, rank), rank, tensor_spec(value.type)))
+            producer = value.owner
+            if isinstance(producer, ir.Operation | ir.OpView) and jaxpp.is_replicated(producer):
+                ranks = jaxpp.get_replica_ranks(producer)
+                (value, rank), *others = zip(producer.operands, ranks, strict=True)
+                replicas = tuple((values.use(v, r), r) for v, r in others)
+            else:
+                rank, replicas = values.home.get(values.ids[value], 0), ()
+            spec = tensor_spec(value.type)
+            outputs.append(rt.OutputBinding(values.use(value, rank), rank, spec, replicas))
         return outputs
 
     def _inputs(self) -> list[rt.InputBinding]:
