@@ -110,13 +110,15 @@ class PartitionedProgram:
         devices = [self.mesh.rank_devices(rank) for rank in range(self.num_ranks)]
         if jax.process_count() > 1:
             return self._compile_distributed(devices, options)
-        index_arrays = [
-            jax.device_put(index.array(), devices[index.rank][0]) for index in self.index_inputs
-        ]
-        meshes = self.mesh.unstack
-        return CompiledProgram(
-            self, compile_plan(self.plan, devices, rank_meshes=meshes), index_arrays
-        )
+        compiled = compile_plan(self.plan, devices, rank_meshes=self.mesh.unstack)
+        first_index = len(self.plan.inputs) - len(self.index_inputs)
+        index_arrays = []
+        for position, index in enumerate(self.index_inputs, first_index):
+            # Placed once with the sharding its readers take, so no call copies it.
+            shardings = compiled.input_shardings(position)
+            where = shardings[0] if len(shardings) == 1 else devices[index.rank][0]
+            index_arrays.append(jax.device_put(index.array(), where))
+        return CompiledProgram(self, compiled, index_arrays)
 
     def _compile_distributed(self, devices: list, options: Any) -> CompiledProgram:
         from jaxpp_mlir.runtime.distributed import compile_distributed

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
-from jax.sharding import Mesh
+from jax.sharding import Mesh, Sharding
 
 from . import _jax_compat as jc
 from . import compile as _compile
@@ -84,6 +84,11 @@ class CompiledPlan:
         }
 
     # ------------------------------------------------------------------- call
+    def input_shardings(self, position: int) -> tuple[Sharding, ...]:
+        """The shardings argument ``position`` is read with, one per rank reading it;
+        an array passed with one of them is used without a copy."""
+        return tuple(target.sharding for target in self._inputs[position].targets)
+
     def __call__(self, *args: Any) -> list[jax.Array]:
         """Runs the plan on flat ``args``; returns the outputs in ``plan.outputs`` order."""
         return self._run(args, [None] * self._num_slots)
