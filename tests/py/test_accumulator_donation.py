@@ -19,6 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.extend.mlir import ir
+from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.runtime.executor import compile_plan
+from jaxpp_mlir.runtime.placement import place_arguments
 from toolkit import assert_bit_exact, make_mesh
 
 import jaxpp_mlir as pp
@@ -28,9 +31,6 @@ from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
 from jaxpp_mlir.passes.pipeline import make_element
 from jaxpp_mlir.plan import build_plan
 from jaxpp_mlir.plan.donation import donation_aliases
-from jaxpp_mlir.runtime import plan as rt
-from jaxpp_mlir.runtime.executor import compile_plan
-from jaxpp_mlir.runtime.placement import place_arguments
 
 NUM_STAGES, NUM_MICROBATCHES, WIDTH = 4, 4, 8
 ALIAS = re.compile(r"tf\.aliasing_output = (\d+)")
