@@ -1,6 +1,7 @@
 """Launch cost per task (issue 13): host time of one executable launch against its buffers.
 
 Run: python benchmarks/launch_cost.py [--quick] [--workloads W1,W2] [--reps 200]
+                                      [--compare-donation] [--no-sweep]
 
 Three kinds of rows, one JSON line each, all measured in one process:
 
@@ -25,6 +26,11 @@ Three kinds of rows, one JSON line each, all measured in one process:
   per workload, with the gradient accumulators packed
   (jaxpp-pack-accumulators added to the pipeline, ``packed``: true) and
   without (the default pipeline), the two pipelined steps and plain jit timed alternately.
+  ``--compare-donation`` adds two rows per workload, the same steps without
+  loop-carried donation (``donated``: false, each accumulator a fresh buffer
+  per task, as before), all four timed alternately with plain jit;
+  ``aliased_launches_per_step``/``aliased_buffers_per_step`` count the
+  launches that write a result into an input's buffer.
 
 ``--quick`` shrinks everything (few buffer counts, width 16, few repetitions)
 so that a test can run the same code paths in seconds.
