@@ -170,7 +170,14 @@ class PlanBuilder:
         plan = rt.ExecutionPlan(
             num_ranks=self.num_ranks,
             executables={
-                name: rt.StageExecutable(name, e.rank, texts[name], e.input_specs, e.output_specs)
+                name: rt.StageExecutable(
+                    name,
+                    e.rank,
+                    texts[name],
+                    e.input_specs,
+                    e.output_specs,
+                    tuple(sorted(aliases.get(name, {}).items())),
+                )
                 for name, e in self.executables.items()
             },
             inputs=tuple(inputs),

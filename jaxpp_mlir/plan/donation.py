@@ -26,15 +26,17 @@ def donation_aliases(
     """Per executable, its input position -> the output that reuses that input's buffer.
 
     A buffer may be consumed by the task that reads it last on its rank: a
-    program input the caller donated, or a version of a loop state (an
-    accumulator, ``carried`` maps its value ids to the state) that a task of
-    the step computed. An executable runs once per microbatch and its module
+    program input the caller donated, or a value a task of the step computed
+    (by a loop task, only a version of a loop state such as an accumulator:
+    ``carried`` maps those value ids to their state; by the code before or
+    after the loop, any). An executable runs once per microbatch and its module
     text is the same for every run, so an input is aliased only where every
     run of the executable may consume the value it reads there: the run is
     the value's last reader on its rank, reads it once, and the value is
     neither sent from that rank nor a program output (``outputs``: its
     ``(rank, value)`` pairs). A loop state's version aliases the output that
-    defines the state's next version; a donated input, the first free output.
+    defines the state's next version; an input of a task that runs once, the
+    first free output (the caller's donated inputs served first).
     The output must have the input's shape, dtype and sharding (XLA updates a
     buffer in place only shard for shard; without a match the input is just
     freed after its last use, as ``jax.jit`` does with a donation it cannot
@@ -51,23 +53,54 @@ def donation_aliases(
             runs.setdefault(inst.executable, []).append((at, inst))
     aliases: dict[str, dict[int, int]] = {}
     for name, executable_runs in runs.items():
-        input_specs, output_specs = specs[name]
-        in_shardings: list | None = None
-        for position in range(len(input_specs)):
-            if not all(uses.consumable(at, inst, position) for at, inst in executable_runs):
-                continue
-            if in_shardings is None:
-                in_shardings, out_shardings = shardings(name)
-            taken = set(aliases.get(name, {}).values())
-            for output in _output_choices(executable_runs, position, carried):
-                if (
-                    output not in taken
-                    and output_specs[output] == input_specs[position]
-                    and _same_sharding(out_shardings[output], in_shardings[position])
-                ):
-                    aliases.setdefault(name, {})[position] = output
-                    break
+        positions = _consumed_positions(executable_runs, uses, donated, carried)
+        if positions:
+            chosen = _choose_outputs(
+                executable_runs, positions, specs[name], shardings(name), carried
+            )
+            if chosen:
+                aliases[name] = chosen
     return aliases
+
+
+def _consumed_positions(
+    runs: Sequence[tuple[int, rt.RunStage]],
+    uses: _Uses,
+    donated: frozenset[int],
+    carried: Mapping[int, int],
+) -> list[int]:
+    """The input positions every run may consume, the caller's donated buffers first
+    (updated in place, as ``jax.jit`` does); a loop task consumes loop state versions only."""
+    first = runs[0][1]
+    positions = sorted(range(len(first.inputs)), key=lambda p: first.inputs[p] not in donated)
+    return [
+        position
+        for position in positions
+        if all(uses.consumable(at, inst, position) for at, inst in runs)
+        and (len(runs) == 1 or all(inst.inputs[position] in carried for _, inst in runs))
+    ]
+
+
+def _choose_outputs(
+    runs: Sequence[tuple[int, rt.RunStage]],
+    positions: Sequence[int],
+    specs: Specs,
+    shardings: Shardings,
+    carried: Mapping[int, int],
+) -> dict[int, int]:
+    """Input position -> output for each consumed input that an output can take over."""
+    (input_specs, output_specs), (in_shardings, out_shardings) = specs, shardings
+    chosen: dict[int, int] = {}
+    for position in positions:
+        for output in _output_choices(runs, position, carried):
+            if (
+                output not in chosen.values()
+                and output_specs[output] == input_specs[position]
+                and _same_sharding(out_shardings[output], in_shardings[position])
+            ):
+                chosen[position] = output
+                break
+    return chosen
 
 
 @dataclasses.dataclass
@@ -95,8 +128,8 @@ class _Uses:
                     last_read[(inst.rank, value)] = at
                     if value in donated:
                         candidates.add((inst.rank, value))
-                # A loop state's version the step computed (never a caller's buffer).
-                candidates.update((inst.rank, v) for v in inst.outputs if v in carried)
+                # A buffer the step computed (never a caller's).
+                candidates.update((inst.rank, v) for v in inst.outputs)
             elif isinstance(inst, rt.Send):
                 kept.add((inst.rank, inst.value))
         return cls(candidates - kept, last_read, kept)
@@ -115,20 +148,21 @@ def _output_choices(
     runs: Sequence[tuple[int, rt.RunStage]], position: int, carried: Mapping[int, int]
 ) -> Iterable[int]:
     """The outputs that may take input ``position``'s buffer, best first: the next
-    version of the loop state it reads (in every run), else any output."""
+    version of the loop state it reads (in every run); for a task that runs once,
+    then any output."""
     first = runs[0][1]
     state = carried.get(first.inputs[position])
-    if state is None:
-        return range(len(first.outputs))
-    return [
+    next_versions = [
         output
         for output in range(len(first.outputs))
-        if all(
+        if state is not None
+        and all(
             carried.get(inst.inputs[position]) == state
             and carried.get(inst.outputs[output]) == state
             for _, inst in runs
         )
     ]
+    return next_versions + (list(range(len(first.outputs))) if len(runs) == 1 else [])
 
 
 def _same_sharding(a: ir.Attribute | None, b: ir.Attribute | None) -> bool:
