@@ -325,3 +325,68 @@ def test_a_donated_program_input_is_consumed_by_its_last_reader():
     instructions = [rt.RunStage(0, "read", (0,), (20,))]
     assert _aliases_of(instructions, outputs=(), donated=frozenset({0})) == {"read": {0: 0}}
     assert _aliases_of(instructions, outputs=(), donated=frozenset()) == {}
+
+
+# ------------------------------------------------------------ after the loop, the plan's record
+
+
+def test_the_update_after_the_loop_takes_the_final_accumulators_over(lowered):
+    """Unpacked, each rank's update after the loop writes the new parameters into the
+    final gradient accumulators' buffers (read there last), never the caller's; every
+    executable's ``aliases`` record is its module's ``tf.aliasing_output``."""
+    plan = _partition(lowered, pp.Std1F1B(NUM_STAGES), packed=False).plan
+    last_gradients = {
+        value
+        for inst in plan.instructions
+        if isinstance(inst, rt.RunStage) and inst.label.endswith(f"__{NUM_MICROBATCHES - 1}")
+        for value in inst.outputs
+    }
+    posts = [i for i in plan.instructions if isinstance(i, rt.RunStage) and "post" in i.label]
+    assert len(posts) == NUM_STAGES
+    for inst in posts:
+        aliases = plan.executables[inst.executable].aliases
+        assert len(aliases) == 2  # the weight's and the bias's
+        assert {inst.inputs[p] for p, _ in aliases} <= last_gradients
+    for executable in plan.executables.values():
+        assert dict(executable.aliases) == _aliases(executable.mlir_module)
+
+
+SPEC16 = rt.TensorSpec((4,), "float32")  # 16 bytes
+ARG16 = jax.ShapeDtypeStruct((4,), jnp.float32)
+TEXTS = {
+    "init": jax.jit(lambda: jnp.zeros(4, jnp.float32)).lower().as_text(),
+    "acc": jax.jit(lambda x: x + 1, donate_argnums=0).lower(ARG16).as_text(),
+    "read": jax.jit(lambda x: x * 2).lower(ARG16).as_text(),
+}
+
+
+def _two_step_plan(aliases: tuple[tuple[int, int], ...], *extra: rt.Instruction):
+    """``init`` makes value 0, ``acc`` reads it and makes value 1 (in its buffer where
+    ``aliases`` says so); value 1 is the program's output."""
+    executables = {
+        "init": rt.StageExecutable("init", 0, TEXTS["init"], (), (SPEC16,)),
+        "acc": rt.StageExecutable("acc", 0, TEXTS["acc"], (SPEC16,), (SPEC16,), aliases),
+        "read": rt.StageExecutable("read", 0, TEXTS["read"], (SPEC16,), (SPEC16,)),
+    }
+    instructions = (rt.RunStage(0, "init", (), (0,)), rt.RunStage(0, "acc", (0,), (1,)), *extra)
+    return rt.ExecutionPlan(1, executables, (), (rt.OutputBinding(1, 0, SPEC16),), instructions)
+
+
+def test_the_memory_model_counts_a_taken_over_buffer_once():
+    from jaxpp_mlir.runtime.memory import peak_bytes_per_rank
+
+    assert peak_bytes_per_rank(_two_step_plan(())) == [32]  # input and output both live
+    assert peak_bytes_per_rank(_two_step_plan(((0, 0),))) == [16]
+
+
+def test_the_runtime_refuses_to_consume_a_value_read_later():
+    """A plan whose run consumes a value another run reads after it is refused before
+    anything runs (PJRT would otherwise hand the later run a deleted buffer)."""
+    from jaxpp_mlir.runtime.errors import PlanError
+
+    devices = [[jax.devices()[0]]]
+    (out,) = compile_plan(_two_step_plan(((0, 0),)), devices)()
+    np.testing.assert_array_equal(np.asarray(out), np.ones(4, np.float32))
+    bad = _two_step_plan(((0, 0),), rt.RunStage(0, "read", (0,), (2,)))
+    with pytest.raises(PlanError, match=r"consumes input 0 \(value 0.*instruction 2 \(run 'read'"):
+        compile_plan(bad, devices)
