@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -221,7 +222,7 @@ def launch_shape(plan) -> dict:
 def aliases_shape(plan) -> dict:
     """How many launches per step alias an input to an output, and how many buffers."""
     runs = [inst for inst in plan.instructions if isinstance(inst, RunStage)]
-    aliased = [plan.executables[r.executable].mlir_module.count("tf.aliasing_output") for r in runs]
+    aliased = [len(plan.executables[r.executable].aliases) for r in runs]
     return {
         "aliased_launches_per_step": sum(1 for n in aliased if n),
         "aliased_buffers_per_step": sum(aliased),
@@ -251,15 +252,16 @@ def accumulators_packed():
 
 @contextlib.contextmanager
 def accumulators_not_donated():
-    """Partitions inside alias no loop-carried accumulator from task to task (only the
-    caller's donated inputs, as before issue 13's donation); a benchmark-only switch."""
+    """Partitions inside consume only the caller's donated inputs (the rule before
+    loop-carried donation: no accumulator from task to task, nothing the step made);
+    a benchmark-only switch."""
     builder = importlib.import_module("jaxpp_mlir.plan.builder")
-    original = builder.loop_state_versions
-    builder.loop_state_versions = lambda values: {}
+    original = builder.donation_aliases
+    builder.donation_aliases = functools.partial(original, step_buffers=False)
     try:
         yield
     finally:
-        builder.loop_state_versions = original
+        builder.donation_aliases = original
 
 
 def _launch_figures(reference, compiled, state) -> dict:

@@ -22,6 +22,7 @@ def donation_aliases(
     *,
     carried: Mapping[int, int] | None = None,
     outputs: Iterable[tuple[int, int]] = (),
+    step_buffers: bool = True,
 ) -> dict[str, dict[int, int]]:
     """Per executable, its input position -> the output that reuses that input's buffer.
 
@@ -41,10 +42,12 @@ def donation_aliases(
     buffer in place only shard for shard; without a match the input is just
     freed after its last use, as ``jax.jit`` does with a donation it cannot
     use). ``specs`` gives each executable's input and output specs,
-    ``shardings`` its boundary shardings.
+    ``shardings`` its boundary shardings. ``step_buffers=False`` consumes the
+    caller's donated inputs only (the rule before loop-carried donation, kept
+    for side-by-side measurements).
     """
     carried = carried or {}
-    uses = _Uses.of(instructions, donated, carried, outputs)
+    uses = _Uses.of(instructions, donated, outputs, step_buffers=step_buffers)
     if not uses.candidates:
         return {}
     runs: dict[str, list[tuple[int, rt.RunStage]]] = {}
@@ -116,8 +119,9 @@ class _Uses:
         cls,
         instructions: Sequence[rt.Instruction],
         donated: frozenset[int],
-        carried: Mapping[int, int],
         outputs: Iterable[tuple[int, int]],
+        *,
+        step_buffers: bool,
     ) -> _Uses:
         candidates: set[tuple[int, int]] = set()
         last_read: dict[tuple[int, int], int] = {}
@@ -128,8 +132,8 @@ class _Uses:
                     last_read[(inst.rank, value)] = at
                     if value in donated:
                         candidates.add((inst.rank, value))
-                # A buffer the step computed (never a caller's).
-                candidates.update((inst.rank, v) for v in inst.outputs)
+                if step_buffers:  # a buffer the step computed (never a caller's)
+                    candidates.update((inst.rank, v) for v in inst.outputs)
             elif isinstance(inst, rt.Send):
                 kept.add((inst.rank, inst.value))
         return cls(candidates - kept, last_read, kept)
