@@ -134,10 +134,11 @@ def _update(packed: ir.Value, group: _Group, tags: ir.Operation) -> ir.Value:
     """``packed`` plus its members' increments, flattened and concatenated in its order.
 
     One elementwise add over the whole buffer: on a donated buffer XLA fuses the
-    concatenate into the add and writes the sum in place, as fast as the members'
-    separate adds (measured on XLA:CPU, float32[525312]: 2.55 ms against 2.62 ms for
-    four separate adds and 11.2 ms for a dynamic_update_slice per member; see
-    benchmarks/RESULTS.md)."""
+    concatenate into the add and writes the sum in place. Alone (a jitted update of
+    float32[525312]) that is as fast as the members' separate adds (2.55 against
+    2.62 ms on XLA:CPU; a dynamic_update_slice per member: 11.2 ms), but inside a
+    backward stage program XLA:CPU still runs it several times slower than the
+    separate adds (benchmarks/RESULTS.md), so the pass is not in the default pipeline."""
     increments = [_flat(m.increment, group.element_type, tags) for m in group.members]
     return _tagged(stablehlo.AddOp(packed, _concatenate(increments, tags)), tags)
 
