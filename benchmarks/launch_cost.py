@@ -1,6 +1,7 @@
 """Launch cost per task (issue 13): host time of one executable launch against its buffers.
 
 Run: python benchmarks/launch_cost.py [--quick] [--workloads W1,W2] [--reps 200]
+                                      [--compare-donation] [--no-sweep]
 
 Three kinds of rows, one JSON line each, all measured in one process:
 
@@ -25,6 +26,11 @@ Three kinds of rows, one JSON line each, all measured in one process:
   per workload, with the gradient accumulators packed
   (jaxpp-pack-accumulators added to the pipeline, ``packed``: true) and
   without (the default pipeline), the two pipelined steps and plain jit timed alternately.
+  ``--compare-donation`` adds two rows per workload, the same steps without
+  loop-carried donation (``donated``: false, each accumulator a fresh buffer
+  per task, as before), all four timed alternately with plain jit;
+  ``aliased_launches_per_step``/``aliased_buffers_per_step`` count the
+  launches that write a result into an input's buffer.
 
 ``--quick`` shrinks everything (few buffer counts, width 16, few repetitions)
 so that a test can run the same code paths in seconds.
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -212,6 +219,16 @@ def launch_shape(plan) -> dict:
     }
 
 
+def aliases_shape(plan) -> dict:
+    """How many launches per step alias an input to an output, and how many buffers."""
+    runs = [inst for inst in plan.instructions if isinstance(inst, RunStage)]
+    aliased = [len(plan.executables[r.executable].aliases) for r in runs]
+    return {
+        "aliased_launches_per_step": sum(1 for n in aliased if n),
+        "aliased_buffers_per_step": sum(aliased),
+    }
+
+
 @contextlib.contextmanager
 def accumulators_packed():
     """Partitions inside also run jaxpp-pack-accumulators after the stage passes (it is
@@ -233,6 +250,20 @@ def accumulators_packed():
         partition_module.stage_pipeline = original
 
 
+@contextlib.contextmanager
+def accumulators_not_donated():
+    """Partitions inside consume only the caller's donated inputs (the rule before
+    loop-carried donation: no accumulator from task to task, nothing the step made);
+    a benchmark-only switch."""
+    builder = importlib.import_module("jaxpp_mlir.plan.builder")
+    original = builder.donation_aliases
+    builder.donation_aliases = functools.partial(original, step_buffers=False)
+    try:
+        yield
+    finally:
+        builder.donation_aliases = original
+
+
 def _launch_figures(reference, compiled, state) -> dict:
     """Host time per launch from the runtime's operations timed one by one."""
     breakdown = reference.step_breakdown(compiled, state)
@@ -246,9 +277,13 @@ def _launch_figures(reference, compiled, state) -> dict:
     }
 
 
-def workload_rows(reference, spec, steps: int, warmup: int) -> list[dict]:
+def workload_rows(
+    reference, spec, steps: int, warmup: int, *, compare_donation: bool = False
+) -> list[dict]:
     """Two rows: the pipelined step with packed accumulators (``packed``: true) and
-    without (the default pipeline); the two and plain jit timed alternately."""
+    without (the default pipeline); the two and plain jit timed alternately. With
+    ``compare_donation`` two more, the same without loop-carried donation
+    (``donated``: false), all four timed alternately with plain jit."""
     import jaxpp_mlir as pp
 
     devices = jax.devices("cpu")
@@ -258,9 +293,17 @@ def workload_rows(reference, spec, steps: int, warmup: int) -> list[dict]:
     mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(devices[: spec.num_stages]), ("stage",)), "stage")
     lowered = jax.jit(reference.pipelined_step_fn(spec)).lower(params, xs, ys)
     schedule = pp.Std1F1B(spec.num_stages)
-    with accumulators_packed():
-        programs = [pp.partition(lowered, mesh=mesh, schedule=schedule)]
-    programs.append(pp.partition(lowered, mesh=mesh, schedule=schedule))
+    configs = [(True, True), (False, True)]
+    if compare_donation:
+        configs += [(True, False), (False, False)]
+    programs = []
+    for packed, donated in configs:
+        with contextlib.ExitStack() as switches:
+            if packed:
+                switches.enter_context(accumulators_packed())
+            if not donated:
+                switches.enter_context(accumulators_not_donated())
+            programs.append(pp.partition(lowered, mesh=mesh, schedule=schedule))
     compiled = [program.compile() for program in programs]
     ref_state = jax.device_put((params, xs, ys), devices[0])
     ref_compiled = jax.jit(reference.reference_step_fn(spec)).lower(*ref_state).compile()
@@ -269,14 +312,17 @@ def workload_rows(reference, spec, steps: int, warmup: int) -> list[dict]:
         [*compiled, ref_compiled], [*states, ref_state], steps, warmup
     )
     rows = []
-    for packed, program, fn, state, (step, dispatch, _, (out_params, out_loss)) in zip(
-        (True, False), programs, compiled, states, ours, strict=True
+    for (packed, donated), program, fn, state, (step, dispatch, _, result) in zip(
+        configs, programs, compiled, states, ours, strict=True
     ):
+        out_params, out_loss = result
         rows.append(
             {
                 "row": "workload",
                 "workload": spec.name,
                 "packed": packed,
+                "donated": donated,
+                **aliases_shape(program.plan),
                 "platform": devices[0].platform,
                 "config": dataclasses.asdict(spec),
                 **launch_shape(program.plan),
@@ -305,7 +351,13 @@ def sweep_devices() -> list[jax.Device]:
 
 
 def run(
-    *, quick: bool, workloads: Sequence[str], reps: int | None = None, emit=print
+    *,
+    quick: bool,
+    workloads: Sequence[str],
+    reps: int | None = None,
+    emit=print,
+    compare_donation: bool = False,
+    sweep: bool = True,
 ) -> list[dict]:
     """Every row, in order; ``emit`` gets each as one JSON line as soon as it is measured."""
     reps = reps or (20 if quick else 200)
@@ -316,7 +368,7 @@ def run(
         rows.append(row)
         emit(json.dumps(row))
 
-    for device in sweep_devices():
+    for device in sweep_devices() if sweep else []:
         for num_inputs, num_outputs in QUICK_SWEEP if quick else FULL_SWEEP:
             done(sweep_row(num_inputs, num_outputs, device, reps))
         for num_tasks in QUICK_CHAIN if quick else FULL_CHAIN:
@@ -331,7 +383,11 @@ def run(
             if quick:
                 spec = dataclasses.replace(spec, width=16, microbatch_size=2)
             for row in workload_rows(
-                reference, spec, steps=3 if quick else 20, warmup=1 if quick else 3
+                reference,
+                spec,
+                steps=3 if quick else 20,
+                warmup=1 if quick else 3,
+                compare_donation=compare_donation,
             ):
                 done(row)
     return rows
@@ -348,13 +404,25 @@ def main() -> None:
         help="comma-separated; W2:1 is W2 with its 32 layers on 1 stage; empty for none",
     )
     parser.add_argument("--reps", type=int, default=None, help="launches timed per sweep row")
+    parser.add_argument(
+        "--compare-donation",
+        action="store_true",
+        help="also the workloads without loop-carried donation, timed in the same run",
+    )
+    parser.add_argument("--no-sweep", action="store_true", help="workload rows only")
     args = parser.parse_args()
     names = [n.strip() for n in args.workloads.split(",") if n.strip()]
     for n in names:
         name, _, stages = n.partition(":")
         if name not in ("W1", "W2") or not (stages == "" or stages.isdigit()):
             parser.error(f"unknown workload {n!r} (known: W1, W2, W1:<stages>, W2:<stages>)")
-    run(quick=args.quick, workloads=names, reps=args.reps)
+    run(
+        quick=args.quick,
+        workloads=names,
+        reps=args.reps,
+        compare_donation=args.compare_donation,
+        sweep=not args.no_sweep,
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ def peak_bytes_per_rank(plan: ExecutionPlan) -> list[int]:
     A model of the runtime's own bookkeeping (which drops each value after its
     last use on its rank, in ``plan.instructions`` order): inputs are live from
     the start, outputs to the end, a value in flight counts on its sender until
-    the receive. Temporary buffers inside an executable are not counted.
+    the receive. An output an executable writes into an input's buffer
+    (``StageExecutable.aliases``) takes that buffer over instead of adding its
+    bytes. Temporary buffers inside an executable are not counted.
     """
     sizes: dict[tuple[int, int], int] = {}
     for binding in plan.inputs:
@@ -33,6 +35,10 @@ def peak_bytes_per_rank(plan: ExecutionPlan) -> list[int]:
     for at, inst in enumerate(plan.instructions):
         if isinstance(inst, RunStage):
             defined = [(inst.rank, v) for v in inst.outputs]
+            for position, output in plan.executables[inst.executable].aliases:
+                consumed = (inst.rank, inst.inputs[position])
+                if consumed in sizes:  # the output takes its buffer over: no new bytes
+                    sizes[defined[output]] = sizes.pop(consumed)
         elif isinstance(inst, Recv):
             defined = [(inst.rank, inst.value)]
             sender, size = pending_sends.pop(inst.channel, (None, 0))
@@ -44,8 +50,9 @@ def peak_bytes_per_rank(plan: ExecutionPlan) -> list[int]:
             live[inst.rank] += size
             defined = []
         for key in defined:
-            sizes[key] = spec_bytes(specs[key[1]])
-            live[key[0]] += sizes[key]
+            if key not in sizes:
+                sizes[key] = spec_bytes(specs[key[1]])
+                live[key[0]] += sizes[key]
         peak[inst.rank] = max(peak[inst.rank], live[inst.rank])
         for key in [(inst.rank, v) for v in _read(inst)] + defined:
             if last_use.get(key, at) <= at and key in sizes:

@@ -34,6 +34,9 @@ class StageExecutable:
     mlir_module: str
     input_specs: tuple[TensorSpec, ...]
     output_specs: tuple[TensorSpec, ...]
+    # (input, output) pairs whose output the module writes into the input's buffer
+    # (``tf.aliasing_output``): each run consumes those inputs.
+    aliases: tuple[tuple[int, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -212,6 +212,7 @@ class _Resolver:
         steps = [self._resolve(at, inst) for at, inst in enumerate(plan.instructions)]
         self._check_all_received()
         output_slots = self._output_slots()
+        self._check_donations(steps)
         self._default_shardings()
         return ResolvedPlan(
             slots=table.slots,
@@ -383,6 +384,39 @@ class _Resolver:
                     )
                 slots[replica].last_use = len(self.plan.instructions)
         return output_slots
+
+    def _check_donations(self, steps: list[Step]) -> None:
+        """An input a run consumes (its executable aliases it to an output) must die there:
+        no later reader, no send still in flight, not a program output."""
+        slots, plan = self.table.slots, self.plan
+        for at, step in enumerate(steps):
+            if not isinstance(step, RunStep):
+                continue
+            for position, _ in plan.executables[step.inst.executable].aliases:
+                slot = step.inputs[position]
+                in_flight = [
+                    slots[c].last_use
+                    for c, source in self.channel_source.items()
+                    if source == slot and slots[c].last_use > at
+                ]
+                last = max([slots[slot].last_use, *in_flight])
+                if step.inputs.count(slot) > 1:
+                    raise PlanError(
+                        f"instruction {at} ({describe(step.inst)}) consumes input {position} "
+                        f"(value {step.inst.inputs[position]}, donated to its output), but "
+                        "reads the same value as another input too"
+                    )
+                if last != at:
+                    later = (
+                        "the program's outputs"
+                        if last >= len(plan.instructions)
+                        else f"instruction {last} ({describe(plan.instructions[last])})"
+                    )
+                    raise PlanError(
+                        f"instruction {at} ({describe(step.inst)}) consumes input {position} "
+                        f"(value {step.inst.inputs[position]}, donated to its output), but "
+                        f"{later} still reads that value"
+                    )
 
     def _default_shardings(self) -> None:
         """Values nobody consumed: replicated over their rank's devices."""

@@ -25,6 +25,7 @@ from jaxpp_mlir.schedules import Schedule
 from jaxpp_mlir.stage_modules import donated_arguments
 
 from . import emission, expansion
+from .carried import loop_state_versions
 from .donation import donation_aliases
 from .emission import Fused, ModuleSource, Standalone
 from .specs import argument_name, tensor_spec
@@ -161,6 +162,8 @@ class PlanBuilder:
             donated,
             {n: (e.input_specs, e.output_specs) for n, e in self.executables.items()},
             lambda name: emission.module_shardings(self.module, self.executables[name].source),
+            carried=loop_state_versions(self.values),
+            outputs=[(output.rank, output.value) for output in outputs],
         )
         task_of = _task_of(self.block)
         sources = {name: e.source for name, e in self.executables.items()}
@@ -169,7 +172,14 @@ class PlanBuilder:
         plan = rt.ExecutionPlan(
             num_ranks=self.num_ranks,
             executables={
-                name: rt.StageExecutable(name, e.rank, texts[name], e.input_specs, e.output_specs)
+                name: rt.StageExecutable(
+                    name,
+                    e.rank,
+                    texts[name],
+                    e.input_specs,
+                    e.output_specs,
+                    tuple(sorted(aliases.get(name, {}).items())),
+                )
                 for name, e in self.executables.items()
             },
             inputs=tuple(inputs),

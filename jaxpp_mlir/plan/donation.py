@@ -1,8 +1,9 @@
-"""Donation aliasing: which donated input buffer each executable may write a result into."""
+"""Donation aliasing: which input buffer each executable may write a result into."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from jax.extend.mlir import ir
 
@@ -10,65 +11,162 @@ from jaxpp_mlir.runtime import plan as rt
 
 from .emission import Shardings
 
+Specs = tuple[tuple[rt.TensorSpec, ...], tuple[rt.TensorSpec, ...]]
+
 
 def donation_aliases(
     instructions: Sequence[rt.Instruction],
     donated: frozenset[int],
-    specs: Mapping[str, tuple[tuple[rt.TensorSpec, ...], tuple[rt.TensorSpec, ...]]],
+    specs: Mapping[str, Specs],
     shardings: Callable[[str], Shardings],
+    *,
+    carried: Mapping[int, int] | None = None,
+    outputs: Iterable[tuple[int, int]] = (),
+    step_buffers: bool = True,
 ) -> dict[str, dict[int, int]]:
     """Per executable, its input position -> the output that reuses that input's buffer.
 
-    The last task reading a donated input on a rank may write a result in its
-    place. Only a task that runs once per step (code before or after the loop,
-    the optimizer update) may consume the buffer, and only where the input is
-    its argument once and a result has the same shape, dtype and sharding (XLA
-    updates a buffer in place only shard for shard; without a match the input
-    is just freed after its last use, as ``jax.jit`` does with a donation it
-    cannot use). ``specs`` gives each executable's input and output specs,
-    ``shardings`` its boundary shardings.
+    A buffer may be consumed by the task that reads it last on its rank: a
+    program input the caller donated, or a value a task of the step computed
+    (by a loop task, only a version of a loop state such as an accumulator:
+    ``carried`` maps those value ids to their state; by the code before or
+    after the loop, any). An executable runs once per microbatch and its module
+    text is the same for every run, so an input is aliased only where every
+    run of the executable may consume the value it reads there: the run is
+    the value's last reader on its rank, reads it once, and the value is
+    neither sent from that rank nor a program output (``outputs``: its
+    ``(rank, value)`` pairs). A loop state's version aliases the output that
+    defines the state's next version; an input of a task that runs once, the
+    first free output (the caller's donated inputs served first).
+    The output must have the input's shape, dtype and sharding (XLA updates a
+    buffer in place only shard for shard; without a match the input is just
+    freed after its last use, as ``jax.jit`` does with a donation it cannot
+    use). ``specs`` gives each executable's input and output specs,
+    ``shardings`` its boundary shardings. ``step_buffers=False`` consumes the
+    caller's donated inputs only (the rule before loop-carried donation, kept
+    for side-by-side measurements).
     """
-    if not donated:
+    carried = carried or {}
+    uses = _Uses.of(instructions, donated, outputs, step_buffers=step_buffers)
+    if not uses.candidates:
         return {}
-    readers, runs_per_executable = _last_readers(instructions, donated)
+    runs: dict[str, list[tuple[int, rt.RunStage]]] = {}
+    for at, inst in enumerate(instructions):
+        if isinstance(inst, rt.RunStage):
+            runs.setdefault(inst.executable, []).append((at, inst))
     aliases: dict[str, dict[int, int]] = {}
-    for index in sorted(readers):
-        for inst in readers[index]:
-            if runs_per_executable[inst.executable] != 1 or inst.inputs.count(index) != 1:
-                continue
-            input_specs, output_specs = specs[inst.executable]
-            position = inst.inputs.index(index)
-            taken = set(aliases.get(inst.executable, {}).values())
-            in_shardings, out_shardings = shardings(inst.executable)
-            for output, spec in enumerate(output_specs):
-                if (
-                    spec == input_specs[position]
-                    and _same_sharding(out_shardings[output], in_shardings[position])
-                    and output not in taken
-                ):
-                    aliases.setdefault(inst.executable, {})[position] = output
-                    break
+    for name, executable_runs in runs.items():
+        positions = _consumed_positions(executable_runs, uses, donated, carried)
+        if positions:
+            chosen = _choose_outputs(
+                executable_runs, positions, specs[name], shardings(name), carried
+            )
+            if chosen:
+                aliases[name] = chosen
     return aliases
 
 
-def _last_readers(
-    instructions: Sequence[rt.Instruction], donated: frozenset[int]
-) -> tuple[dict[int, list[rt.RunStage]], dict[str, int]]:
-    """Per donated input, the last task reading it on each rank (unless a send of the
-    input follows it there), in order of first reading; and the runs of each executable."""
-    runs_per_executable: dict[str, int] = {}
-    last_reader: dict[tuple[int, int], rt.RunStage] = {}
-    for inst in instructions:
-        if isinstance(inst, rt.RunStage):
-            runs_per_executable[inst.executable] = runs_per_executable.get(inst.executable, 0) + 1
-            for index in donated.intersection(inst.inputs):
-                last_reader[(index, inst.rank)] = inst
-        elif isinstance(inst, rt.Send) and inst.value in donated:
-            last_reader.pop((inst.value, inst.rank), None)
-    readers: dict[int, list[rt.RunStage]] = {}
-    for (index, _), inst in last_reader.items():
-        readers.setdefault(index, []).append(inst)
-    return readers, runs_per_executable
+def _consumed_positions(
+    runs: Sequence[tuple[int, rt.RunStage]],
+    uses: _Uses,
+    donated: frozenset[int],
+    carried: Mapping[int, int],
+) -> list[int]:
+    """The input positions every run may consume, the caller's donated buffers first
+    (updated in place, as ``jax.jit`` does); a loop task consumes loop state versions only."""
+    first = runs[0][1]
+    positions = sorted(range(len(first.inputs)), key=lambda p: first.inputs[p] not in donated)
+    return [
+        position
+        for position in positions
+        if all(uses.consumable(at, inst, position) for at, inst in runs)
+        and (len(runs) == 1 or all(inst.inputs[position] in carried for _, inst in runs))
+    ]
+
+
+def _choose_outputs(
+    runs: Sequence[tuple[int, rt.RunStage]],
+    positions: Sequence[int],
+    specs: Specs,
+    shardings: Shardings,
+    carried: Mapping[int, int],
+) -> dict[int, int]:
+    """Input position -> output for each consumed input that an output can take over."""
+    (input_specs, output_specs), (in_shardings, out_shardings) = specs, shardings
+    chosen: dict[int, int] = {}
+    for position in positions:
+        for output in _output_choices(runs, position, carried):
+            if (
+                output not in chosen.values()
+                and output_specs[output] == input_specs[position]
+                and _same_sharding(out_shardings[output], in_shardings[position])
+            ):
+                chosen[position] = output
+                break
+    return chosen
+
+
+@dataclasses.dataclass
+class _Uses:
+    """Who reads each value on each rank, and which values a run may consume."""
+
+    candidates: set[tuple[int, int]]  # (rank, value) a task may consume
+    last_read: dict[tuple[int, int], int]  # (rank, value) -> index of its last reader
+    kept: set[tuple[int, int]]  # sent from the rank, or a program output
+
+    @classmethod
+    def of(
+        cls,
+        instructions: Sequence[rt.Instruction],
+        donated: frozenset[int],
+        outputs: Iterable[tuple[int, int]],
+        *,
+        step_buffers: bool,
+    ) -> _Uses:
+        candidates: set[tuple[int, int]] = set()
+        last_read: dict[tuple[int, int], int] = {}
+        kept = set(outputs)
+        for at, inst in enumerate(instructions):
+            if isinstance(inst, rt.RunStage):
+                for value in inst.inputs:
+                    last_read[(inst.rank, value)] = at
+                    if value in donated:
+                        candidates.add((inst.rank, value))
+                if step_buffers:  # a buffer the step computed (never a caller's)
+                    candidates.update((inst.rank, v) for v in inst.outputs)
+            elif isinstance(inst, rt.Send):
+                kept.add((inst.rank, inst.value))
+        return cls(candidates - kept, last_read, kept)
+
+    def consumable(self, at: int, inst: rt.RunStage, position: int) -> bool:
+        """Whether run ``inst`` (instruction ``at``) may consume its input ``position``."""
+        key = (inst.rank, inst.inputs[position])
+        return (
+            key in self.candidates
+            and self.last_read.get(key) == at
+            and inst.inputs.count(key[1]) == 1
+        )
+
+
+def _output_choices(
+    runs: Sequence[tuple[int, rt.RunStage]], position: int, carried: Mapping[int, int]
+) -> Iterable[int]:
+    """The outputs that may take input ``position``'s buffer, best first: the next
+    version of the loop state it reads (in every run); for a task that runs once,
+    then any output."""
+    first = runs[0][1]
+    state = carried.get(first.inputs[position])
+    next_versions = [
+        output
+        for output in range(len(first.outputs))
+        if state is not None
+        and all(
+            carried.get(inst.inputs[position]) == state
+            and carried.get(inst.outputs[output]) == state
+            for _, inst in runs
+        )
+    ]
+    return next_versions + (list(range(len(first.outputs))) if len(runs) == 1 else [])
 
 
 def _same_sharding(a: ir.Attribute | None, b: ir.Attribute | None) -> bool:
