@@ -39,6 +39,7 @@ Attributes on ops of the input program (set by the passes)
 ----------------------------------------------------------
 ``jaxpp.stage`` (i64) and ``jaxpp.kind`` (string) on every top-level op of
 ``@main`` after stage assignment; ``jaxpp.num_stages`` (i64) on the module.
+``jaxpp.calls_inlined`` (unit) on the module once jaxpp-inline-calls ran.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     BACKWARD_INPUT,
     BACKWARD_WEIGHT,
     CALLEE_ATTR,
+    CALLS_INLINED_ATTR,
     CHANNEL_ATTR,
     CUSTOM_CALL_OP,
     DIRECTION_ATTR,

@@ -45,6 +45,8 @@ PEER_ATTR = "jaxpp.peer"
 CHANNEL_ATTR = "jaxpp.channel"
 NUM_STAGES_ATTR = "jaxpp.num_stages"
 NUM_RANKS_ATTR = "jaxpp.num_ranks"
+# On the module once jaxpp-inline-calls ran (a unit attribute).
+CALLS_INLINED_ATTR = "jaxpp.calls_inlined"
 
 FRONTEND_ATTRIBUTES = "mhlo.frontend_attributes"
 CUSTOM_CALL_OP = "stablehlo.custom_call"

@@ -7,6 +7,7 @@ import dataclasses
 from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
+from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
 
@@ -25,13 +26,20 @@ class InlineCalls(ModulePass):
     recursive.
     Postcondition: no ``func.call`` remains in ``@main`` (nested regions
     included); private functions that are no longer called are erased (public
-    ones are kept).
+    ones are kept); the module carries the unit attribute ``jaxpp.calls_inlined``,
+    so that a second run stops with a located error.
     """
 
     name = "jaxpp-inline-calls"
     max_depth: int = dataclasses.field(
         default=64, metadata={"help": "maximum nesting of inlined calls (at least 1)", "min": 1}
     )
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        if jaxpp.CALLS_INLINED_ATTR not in module.attributes:
+            return None
+        return Evidence(module, f"the calls are already inlined (found {jaxpp.CALLS_INLINED_ATTR})")
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
@@ -78,6 +86,7 @@ class InlineCalls(ModulePass):
             for name in sorted(dead):
                 symbols[name].operation.erase()
             remaining -= dead
+        module.attributes[jaxpp.CALLS_INLINED_ATTR] = ir.UnitAttr.get()
 
 
 def _is_private(function: ir.OpView) -> bool:

@@ -26,6 +26,7 @@ def load(name: str):
     return module
 
 
+@pytest.mark.slow
 def test_gpt2_linen_bf16_trains_like_jax_jit(capsys):
     example = load("gpt2_flax_linen")
     assert example.main(TINY) == 0
@@ -40,6 +41,7 @@ def test_gpt2_linen_rejects_layers_that_do_not_split_into_stages():
         example.main(["--layers", "3", "--stages", "2"])
 
 
+@pytest.mark.slow
 def test_gpt2_nnx_bf16_trains_like_jax_jit(capsys):
     example = load("gpt2_flax_nnx")
     assert example.main(TINY) == 0

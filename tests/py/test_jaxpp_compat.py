@@ -102,6 +102,7 @@ def test_a_new_input_signature_compiles_again(readme_port):
     assert len(pp_train_step._compiled) == before + 1
 
 
+@pytest.mark.slow
 def test_jaxpp_tutorial_train_step_matches_jax_jit():
     port = load_port("tutorial_example")
     mesh, pp_train_step, inputs = port.build(num_stages=4, fsdp=2)

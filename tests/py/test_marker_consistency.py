@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import toolkit
 from jax.extend.mlir import ir
 
 import jaxpp_mlir as pp
@@ -20,7 +21,7 @@ BATCH = (jnp.ones((2, 3, 4), jnp.float32), jnp.ones((2, 3, 4), jnp.float32))
 
 @pytest.fixture(scope="module")
 def mesh():
-    return pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:4]), ("stage",)), "stage")
+    return toolkit.make_mesh(4)
 
 
 def _step(model, *, with_loss=True):

@@ -10,15 +10,11 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from jax.sharding import Mesh, NamedSharding  # noqa: E402
+import toolkit  # noqa: E402
+from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402
-
-
-def spmd_mesh() -> pp.MpmdMesh:
-    devices = np.array(jax.devices()).reshape(2, 2, 2)
-    return pp.MpmdMesh(Mesh(devices, ("stage", "data", "model")), "stage")
 
 
 def loss_fn(params, microbatch):
@@ -50,7 +46,7 @@ def trained_reference(mesh: pp.MpmdMesh):
 
 @pytest.fixture(scope="module")
 def trained():
-    mesh = spmd_mesh()
+    mesh = toolkit.mpmd_mesh({"stage": 2, "data": 2, "model": 2})
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     params = [
         (jax.random.normal(keys[2 * i], (4, 8)), jax.random.normal(keys[2 * i + 1], (8, 4)))
@@ -116,7 +112,7 @@ def test_placement_says_which_rank_holds_each_leaf(trained):
 
 
 def test_unstack_keeps_the_mpmd_axis_with_size_one():
-    mesh = spmd_mesh()
+    mesh = toolkit.mpmd_mesh({"stage": 2, "data": 2, "model": 2})
     submeshes = mesh.unstack
     assert [dict(m.shape) for m in submeshes] == [{"stage": 1, "data": 2, "model": 2}] * 2
     assert list(submeshes[1].devices.flat) == mesh.rank_devices(1)

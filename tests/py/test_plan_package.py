@@ -12,8 +12,8 @@ import re  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import toolkit  # noqa: E402
 from jax.extend.mlir import ir  # noqa: E402
 from jaxpp_mlir.runtime import collectives, dtypes  # noqa: E402
 from jaxpp_mlir.runtime.plan import TensorSpec  # noqa: E402
@@ -38,11 +38,6 @@ def _step(params, xs):
         lambda x: jax.value_and_grad(loss)(params, x), xs, operation=(pp.Concat(), pp.Add)
     )
     return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
-
-
-def _mesh() -> pp.MpmdMesh:
-    devices = np.array(jax.devices()[:2])
-    return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
 
 
 def _inputs():
@@ -75,7 +70,9 @@ def emitted(lowered):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(emission, "standalone_module", count_standalone)
         patch.setattr(emission, "fused_module", count_fused)
-        program = pp.partition(lowered, mesh=_mesh(), schedule=pp.Interleaved1F1B(NUM_STAGES, 2))
+        program = pp.partition(
+            lowered, mesh=toolkit.make_mesh(2), schedule=pp.Interleaved1F1B(NUM_STAGES, 2)
+        )
     return program, calls
 
 

@@ -10,7 +10,7 @@
 // feeds only its accumulator, so it is a single stage0_bwd_w. The code
 // around the loop is the same as without the split.
 
-// CHECK-LABEL: module @jit_step attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64
+// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64
 // CHECK-NEXT:    func.func public @main(%[[W0:.*]]: tensor<4x4xf32>, %[[W1:.*]]: tensor<4x4xf32>, %[[XS:.*]]: tensor<4x2x4xf32>, %[[YS:.*]]: tensor<4x2x4xf32>)
 // CHECK-NEXT:      %[[PRE0:.*]] = "jaxpp.task"() {callee = @pre0_r0, jaxpp.kind = "pre", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : () -> tensor<4x4xf32>
 // CHECK-NEXT:      %[[PRE1:.*]]:2 = "jaxpp.task"() {callee = @pre0_r1, jaxpp.kind = "pre", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64} : () -> (tensor<4xf32>, tensor<4x4xf32>)

@@ -15,7 +15,7 @@
 // are sdy.sharding_constraint again. The activation crossing ranks is
 // checked in sharded_boundary_constraint.mlir.
 
-// CHECK-LABEL: module @jit_step attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64, mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64, mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
 // CHECK-NEXT:    sdy.mesh @mesh = <["stage"=1, "data"=2, "model"=2]>
 // CHECK-NEXT:    func.func public @main(
 // CHECK-SAME:      %[[W0:[^:]*]]: tensor<4x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"model"}]>},

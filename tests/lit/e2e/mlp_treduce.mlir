@@ -7,7 +7,7 @@
 // rank updates its own parameters after the loop, so nothing crosses ranks
 // outside the loop.
 
-// CHECK-LABEL: module @jit_step attributes {jaxpp.num_ranks = 3 : i64, jaxpp.num_stages = 3 : i64
+// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 3 : i64, jaxpp.num_stages = 3 : i64
 // CHECK-NEXT:    func.func public @main(
 // CHECK-NEXT:      %[[PRE0:.*]]:2 = "jaxpp.task"() {callee = @pre0_r0, jaxpp.kind = "pre", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      %[[PRE1:.*]]:2 = "jaxpp.task"() {callee = @pre0_r1, jaxpp.kind = "pre", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64}

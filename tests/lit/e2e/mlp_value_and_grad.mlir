@@ -6,7 +6,7 @@
 // activation and each gradient crosses one rank boundary once; every
 // parameter update runs on the rank that holds the parameter.
 
-// CHECK-LABEL: module @jit_step attributes {jaxpp.num_ranks = 3 : i64, jaxpp.num_stages = 3 : i64
+// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 3 : i64, jaxpp.num_stages = 3 : i64
 // CHECK-NEXT:    func.func public @main(
 // CHECK-NEXT:      %[[F0:.*]] = "jaxpp.task"(%{{.*}}) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      "jaxpp.send"(%[[F0]]) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}

@@ -5,7 +5,7 @@
 // function erased, so the marker splits the stages. Two stages on a mesh of
 // three ranks leave rank 2 idle.
 
-// CHECK-LABEL: module @jit_model attributes {jaxpp.num_ranks = 3 : i64, jaxpp.num_stages = 2 : i64
+// CHECK-LABEL: module @jit_model attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 3 : i64, jaxpp.num_stages = 2 : i64
 // CHECK-NEXT:    func.func public @main(%[[W0:.*]]: tensor<4x4xf32>, %[[W1:.*]]: tensor<4x4xf32>, %[[X:.*]]: tensor<2x4xf32>)
 // CHECK-NEXT:      %[[F0:.*]] = "jaxpp.task"(%[[X]], %[[W0]]) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      "jaxpp.send"(%[[F0]]) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}

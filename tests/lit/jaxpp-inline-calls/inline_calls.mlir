@@ -3,7 +3,7 @@
 // A marker two calls deep ends up in @main; both private callees are erased
 // (@inner once @outer, its only caller, is gone).
 
-// CHECK-LABEL: module @nested_calls
+// CHECK-LABEL: module @nested_calls attributes {jaxpp.calls_inlined} {
 // CHECK-NEXT:    func.func @main(%[[ARG:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32> {
 // CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[ARG]] : tensor<2x4xf32>
 // CHECK-NEXT:      %[[MARK:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]])
@@ -143,9 +143,9 @@ module @call_in_loop_body {
 
 // -----
 
-// A module without calls is unchanged.
+// A module without calls is unchanged but for the mark that the pass ran.
 
-// CHECK-LABEL: module @no_calls
+// CHECK-LABEL: module @no_calls attributes {jaxpp.calls_inlined} {
 // CHECK-NEXT:    func.func @main(%[[ARG:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32> {
 // CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[ARG]] : tensor<2x4xf32>
 // CHECK-NEXT:      return %[[TANH]] : tensor<2x4xf32>

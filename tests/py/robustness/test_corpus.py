@@ -96,6 +96,7 @@ def test_corpus_size_and_classes():
     assert classes["correct"] >= 5 and classes["error"] + classes["exit"] >= 55, classes
 
 
+@pytest.mark.slow
 def test_the_harness_survives_a_crash_and_a_hang():
     results = _run_batches(
         ["returns", "aborts", "raises", "hangs", "returns_too"],

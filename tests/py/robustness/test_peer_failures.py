@@ -19,15 +19,19 @@ import time
 import pytest
 
 WORKER = str(pathlib.Path(__file__).parent / "peer_worker.py")
-LIMIT_S = 8  # every jaxpp timeout of the workers
+# Every jaxpp timeout of the workers: the steps before the failure wait on their
+# transfers for milliseconds (a setup barrier precedes them), so a few seconds keep
+# the failure the only thing that can time out while the cases stay short.
+LIMIT_S = 5
 LIMITS = {
     "JAXPP_SETUP_TIMEOUT": "60",
     "JAXPP_MLIR_TRANSFER_TIMEOUT": str(LIMIT_S),
     "JAXPP_MLIR_PEER_TIMEOUT": str(LIMIT_S),
     "JAXPP_MLIR_SHUTDOWN_TIMEOUT": str(LIMIT_S),
-    "JAXPP_MLIR_HEARTBEAT_TIMEOUT": "10",
+    # jax's own liveness check stays later than the watchdog's, which names the peer.
+    "JAXPP_MLIR_HEARTBEAT_TIMEOUT": str(LIMIT_S + 3),
 }
-GRACE_S = 15
+GRACE_S = 2 * LIMIT_S  # the launcher's wait for the others after the first failure
 TIMEOUT_S = 150  # the launcher's own limit: reaching it fails the test (exit 124)
 
 PEER = r"process 1 \(ranks 2, 3\)"

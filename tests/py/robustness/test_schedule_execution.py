@@ -15,9 +15,9 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import toolkit  # noqa: E402
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from jaxpp_mlir.runtime import compile as runtime_compile  # noqa: E402
@@ -32,16 +32,11 @@ WIDTH = 4
 EXAMPLES = 40
 
 
-def loss_fn(params, microbatch):
-    x, y = microbatch
-    for w in params:
-        x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
-    return jnp.mean((x - y) ** 2)
-
-
 def gradient_step(params, batch):
     losses, grads = pp.treduce(
-        lambda mb: jax.value_and_grad(loss_fn)(params, mb), batch, operation=(pp.Concat(), pp.Add)
+        lambda mb: jax.value_and_grad(toolkit.mlp_loss)(params, mb),
+        batch,
+        operation=(pp.Concat(), pp.Add),
     )
     return grads, losses
 
@@ -81,11 +76,6 @@ def compile_once():
     runtime_compile.compile_stage = original
 
 
-def mesh(num_ranks: int) -> pp.MpmdMesh:
-    devices = np.array(jax.devices()[:num_ranks])
-    return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
-
-
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     st.sampled_from([2, 4]).flatmap(
@@ -102,7 +92,7 @@ def test_accepted_random_schedules_compute_what_jax_jit_computes(lowered, expect
     # Fusing adjacent items of a valid run can make it deadlock: run only accepted ones.
     assume(accepts(schedule.rows, NUM_STAGES, NUM_MICROBATCHES, schedule.placement))
     custom = pp.CustomSchedule(schedule.rows, NUM_STAGES, stage_rank=schedule.placement)
-    program = pp.partition(lowered, mesh=mesh(schedule.num_ranks), schedule=custom)
+    program = pp.partition(lowered, mesh=toolkit.make_mesh(schedule.num_ranks), schedule=custom)
     grads, losses = program.compile()(*inputs())
     for g, e in zip(grads, expected[0], strict=True):
         np.testing.assert_array_equal(np.asarray(g), e)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from schedule_reference import accepts
 from schedule_strategies import RandomSchedule, random_schedules
@@ -20,7 +21,13 @@ from schedule_strategies import RandomSchedule, random_schedules
 import jaxpp_mlir as pp
 
 EXAMPLES = 1200
-_verdicts: collections.Counter[tuple[str, bool]] = collections.Counter()
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> collections.Counter[tuple[str, bool]]:
+    """(mutation, verdict) counts of the property test's examples, for the coverage test
+    (a module fixture: both tests run on one xdist worker, see conftest.py)."""
+    return collections.Counter()
 
 
 def validator_accepts(s: RandomSchedule) -> bool:
@@ -34,20 +41,20 @@ def validator_accepts(s: RandomSchedule) -> bool:
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_schedules())
-def test_validator_agrees_with_the_reference(schedule):
+def test_validator_agrees_with_the_reference(verdicts, schedule):
     expected = accepts(
         schedule.rows, schedule.num_stages, schedule.num_microbatches, schedule.placement
     )
     got = validator_accepts(schedule)
-    _verdicts[(schedule.mutation, got)] += 1
+    verdicts[(schedule.mutation, got)] += 1
     verdict = "accepted" if got else "rejected"
     assert got == expected, f"the validator {verdict} {schedule}"
 
 
-def test_the_random_schedules_cover_both_verdicts():
+def test_the_random_schedules_cover_both_verdicts(verdicts):
     # Runs after the property test (file order): its examples must not be one-sided.
-    accepted = sum(n for (_, ok), n in _verdicts.items() if ok)
-    rejected = sum(n for (_, ok), n in _verdicts.items() if not ok)
-    assert accepted >= EXAMPLES // 10 and rejected >= EXAMPLES // 10, dict(_verdicts)
-    assert _verdicts[("none", True)] > 0
-    assert _verdicts[("drop", False)] > 0 and _verdicts[("duplicate", False)] > 0
+    accepted = sum(n for (_, ok), n in verdicts.items() if ok)
+    rejected = sum(n for (_, ok), n in verdicts.items() if not ok)
+    assert accepted >= EXAMPLES // 10 and rejected >= EXAMPLES // 10, dict(verdicts)
+    assert verdicts[("none", True)] > 0
+    assert verdicts[("drop", False)] > 0 and verdicts[("duplicate", False)] > 0
