@@ -130,12 +130,16 @@ def test_outputs_of_two_processes_say_where_they_live_as_in_one(run):
     for p, view in enumerate(views):
         assert view.keys() == one.keys()
         for path, place in view.items():
-            assert place["ranks"] == one[path]["ranks"], (p, path)
+            ranks = one[path]["ranks"]
+            # A small value every rank reads (Adam's count) is one array replicated over
+            # those ranks in one process; with several processes it stays on the first.
+            assert place["ranks"] == ranks[:1], (p, path)
             assert place["spec"] == one[path]["spec"], (p, path)
             assert place["mesh"] == {"stage": 1, "model": cm.DEVICES_PER_RANK}, (p, path)
             # ranks 0, 1 live in process 0, ranks 2, 3 in process 1
             assert place["remote"] == (place["ranks"][0] // 2 != p), (p, path)
     assert one["[0][1]['w']"] == {"ranks": [1], "spec": str(P(None, "model"))}
+    assert one["[1][0].count"]["ranks"] == [0, 1, 2, 3]
 
 
 def _placement(step, state) -> dict[str, dict]:
