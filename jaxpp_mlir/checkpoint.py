@@ -53,8 +53,8 @@ from jaxpp_mlir.checkpoint_leaves import CheckpointError, Leaf, describe, entry,
 from jaxpp_mlir.checkpoint_leaves import python_value as _python_value
 from jaxpp_mlir.placement import ArrayPlacement
 from jaxpp_mlir.runtime import options as _options
-from jaxpp_mlir.runtime.distributed import RemoteOutput
 from jaxpp_mlir.runtime.plan import TensorSpec
+from jaxpp_mlir.runtime.remote_output import RemoteOutput
 
 __all__ = ["CheckpointError", "restore", "save"]
 

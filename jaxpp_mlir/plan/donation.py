@@ -112,7 +112,6 @@ class _Uses:
 
     candidates: set[tuple[int, int]]  # (rank, value) a task may consume
     last_read: dict[tuple[int, int], int]  # (rank, value) -> index of its last reader
-    kept: set[tuple[int, int]]  # sent from the rank, or a program output
 
     @classmethod
     def of(
@@ -125,7 +124,7 @@ class _Uses:
     ) -> _Uses:
         candidates: set[tuple[int, int]] = set()
         last_read: dict[tuple[int, int], int] = {}
-        kept = set(outputs)
+        kept = set(outputs)  # sent from the rank, or a program output: never consumed
         for at, inst in enumerate(instructions):
             if isinstance(inst, rt.RunStage):
                 for value in inst.inputs:
@@ -136,7 +135,7 @@ class _Uses:
                     candidates.update((inst.rank, v) for v in inst.outputs)
             elif isinstance(inst, rt.Send):
                 kept.add((inst.rank, inst.value))
-        return cls(candidates - kept, last_read, kept)
+        return cls(candidates - kept, last_read)
 
     def consumable(self, at: int, inst: rt.RunStage, position: int) -> bool:
         """Whether run ``inst`` (instruction ``at``) may consume its input ``position``."""
