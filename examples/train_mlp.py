@@ -105,8 +105,9 @@ def main() -> int:
     me = jax.process_index()
 
     def say(*text: object) -> None:  # process 0 speaks for all
-        if me == 0:
-            print(*text, flush=True)
+        if me == 0:  # one write per line: other writers of this stdout (Gloo) cannot split it
+            sys.stdout.write(" ".join(map(str, text)) + "\n")
+            sys.stdout.flush()
 
     key_params, key_x, key_y = jax.random.split(jax.random.PRNGKey(0), 3)
     params = init_params(key_params)
