@@ -47,8 +47,16 @@ def _load_model():
 model = _load_model()
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, **LIMITS}
+# The kill tests: a killed peer is named after a few seconds, not LIMITS' 15.
+KILL_LIMITS = {
+    **LIMITS,
+    "JAXPP_MLIR_PEER_TIMEOUT": "5",
+    "JAXPP_MLIR_HEARTBEAT_TIMEOUT": "8",  # jax's own check stays later than the watchdog's
+}
+
+
+def _env(limits: dict[str, str] = LIMITS) -> dict[str, str]:
+    return {**os.environ, **limits}
 
 
 def launch(
@@ -88,16 +96,27 @@ def reference() -> dict[str, tuple[list[np.ndarray], np.ndarray]]:
     return result
 
 
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory) -> tuple[subprocess.CompletedProcess, pathlib.Path]:
+    """One launch of 2 processes x 4 devices for every scenario that can share it: the
+    deadlock rejection, training with every schedule, and the sharded ranks."""
+    out = tmp_path_factory.mktemp("two_processes")
+    return launch(2, 4, "all", str(out)), out
+
+
 # ------------------------------------------------------------------ training
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("nproc", "devices"), [(2, 4), (4, 2)], ids=["2x4", "4x2"])
-def test_training_matches_single_process_bit_for_bit(nproc, devices, tmp_path, reference):
-    result = launch(nproc, devices, "train", str(tmp_path), *model.SCHEDULES)
+def test_training_matches_single_process_bit_for_bit(nproc, devices, tmp_path, reference, request):
+    if (nproc, devices) == (2, 4):
+        result, out = request.getfixturevalue("two_processes")
+    else:
+        result, out = launch(nproc, devices, "train", str(tmp_path), *model.SCHEDULES), tmp_path
     assert result.returncode == 0, result.stderr[-3000:]
     for name, (params, losses) in reference.items():
-        got = np.load(tmp_path / f"{name}.npz")
+        got = np.load(out / f"{name}.npz")
         for i, p in enumerate(params):
             np.testing.assert_array_equal(got[f"arr_{i}"], p, err_msg=f"{name} param {i}")
         np.testing.assert_array_equal(got["losses"], losses, err_msg=f"{name} losses")
@@ -105,12 +124,14 @@ def test_training_matches_single_process_bit_for_bit(nproc, devices, tmp_path, r
 
 
 @pytest.mark.slow
-def test_sharded_ranks_match_single_process_bit_for_bit(tmp_path):
-    result = launch(2, 2, "sharded", str(tmp_path))
+def test_sharded_ranks_match_single_process_bit_for_bit(two_processes):
+    # Rank 0 on two devices of process 0, rank 1 on two devices of process 1.
+    result, out = two_processes
     assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("sharded: done") == 2
     program = model.partition_sharded(np.array(jax.devices()[:4]).reshape(2, 2))
     _, params, history = model.train(program)
-    got = np.load(tmp_path / "sharded.npz")
+    got = np.load(out / "sharded.npz")
     for i, p in enumerate(params):
         np.testing.assert_array_equal(got[f"arr_{i}"], np.asarray(p), err_msg=f"param {i}")
     np.testing.assert_array_equal(got["losses"], np.stack([np.asarray(h) for h in history]))
@@ -162,7 +183,7 @@ class _Worker:
     """A worker process started without the launcher, its output collected by threads."""
 
     def __init__(self, process: int, nproc: int, port: int, devices: int, *args: str):
-        env = child_env(_env(), process, nproc, port, devices)
+        env = child_env(_env(KILL_LIMITS), process, nproc, port, devices)
         self.proc = subprocess.Popen(
             [sys.executable, WORKER, *args],
             env=env,
@@ -250,8 +271,8 @@ def test_killing_a_process_mid_step_stops_the_others(nproc, devices, victim):
 
 
 @pytest.mark.slow
-def test_deadlocking_transfer_order_is_rejected_in_every_process():
-    result = launch(2, 4, "deadlock")
+def test_deadlocking_transfer_order_is_rejected_in_every_process(two_processes):
+    result, _ = two_processes
     assert result.returncode == 0, result.stderr[-3000:]
     assert (
         result.stdout.count("REJECTED: the cross-process transfers of this plan would deadlock")

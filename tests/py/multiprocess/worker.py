@@ -5,6 +5,8 @@ worker.py train OUT_DIR SCHEDULE...   train STEPS steps per schedule; process 0 
 worker.py sharded OUT_DIR             two ranks of two devices (data parallel in a stage)
 worker.py loop                        train forever, printing "step N" (to be killed)
 worker.py deadlock                    a per-process-ordered plan must be rejected
+worker.py all OUT_DIR                 deadlock, train (every schedule) and sharded in one
+                                      launch (each prints its own result lines)
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from jaxpp_mlir.runtime.distributed import RemoteOutput, compile_distributed  # 
 import jaxpp_mlir as pp  # noqa: E402
 
 
-def train(out_dir: str, schedules: list[str]) -> None:
+def train(out_dir: str, schedules: list[str], programs: dict | None = None) -> None:
     devices = pipeline_devices(model.NUM_RANKS)
     for name in schedules:
-        program = model.partition(name, devices)
+        program = (programs or {}).get(name) or model.partition(name, devices)
         start = time.perf_counter()
         step, params, history = model.train(program)
         host = step.gather((params, history))
@@ -76,8 +78,9 @@ def loop() -> None:
         jax.block_until_ready((params, losses))
 
 
-def deadlock() -> None:
-    program = model.partition("std1f1b", pipeline_devices(model.NUM_RANKS))
+def deadlock(program: pp.PartitionedProgram | None = None) -> None:
+    if program is None:
+        program = model.partition("std1f1b", pipeline_devices(model.NUM_RANKS))
     devices = [program.mesh.rank_devices(r) for r in range(program.num_ranks)]
     before = rt_compile.compile_count
     try:
@@ -87,6 +90,16 @@ def deadlock() -> None:
         print(f"REJECTED: {e}", flush=True)
         return
     raise SystemExit("the per-process-ordered plan was not rejected")
+
+
+def run_all(out_dir: str) -> None:
+    """The scenarios that can share one launch's processes (jax, jax.distributed and
+    the 4-rank partitions set up once)."""
+    devices = pipeline_devices(model.NUM_RANKS)
+    programs = {name: model.partition(name, devices) for name in model.SCHEDULES}
+    deadlock(programs["std1f1b"])
+    train(out_dir, list(model.SCHEDULES), programs)
+    sharded(out_dir)
 
 
 if __name__ == "__main__":
@@ -99,5 +112,7 @@ if __name__ == "__main__":
         loop()
     elif mode == "deadlock":
         deadlock()
+    elif mode == "all":
+        run_all(sys.argv[2])
     else:
         raise SystemExit(f"unknown mode {mode}")
