@@ -65,6 +65,13 @@ def partition(schedule_name: str, devices: np.ndarray) -> pp.PartitionedProgram:
     return pp.partition(lowered, mesh=mesh(devices), schedule=schedule)
 
 
+def partition_pipeline(devices: np.ndarray) -> pp.PartitionedProgram:
+    """Std1F1B over ``len(devices)`` ranks of one device each, one stage per rank."""
+    num_ranks = len(devices)
+    lowered = jax.jit(train_step).lower(make_params(num_ranks), make_batch())
+    return pp.partition(lowered, mesh=mesh(devices), schedule=pp.Std1F1B(num_ranks))
+
+
 def train(program: pp.PartitionedProgram, steps: int = STEPS):
     """``steps`` steps from the initial parameters; returns (params, losses per step)."""
     step = program.compile()
