@@ -48,7 +48,8 @@ def _load_model():
 model = _load_model()
 
 
-# The kill tests: a killed peer is named after a few seconds, not LIMITS' 15.
+# The workers started directly (every launch ends with one of them killed): a killed
+# peer is named after a few seconds, not LIMITS' 15.
 KILL_LIMITS = {
     **LIMITS,
     "JAXPP_MLIR_PEER_TIMEOUT": "5",
