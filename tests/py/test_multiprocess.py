@@ -217,6 +217,8 @@ class _Worker:
         self.proc.wait(timeout=10)
         for t in self._threads:
             t.join(timeout=5)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            stream.close()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -69,6 +69,7 @@ def _run_batch(names: list[str], timeout_s: float, module: str) -> tuple[list[st
         runner.kill()
         runner.wait(timeout=30)
         reader.join(timeout=5)
+        runner.stdout.close()
 
 
 def _run_batches(
