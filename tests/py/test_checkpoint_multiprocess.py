@@ -58,7 +58,7 @@ def run(tmp_path_factory):
     """The single-process side, then one launch of the two workers."""
     out = tmp_path_factory.mktemp("checkpoints")
     devices = np.array(jax.devices()).reshape(cm.NUM_RANKS, cm.DEVICES_PER_RANK)
-    std = cm.compile_programs(devices)["std1f1b"]
+    (std,) = cm.compile_programs(devices, ("std1f1b",)).values()
     params, opt_state, batch = cm.initial_state()
     step3 = cm.train(std, params, opt_state, batch, 3)
     checkpoint.save(out / "one_step3", step3)

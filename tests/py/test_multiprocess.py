@@ -1,8 +1,9 @@
 """Several processes (jax.distributed on 127.0.0.1, gloo on CPU): the same pipelined step.
 
-Each multi-process test starts worker processes (``multiprocess/worker.py``)
-through ``jaxpp_mlir.launch`` or directly, with a hard timeout, and leaves no
-process behind.
+Each multi-process test starts worker processes (``multiprocess/worker.py``, or
+the main job through ``jaxpp_mlir.launch``) with a hard timeout, and leaves no
+process behind. The scenarios that can share processes share one launch per
+process layout (``SHARED``), which ends with one of its processes killed.
 """
 
 from __future__ import annotations
@@ -47,34 +48,17 @@ def _load_model():
 model = _load_model()
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, **LIMITS}
+# The workers started directly (every launch ends with one of them killed): a killed
+# peer is named after a few seconds, not LIMITS' 15.
+KILL_LIMITS = {
+    **LIMITS,
+    "JAXPP_MLIR_PEER_TIMEOUT": "5",
+    "JAXPP_MLIR_HEARTBEAT_TIMEOUT": "8",  # jax's own check stays later than the watchdog's
+}
 
 
-def launch(
-    nproc: int, devices: int, *args: str, timeout: float = 120
-) -> subprocess.CompletedProcess:
-    command = [
-        sys.executable,
-        "-m",
-        "jaxpp_mlir.launch",
-        "--nproc",
-        str(nproc),
-        "--devices-per-proc",
-        str(devices),
-        "--grace",
-        "20",
-        "--timeout",
-        str(timeout),
-        WORKER,
-        *args,
-    ]
-    result = subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout + 30, env=_env()
-    )
-    if result.returncode != 0:
-        print(result.stdout[-5000:], result.stderr[-5000:])
-    return result
+def _env(limits: dict[str, str] = LIMITS) -> dict[str, str]:
+    return {**os.environ, **limits}
 
 
 @pytest.fixture(scope="module")
@@ -88,29 +72,66 @@ def reference() -> dict[str, tuple[list[np.ndarray], np.ndarray]]:
     return result
 
 
+# Launches that several tests read: every scenario that can share the processes runs,
+# then the processes step in a loop until one (the victim) is killed, as in
+# test_killing_a_process_mid_step_stops_the_others. (nproc, devices) -> (mode, victim)
+SHARED = {(2, 4): ("all", 1), (4, 2): ("train_loop", 2)}
+
+
+class SharedLaunches:
+    """The launches of ``SHARED``, each started when a test first asks for it."""
+
+    def __init__(self, root: pathlib.Path):
+        self._root = root
+        self._runs: dict[tuple[int, int], tuple[KilledLaunch, pathlib.Path]] = {}
+
+    def __call__(self, nproc: int, devices: int) -> tuple[KilledLaunch, pathlib.Path]:
+        if (nproc, devices) not in self._runs:
+            mode, victim = SHARED[nproc, devices]
+            out = self._root / f"{nproc}x{devices}"
+            out.mkdir()
+            run = run_and_kill(nproc, devices, victim, mode, str(out))
+            self._runs[nproc, devices] = (run, out)
+        return self._runs[nproc, devices]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> SharedLaunches:
+    return SharedLaunches(tmp_path_factory.mktemp("shared_launches"))
+
+
+def assert_scenarios_done(run: KilledLaunch) -> None:
+    """Every process finished its scenarios (an exception would have ended it before)."""
+    for p, out in enumerate(run.out):
+        assert "scenarios done" in out, f"process {p}:\n{run.err[p][-3000:]}"
+
+
 # ------------------------------------------------------------------ training
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("nproc", "devices"), [(2, 4), (4, 2)], ids=["2x4", "4x2"])
-def test_training_matches_single_process_bit_for_bit(nproc, devices, tmp_path, reference):
-    result = launch(nproc, devices, "train", str(tmp_path), *model.SCHEDULES)
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_training_matches_single_process_bit_for_bit(nproc, devices, reference, shared):
+    run, out = shared(nproc, devices)
+    assert_scenarios_done(run)
     for name, (params, losses) in reference.items():
-        got = np.load(tmp_path / f"{name}.npz")
+        got = np.load(out / f"{name}.npz")
         for i, p in enumerate(params):
             np.testing.assert_array_equal(got[f"arr_{i}"], p, err_msg=f"{name} param {i}")
         np.testing.assert_array_equal(got["losses"], losses, err_msg=f"{name} losses")
-    assert result.stdout.count("remote outputs refuse to be read") == nproc * len(model.SCHEDULES)
+    refusals = "".join(run.out).count("remote outputs refuse to be read")
+    assert refusals == nproc * len(model.SCHEDULES)
 
 
 @pytest.mark.slow
-def test_sharded_ranks_match_single_process_bit_for_bit(tmp_path):
-    result = launch(2, 2, "sharded", str(tmp_path))
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_sharded_ranks_match_single_process_bit_for_bit(shared):
+    # 2 processes x 4 devices: rank 0 on two devices of process 0, rank 1 on two of process 1.
+    run, out = shared(2, 4)
+    assert_scenarios_done(run)
+    assert "".join(run.out).count("sharded: done") == 2
     program = model.partition_sharded(np.array(jax.devices()[:4]).reshape(2, 2))
     _, params, history = model.train(program)
-    got = np.load(tmp_path / "sharded.npz")
+    got = np.load(out / "sharded.npz")
     for i, p in enumerate(params):
         np.testing.assert_array_equal(got[f"arr_{i}"], np.asarray(p), err_msg=f"param {i}")
     np.testing.assert_array_equal(got["losses"], np.stack([np.asarray(h) for h in history]))
@@ -162,7 +183,7 @@ class _Worker:
     """A worker process started without the launcher, its output collected by threads."""
 
     def __init__(self, process: int, nproc: int, port: int, devices: int, *args: str):
-        env = child_env(_env(), process, nproc, port, devices)
+        env = child_env(_env(KILL_LIMITS), process, nproc, port, devices)
         self.proc = subprocess.Popen(
             [sys.executable, WORKER, *args],
             env=env,
@@ -196,6 +217,63 @@ class _Worker:
         self.proc.wait(timeout=10)
         for t in self._threads:
             t.join(timeout=5)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            stream.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class KilledLaunch:
+    """Processes started without the launcher that stepped until ``victim`` was killed."""
+
+    victim: int
+    reached_kill_step: bool
+    stopped_in_time: tuple[bool, ...]  # per process: ended within 30 s of the kill
+    took: float  # seconds from the kill until the others ended (or gave up waiting)
+    out: tuple[str, ...]
+    err: tuple[str, ...]
+    returncodes: tuple[int | None, ...]
+
+
+def run_and_kill(nproc: int, devices: int, victim: int, *args: str) -> KilledLaunch:
+    """Starts ``nproc`` workers with ``args``; SIGKILLs ``victim`` once it prints
+    "step KILL_AT_STEP"; waits (at most 30 s) for the others to end by themselves."""
+    port = free_port()
+    workers = [_Worker(p, nproc, port, devices, *args) for p in range(nproc)]
+    stopped = [True] * nproc
+    took = float("inf")
+    try:
+        deadline = time.monotonic() + 240
+        reached = False
+        while not reached and time.monotonic() < deadline:
+            reached = workers[victim].step.wait(timeout=0.5)
+            if any(w.proc.poll() is not None for w in workers):
+                break  # a process ended before the kill: the launch is broken
+        if reached:
+            # The victim keeps stepping; after a few heartbeat periods every peer has read
+            # a "program 0, call N" state from it (states are published at most every 0.1 s).
+            time.sleep(1.5)
+            os.kill(workers[victim].proc.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            for p, w in enumerate(workers):
+                if p == victim:
+                    continue
+                try:
+                    w.proc.wait(timeout=max(0.1, 30 - (time.monotonic() - killed)))
+                except subprocess.TimeoutExpired:
+                    stopped[p] = False
+            took = time.monotonic() - killed
+    finally:
+        for w in workers:
+            w.kill()  # joins the readers
+    return KilledLaunch(
+        victim=victim,
+        reached_kill_step=reached,
+        stopped_in_time=tuple(stopped),
+        took=took,
+        out=tuple("".join(w.out) for w in workers),
+        err=tuple("".join(w.err) for w in workers),
+        returncodes=tuple(w.proc.returncode for w in workers),
+    )
 
 
 @pytest.mark.slow
@@ -204,59 +282,44 @@ class _Worker:
     [(2, 4, 1), (2, 4, 0), (4, 2, 2)],
     ids=["2x4-kill-1", "2x4-kill-0", "4x2-kill-2"],
 )
-def test_killing_a_process_mid_step_stops_the_others(nproc, devices, victim):
+def test_killing_a_process_mid_step_stops_the_others(nproc, devices, victim, shared):
     # Process 0 hosts jax.distributed's coordination service: when it dies, jax aborts
     # the others at once; the watchdog's SIGABRT handler names process 0 first.
-    port = free_port()
-    workers = [_Worker(p, nproc, port, devices, "loop") for p in range(nproc)]
-    try:
-        assert workers[victim].step.wait(timeout=120), "".join(workers[victim].err)[-3000:]
-        # The victim keeps stepping; after a few heartbeat periods every peer has read a
-        # "program 0, call N" state from it (states are published at most every 0.1 s).
-        time.sleep(1.5)
-        os.kill(workers[victim].proc.pid, signal.SIGKILL)
-        killed = time.monotonic()
-        for p, w in enumerate(workers):
-            if p == victim:
-                continue
-            remaining = max(0.1, 30 - (time.monotonic() - killed))
-            try:
-                w.proc.wait(timeout=remaining)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"process {p} still runs 30 s after process {victim} was killed")
-        took = time.monotonic() - killed
-        reports = []
-        for p, w in enumerate(workers):
-            if p == victim:
-                continue
-            w.kill()  # joins the readers
-            err = "".join(w.err)
-            assert w.proc.returncode != 0, f"process {p} exited with 0:\n{err[-3000:]}"
-            names_the_victim = re.search(
-                rf"process {victim} \([^)]*\) is probably lost|lost peer process {victim}\b", err
-            )
-            assert names_the_victim, f"process {p} does not name process {victim}:\n{err[-3000:]}"
-            reports += re.findall(r"it last reported: ([^);]*)", err)
-        # The heartbeat is current: the victim was running calls, not setting up.
-        assert any(r.startswith("program 0, call ") for r in reports), reports
-        assert took < 30
-    finally:
-        for w in workers:
-            w.kill()
-    assert all(w.proc.poll() is not None for w in workers)
+    if SHARED.get((nproc, devices), (None, None))[1] == victim:
+        run, _ = shared(nproc, devices)  # killed after the scenarios of other tests
+    else:
+        run = run_and_kill(nproc, devices, victim, "loop")
+    assert run.reached_kill_step, run.err[victim][-3000:]
+    reports = []
+    for p, err in enumerate(run.err):
+        if p == victim:
+            continue
+        assert run.stopped_in_time[p], (
+            f"process {p} still ran 30 s after process {victim} was killed"
+        )
+        assert run.returncodes[p] != 0, f"process {p} exited with 0:\n{err[-3000:]}"
+        names_the_victim = re.search(
+            rf"process {victim} \([^)]*\) is probably lost|lost peer process {victim}\b", err
+        )
+        assert names_the_victim, f"process {p} does not name process {victim}:\n{err[-3000:]}"
+        reports += re.findall(r"it last reported: ([^);]*)", err)
+    # The heartbeat is current: the victim was running calls, not setting up.
+    assert any(r.startswith("program 0, call ") for r in reports), reports
+    assert run.took < 30
+    assert all(code is not None for code in run.returncodes)
 
 
 # ------------------------------------------------------------------ deadlocks
 
 
 @pytest.mark.slow
-def test_deadlocking_transfer_order_is_rejected_in_every_process():
-    result = launch(2, 4, "deadlock")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert (
-        result.stdout.count("REJECTED: the cross-process transfers of this plan would deadlock")
-        == 2
+def test_deadlocking_transfer_order_is_rejected_in_every_process(shared):
+    run, _ = shared(2, 4)
+    assert_scenarios_done(run)
+    rejected = "".join(run.out).count(
+        "REJECTED: the cross-process transfers of this plan would deadlock"
     )
+    assert rejected == 2
 
 
 @pytest.fixture(scope="module")

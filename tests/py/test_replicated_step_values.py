@@ -56,16 +56,24 @@ def train_step(state, batch):
     return (optax.apply_updates(params, updates), opt_state, step + 1), losses
 
 
+# numpy's generator: jax.random would compile programs (here and in each worker process).
 def initial_state():
-    keys = jax.random.split(jax.random.PRNGKey(0), NUM_STAGES)
-    params = [jax.random.normal(k, (WIDTH, WIDTH)) / np.sqrt(WIDTH) for k in keys]
-    return params, OPTIMIZER.init(params), jnp.zeros((), jnp.int32)
+    rng = np.random.default_rng(0)
+    scale = np.float32(1 / np.sqrt(WIDTH))
+    params = [
+        jnp.asarray(rng.standard_normal((WIDTH, WIDTH), np.float32) * scale)
+        for _ in range(NUM_STAGES)
+    ]
+    return params, OPTIMIZER.init(params), jnp.asarray(np.int32(0))
 
 
 def make_batch():
-    kx, ky = jax.random.split(jax.random.PRNGKey(1))
+    rng = np.random.default_rng(1)
     shape = (4, 2, WIDTH)
-    return jax.random.normal(kx, shape), jax.random.normal(ky, shape)
+    return (
+        jnp.asarray(rng.standard_normal(shape, np.float32)),
+        jnp.asarray(rng.standard_normal(shape, np.float32)),
+    )
 
 
 SCHEDULES = {

@@ -40,15 +40,15 @@ def train_step(params, opt_state, batch):
 
 def initial_state():
     """Parameters, optimizer state and batch as host (numpy) values."""
-    keys = jax.random.split(jax.random.PRNGKey(0), NUM_RANKS)
+    # numpy's generator: jax.random would compile programs in every process
+    rng = np.random.default_rng(0)
     params = [
-        {"w": np.asarray(jax.random.normal(k, (WIDTH, WIDTH)) / 2), "b": np.zeros(WIDTH, "f4")}
-        for k in keys
+        {"w": rng.standard_normal((WIDTH, WIDTH), np.float32) / 2, "b": np.zeros(WIDTH, "f4")}
+        for _ in range(NUM_RANKS)
     ]
     opt_state = jax.tree.map(np.asarray, OPTIMIZER.init(params))
-    kx, ky = jax.random.split(jax.random.PRNGKey(1))
     shape = (4, 2, WIDTH)
-    batch = (np.asarray(jax.random.normal(kx, shape)), np.asarray(jax.random.normal(ky, shape)))
+    batch = (rng.standard_normal(shape, np.float32), rng.standard_normal(shape, np.float32))
     return params, opt_state, batch
 
 
@@ -57,8 +57,10 @@ def mesh(devices: np.ndarray) -> pp.MpmdMesh:
     return pp.MpmdMesh(jax.sharding.Mesh(np.asarray(devices), ("stage", "model")), "stage")
 
 
-def compile_programs(devices: np.ndarray) -> dict[str, pp.CompiledProgram]:
-    """The step partitioned with each schedule over ``devices``, compiled."""
+def compile_programs(
+    devices: np.ndarray, schedules: tuple[str, ...] = tuple(SCHEDULES)
+) -> dict[str, pp.CompiledProgram]:
+    """The step partitioned with each of ``schedules`` over ``devices``, compiled."""
     mpmd = mesh(devices)
     lowering = mpmd.lowering_mesh()
     param_sh = [{k: NamedSharding(lowering, s) for k, s in layer.items()} for layer in SPECS]
@@ -67,6 +69,7 @@ def compile_programs(devices: np.ndarray) -> dict[str, pp.CompiledProgram]:
     return {
         name: pp.partition(lowered, mesh=mpmd, schedule=schedule).compile()
         for name, schedule in SCHEDULES.items()
+        if name in schedules
     }
 
 

@@ -25,15 +25,18 @@ SCHEDULES = {
 }
 
 
-def make_params(num_stages: int) -> list[jax.Array]:
-    keys = jax.random.split(jax.random.PRNGKey(0), num_stages)
-    return [np.asarray(jax.random.normal(k, (WIDTH, WIDTH)) / np.sqrt(WIDTH)) for k in keys]
+# Host (numpy) random values: jax.random would compile a program per shape in every
+# process (seconds of CPU per worker on this machine).
+def make_params(num_stages: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    scale = np.float32(1 / np.sqrt(WIDTH))
+    return [rng.standard_normal((WIDTH, WIDTH), np.float32) * scale for _ in range(num_stages)]
 
 
 def make_batch() -> tuple[np.ndarray, np.ndarray]:
-    kx, ky = jax.random.split(jax.random.PRNGKey(1))
+    rng = np.random.default_rng(1)
     shape = (NUM_MICROBATCHES, MICROBATCH_SIZE, WIDTH)
-    return np.asarray(jax.random.normal(kx, shape)), np.asarray(jax.random.normal(ky, shape))
+    return rng.standard_normal(shape, np.float32), rng.standard_normal(shape, np.float32)
 
 
 def loss_fn(params, microbatch):
@@ -60,6 +63,13 @@ def partition(schedule_name: str, devices: np.ndarray) -> pp.PartitionedProgram:
     params, batch = make_params(schedule.num_stages), make_batch()
     lowered = jax.jit(train_step).lower(params, batch)
     return pp.partition(lowered, mesh=mesh(devices), schedule=schedule)
+
+
+def partition_pipeline(devices: np.ndarray) -> pp.PartitionedProgram:
+    """Std1F1B over ``len(devices)`` ranks of one device each, one stage per rank."""
+    num_ranks = len(devices)
+    lowered = jax.jit(train_step).lower(make_params(num_ranks), make_batch())
+    return pp.partition(lowered, mesh=mesh(devices), schedule=pp.Std1F1B(num_ranks))
 
 
 def train(program: pp.PartitionedProgram, steps: int = STEPS):

@@ -1,10 +1,11 @@
-"""One process of the multi-process tests (run by ``jaxpp_mlir.launch``).
+"""One process of the multi-process tests (started directly by the tests).
 
-worker.py train OUT_DIR SCHEDULE...   train STEPS steps per schedule; process 0 writes
-                                      OUT_DIR/<schedule>.npz (parameters and losses)
-worker.py sharded OUT_DIR             two ranks of two devices (data parallel in a stage)
-worker.py loop                        train forever, printing "step N" (to be killed)
-worker.py deadlock                    a per-process-ordered plan must be rejected
+worker.py loop               train forever, printing "step N" (to be killed)
+worker.py all OUT_DIR        train STEPS steps per schedule (process 0 writes
+                             OUT_DIR/<schedule>.npz: parameters and losses), two ranks of
+                             two devices (OUT_DIR/sharded.npz), a per-process-ordered plan
+                             rejected; then "scenarios done" and loop (to be killed)
+worker.py train_loop OUT_DIR train per schedule as above, then "scenarios done" and loop
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from jaxpp_mlir.runtime.distributed import RemoteOutput, compile_distributed  # 
 import jaxpp_mlir as pp  # noqa: E402
 
 
-def train(out_dir: str, schedules: list[str]) -> None:
+def train(out_dir: str, schedules: list[str]) -> dict[str, pp.CompiledProgram]:
+    """Trains with each schedule; returns the compiled steps by schedule."""
     devices = pipeline_devices(model.NUM_RANKS)
+    steps = {}
     for name in schedules:
         program = model.partition(name, devices)
         start = time.perf_counter()
         step, params, history = model.train(program)
+        steps[name] = step
         host = step.gather((params, history))
         remote = [
             x for x in jax.tree_util.tree_leaves((params, history)) if isinstance(x, RemoteOutput)
@@ -55,6 +59,7 @@ def train(out_dir: str, schedules: list[str]) -> None:
                 losses=np.stack(host[1]),
             )
         print(f"{name}: {model.STEPS} steps in {took:.2f} s (compile included)", flush=True)
+    return steps
 
 
 def sharded(out_dir: str) -> None:
@@ -66,9 +71,11 @@ def sharded(out_dir: str) -> None:
     print("sharded: done", flush=True)
 
 
-def loop() -> None:
-    program = model.partition("std1f1b", pipeline_devices(model.NUM_RANKS))
-    step = program.compile()
+def loop(step: pp.CompiledProgram | None = None) -> None:
+    """Steps forever (until killed), printing "step N" before each; ``step`` None: the
+    Std1F1B step, partitioned and compiled here."""
+    if step is None:
+        step = model.partition("std1f1b", pipeline_devices(model.NUM_RANKS)).compile()
     params, batch = model.make_params(model.NUM_RANKS), model.make_batch()
     for n in range(100000):
         print(f"step {n}", flush=True)
@@ -89,15 +96,23 @@ def deadlock() -> None:
     raise SystemExit("the per-process-ordered plan was not rejected")
 
 
+def scenarios_then_loop(out_dir: str, *, all_scenarios: bool) -> None:
+    """The scenarios that can share one launch's processes (jax and jax.distributed set
+    up once), then the Std1F1B step in a loop: the launch ends with a process killed.
+    Std1F1B is the first program compiled (heartbeats say "program 0, call N")."""
+    steps = train(out_dir, list(model.SCHEDULES))
+    if all_scenarios:
+        sharded(out_dir)
+        deadlock()
+    print("scenarios done", flush=True)
+    loop(steps["std1f1b"])
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
-    if mode == "train":
-        train(sys.argv[2], sys.argv[3:])
-    elif mode == "sharded":
-        sharded(sys.argv[2])
-    elif mode == "loop":
+    if mode == "loop":
         loop()
-    elif mode == "deadlock":
-        deadlock()
+    elif mode in ("all", "train_loop"):
+        scenarios_then_loop(sys.argv[2], all_scenarios=mode == "all")
     else:
         raise SystemExit(f"unknown mode {mode}")

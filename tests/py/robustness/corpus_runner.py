@@ -37,6 +37,8 @@ def run(name: str) -> dict:
 
 
 if __name__ == "__main__":
+    sys.stdout.write("ready\n")  # imports done: the harness times each case from here
+    sys.stdout.flush()
     for name in sys.argv[1:]:
         line = json.dumps({"name": name, **run(name)})
         sys.stdout.write(line + "\n")

@@ -28,6 +28,7 @@ from jaxpp_mlir.launch import initialize_from_env, pipeline_devices  # noqa: E40
 initialize_from_env()
 MODE = sys.argv[1]
 VICTIM = os.environ["JAXPP_PROCESS_ID"] == "1"
+NUM_RANKS = 2
 
 
 def stall() -> None:
@@ -65,9 +66,9 @@ def leave() -> None:
     raise SystemExit(f"unknown mode {MODE}")
 
 
-program = model.partition("std1f1b", pipeline_devices(model.NUM_RANKS))
-step = program.compile()
-params, batch = model.make_params(model.NUM_RANKS), model.make_batch()
+# The smallest pipeline over both processes: one rank (one stage) in each.
+step = model.partition_pipeline(pipeline_devices(NUM_RANKS).reshape(-1)).compile()
+params, batch = model.make_params(NUM_RANKS), model.make_batch()
 for n in range(4):
     if n == 2 and VICTIM:
         leave()

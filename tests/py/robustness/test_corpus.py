@@ -1,7 +1,7 @@
 """The corpus of bad and hostile inputs (``corpus_cases.py``), run in child processes.
 
-Cases run in batches (one jax import per batch) in a child process with a
-timeout, so that a case that crashes or hangs the interpreter fails its own
+Cases run in batches (one jax import per batch) in a child process, each case
+with a timeout, so that a case that crashes or hangs the interpreter fails its own
 test instead of taking pytest down: the batch is then restarted after the
 case that ended it. Each case must give what its table entry says: a clear
 error (its type and pinned message parts), a command-line usage error with its
@@ -14,45 +14,72 @@ import collections
 import json
 import os
 import pathlib
+import queue
 import subprocess
 import sys
+import threading
 
 import pytest
 from corpus_cases import CASES
 
 RUNNER = str(pathlib.Path(__file__).parent / "corpus_runner.py")
-BATCH_TIMEOUT_S = 240
-HARNESS_TIMEOUT_S = 15
+STARTUP_TIMEOUT_S = 240  # the runner's imports, before its first case
+CASE_TIMEOUT_S = 240  # one corpus case
+HARNESS_TIMEOUT_S = 5  # one case of the harness's own test (each takes microseconds)
+
+
+def _read_lines(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)  # end of output
+
+
+def _run_batch(names: list[str], timeout_s: float, module: str) -> tuple[list[str], str, bool]:
+    """Runs ``names`` in one runner process: its output lines, how it ended, whether it
+    failed. A case that gives no result ``timeout_s`` after the previous one (or after
+    the runner's imports) is a hang: the runner is killed."""
+    runner = subprocess.Popen(
+        [sys.executable, RUNNER, *names],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={
+            **os.environ,
+            "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+            "JAXPP_CORPUS_MODULE": module,
+        },
+    )
+    lines: queue.Queue = queue.Queue()
+    reader = threading.Thread(target=_read_lines, args=(runner.stdout, lines), daemon=True)
+    reader.start()
+    output: list[str] = []
+    limit = STARTUP_TIMEOUT_S
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=limit)
+            except queue.Empty:
+                return output, f"hang (no result after {limit:.0f} s)", True
+            if line is None:
+                code = runner.wait(timeout=30)
+                return output, f"exit code {code}", code != 0
+            output.append(line)
+            limit = timeout_s  # the runner is ready, or a case ended: the next one starts
+    finally:
+        runner.kill()
+        runner.wait(timeout=30)
+        reader.join(timeout=5)
+        runner.stdout.close()
 
 
 def _run_batches(
-    names: list[str], *, timeout_s: float = BATCH_TIMEOUT_S, module: str = "corpus_cases"
+    names: list[str], *, timeout_s: float = CASE_TIMEOUT_S, module: str = "corpus_cases"
 ) -> dict[str, dict]:
     results: dict[str, dict] = {}
     remaining = list(names)
     while remaining:
-        try:
-            done = subprocess.run(
-                [sys.executable, RUNNER, *remaining],
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                env={
-                    **os.environ,
-                    "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-                    "JAXPP_CORPUS_MODULE": module,
-                },
-            )
-            stdout, ending = done.stdout, f"exit code {done.returncode}"
-            failed = done.returncode != 0
-        except subprocess.TimeoutExpired as e:
-            stdout = (
-                (e.stdout or b"").decode(errors="replace")
-                if isinstance(e.stdout, bytes)
-                else (e.stdout or "")
-            )
-            ending, failed = f"hang (no result after {timeout_s:.0f} s)", True
-        for line in stdout.splitlines():
+        output, ending, failed = _run_batch(remaining, timeout_s, module)
+        for line in output:
             if line.startswith("{"):
                 record = json.loads(line)
                 results[record.pop("name")] = record

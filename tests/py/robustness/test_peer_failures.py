@@ -1,7 +1,7 @@
 """Every way a peer leaves or stalls ends the whole launch in bounded time, named.
 
-Two processes of two devices each run the 4-rank pipelined step under
-``jaxpp_mlir.launch``; at step 2 process 1 leaves or stalls (see
+Two processes of two devices each run a 2-rank pipelined step (one rank per
+process) under ``jaxpp_mlir.launch``; at step 2 process 1 leaves or stalls (see
 ``peer_worker.py``) while process 0 waits in a transfer with it. Each case
 checks the launcher's exit code, the message naming process 1 and how it
 left, the time taken, and that no process is left behind.
@@ -34,7 +34,7 @@ LIMITS = {
 GRACE_S = 2 * LIMIT_S  # the launcher's wait for the others after the first failure
 TIMEOUT_S = 150  # the launcher's own limit: reaching it fails the test (exit 124)
 
-PEER = r"process 1 \(ranks 2, 3\)"
+PEER = r"process 1 \(ranks 1\)"
 STALLED_TRANSFER = (
     rf"has not completed after \d+ s \(limit JAXPP_MLIR_TRANSFER_TIMEOUT={LIMIT_S} s\); "
     rf"peer {PEER} is alive"
