@@ -149,7 +149,8 @@ def _update(packed: ir.Value, group: _Group, tags: ir.Operation) -> ir.Value:
     element pays a compare and select over all members and the update runs
     several times slower than the members' separate adds; concatenated along the
     rows, the operand changes only from row to row and each row is a plain
-    vectorized add (benchmarks/RESULTS.md, issue 13)."""
+    vectorized add (benchmarks/RESULTS.md, issue 13). Narrow rows (members whose
+    sizes share only a small gcd) bring the per-element cost back."""
     increments = _stacked([_rows(m.increment, group, tags) for m in group.members], tags)
     add = stablehlo.AddOp(packed, increments)
     jaxpp.set_stage(add, jaxpp.get_stage(tags), jaxpp.get_kind(tags))

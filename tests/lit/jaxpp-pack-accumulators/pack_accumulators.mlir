@@ -71,3 +71,33 @@ module @nothing_to_pack attributes {jaxpp.num_stages = 2 : i64} {
     return %0#0, %0#1, %0#2, %0#3, %0#4 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i32>, tensor<i32>
   }
 }
+
+// -----
+
+// The rows are as wide as the gcd of the members' sizes (24 and 4: rows of 4);
+// a member whose shape is not already rows of that width is reshaped to rows
+// (the 4x6 weight to 6x4) and back after the loop.
+
+// CHECK-LABEL: module @rows_of_the_gcd
+// CHECK:           %[[RW:.*]] = stablehlo.reshape %arg0 : (tensor<4x6xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT:      %[[RB:.*]] = stablehlo.reshape %arg1 : (tensor<4xf32>) -> tensor<1x4xf32>
+// CHECK-NEXT:      %[[INIT:.*]] = stablehlo.concatenate %[[RW]], %[[RB]], dim = 0 : (tensor<6x4xf32>, tensor<1x4xf32>) -> tensor<7x4xf32>
+// CHECK:             stablehlo.reshape {{.*}} : (tensor<4x6xf32>) -> tensor<6x4xf32>
+// CHECK:             stablehlo.concatenate {{.*}} -> tensor<7x4xf32>
+// CHECK-NEXT:        stablehlo.add {{.*}} : tensor<7x4xf32>
+// CHECK:           %[[OW:.*]] = stablehlo.slice %{{.*}} [0:6, 0:4] : (tensor<7x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT:      stablehlo.reshape %[[OW]] : (tensor<6x4xf32>) -> tensor<4x6xf32>
+module @rows_of_the_gcd attributes {jaxpp.num_stages = 1 : i64} {
+  func.func @main(%arg0: tensor<4x6xf32>, %arg1: tensor<4xf32>, %arg2: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<4xf32>) {
+    %0:2 = "jaxpp.loop"(%arg0, %arg1) ({
+    ^bb0(%i: tensor<i32>, %w: tensor<4x6xf32>, %b: tensor<4xf32>):
+      %gw = stablehlo.sine %arg2 {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4x6xf32>
+      %zero = stablehlo.constant {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} dense<0.0> : tensor<f32>
+      %gb = stablehlo.reduce(%gw init: %zero) applies stablehlo.add across dimensions = [1] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : (tensor<4x6xf32>, tensor<f32>) -> tensor<4xf32>
+      %nw = stablehlo.add %w, %gw {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4x6xf32>
+      %nb = stablehlo.add %b, %gb {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4xf32>
+      "jaxpp.yield"(%nw, %nb) : (tensor<4x6xf32>, tensor<4xf32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64} : (tensor<4x6xf32>, tensor<4xf32>) -> (tensor<4x6xf32>, tensor<4xf32>)
+    return %0#0, %0#1 : tensor<4x6xf32>, tensor<4xf32>
+  }
+}
