@@ -34,18 +34,27 @@ class PackAccumulators(ModulePass):
     loop result is its rows of the packed result, reshaped. The additions are
     the same elementwise ones, so every sum is bit-for-bit the one before.
 
-    Groups of one accumulator, accumulators of a loop with shardings (a
+    A group holds at most ``max-members`` accumulators (the next ones start
+    another group). Groups of one accumulator, accumulators of a loop with shardings (a
     sharded step) and states that are not plain accumulators are left alone.
 
     Precondition: ``@main`` holds a ``jaxpp.loop`` (jaxpp-normalize-loop) whose
     body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages); without
     a loop there is nothing to do.
-    Postcondition: no two plain accumulators of the loop share a (stage, kind,
-    floating element type) (empty ones are left alone); the loop's results and
-    every value computed from them are unchanged.
+    Postcondition: the plain accumulators of the loop that share a (stage, kind,
+    floating element type) are packed, ``max-members`` to a buffer (empty ones
+    are left alone); the loop's results and every value computed from them are
+    unchanged.
     """
 
     name = "jaxpp-pack-accumulators"
+    # XLA:CPU fuses the concatenate of 8 increments into the add, not that of 16 (or
+    # more): it then writes them into a temporary of the buffer's size first and adds
+    # in a second pass (measured on W2 on one stage; benchmarks/RESULTS.md).
+    max_members: int = dataclasses.field(
+        default=8,
+        metadata={"help": "most accumulators packed into one buffer (at least 2)", "min": 2},
+    )
     requires = ("jaxpp-normalize-loop", "jaxpp-assign-stages")
     must_precede = ("jaxpp-outline-stages",)  # it rewrites the updates outlining moves away
 
@@ -57,7 +66,7 @@ class PackAccumulators(ModulePass):
         body = jaxpp.loop_body(loop)
         if shardings.SHARDING_ATTR in loop.attributes:
             return
-        groups = _find_groups(body)
+        groups = _find_groups(body, self.max_members)
         if groups:
             _rewrite(loop, groups)
 
@@ -94,9 +103,11 @@ class _Group:
         return ir.RankedTensorType.get([self.size // self.width, self.width], self.element_type)
 
 
-def _find_groups(body: ir.Block) -> list[_Group]:
+def _find_groups(body: ir.Block, max_members: int) -> list[_Group]:
+    """Packable accumulators by (stage, kind, element type), in their yield order,
+    at most ``max_members`` to a group."""
     terminator = list(body.operations)[-1].operation
-    groups: dict[tuple[int, str, str], _Group] = {}
+    groups: dict[tuple[int, str, str], list[_Group]] = {}
     for state, value in enumerate(terminator.operands):
         update = ir_utils.defining_op(value)
         argument = body.arguments[1 + state]
@@ -114,9 +125,12 @@ def _find_groups(body: ir.Block) -> list[_Group]:
             continue
         increment = operands[1] if operands[0] == argument else operands[0]
         key = (jaxpp.get_stage(update), jaxpp.get_kind(update), str(tensor.element_type))
-        group = groups.setdefault(key, _Group(tensor.element_type, []))
+        chunks = groups.setdefault(key, [])
+        if not chunks or len(chunks[-1].members) == max_members:
+            chunks.append(_Group(tensor.element_type, []))
+        group = chunks[-1]
         group.members.append(_Member(state, update, increment, tuple(tensor.shape), group.size))
-    return [group for group in groups.values() if len(group.members) > 1]
+    return [group for chunks in groups.values() for group in chunks if len(group.members) > 1]
 
 
 def _rows(value: ir.Value, group: _Group, tags: ir.Operation | None) -> ir.Value:
