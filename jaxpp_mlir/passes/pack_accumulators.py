@@ -35,8 +35,9 @@ class PackAccumulators(ModulePass):
     the same elementwise ones, so every sum is bit-for-bit the one before.
 
     A group holds at most ``max-members`` accumulators (the next ones start
-    another group). Groups of one accumulator, accumulators of a loop with shardings (a
-    sharded step) and states that are not plain accumulators are left alone.
+    another group). Groups of one accumulator, empty accumulators, accumulators
+    of a loop with shardings (a sharded step) and states that are not plain
+    accumulators are left alone.
 
     Precondition: ``@main`` holds a ``jaxpp.loop`` (jaxpp-normalize-loop) whose
     body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages); without
