@@ -1,4 +1,4 @@
-"""jaxpp-pack-accumulators: one flat loop accumulator per (stage, kind, element type)."""
+"""jaxpp-pack-accumulators: one packed loop accumulator per (stage, kind, element type)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ _ADD = "stablehlo.add"
 @register_pass
 @dataclasses.dataclass(frozen=True)
 class PackAccumulators(ModulePass):
-    """Carry the accumulators one stage's task updates as one flat buffer per element type.
+    """Carry the accumulators one stage's task updates as one buffer per element type.
 
     A backward task of a stage with L layers reads and writes 2L gradient
     accumulators; each is a separate buffer of every launch (issue 13: host
@@ -26,25 +26,36 @@ class PackAccumulators(ModulePass):
     replaces the loop states that are plain accumulators (``state + x``, the
     state read by nothing else, the sum read only by the yield) updated by ops
     of the same (stage, kind) and of the same floating element type by one
-    rank-1 state: its start value is the start values flattened and
-    concatenated before the loop; in that (stage, kind) its update is
-    ``packed + concatenate(increments, flattened)``, which XLA writes in place
+    rank-2 state of rows of ``w`` elements, ``w`` the gcd of the members' sizes,
+    each member a whole number of rows: its start value is the start values as
+    rows, concatenated before the loop; in that (stage, kind) its update is
+    ``packed + concatenate(increments as rows)``, which XLA writes in place
     where the plan donates the packed buffer from task to task; each former
-    loop result is its slice of the packed result, reshaped. The additions
-    are the same elementwise ones, so every sum is bit-for-bit the one before.
+    loop result is its rows of the packed result, reshaped. The additions are
+    the same elementwise ones, so every sum is bit-for-bit the one before.
 
-    Groups of one accumulator, accumulators of a loop with shardings (a
-    sharded step) and states that are not plain accumulators are left alone.
+    A group holds at most ``max-members`` accumulators (the next ones start
+    another group). Groups of one accumulator, empty accumulators, accumulators
+    of a loop with shardings (a sharded step) and states that are not plain
+    accumulators are left alone.
 
     Precondition: ``@main`` holds a ``jaxpp.loop`` (jaxpp-normalize-loop) whose
     body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages); without
     a loop there is nothing to do.
-    Postcondition: no two plain accumulators of the loop share a (stage, kind,
-    floating element type); the loop's results and every value computed from
-    them are unchanged.
+    Postcondition: the plain accumulators of the loop that share a (stage, kind,
+    floating element type) are packed, ``max-members`` to a buffer (empty ones
+    are left alone); the loop's results and every value computed from them are
+    unchanged.
     """
 
     name = "jaxpp-pack-accumulators"
+    # XLA:CPU fuses the concatenate of 8 increments into the add, not that of 16 (or
+    # more): it then writes them into a temporary of the buffer's size first and adds
+    # in a second pass (measured on W2 on one stage; benchmarks/RESULTS.md).
+    max_members: int = dataclasses.field(
+        default=8,
+        metadata={"help": "most accumulators packed into one buffer (at least 2)", "min": 2},
+    )
     requires = ("jaxpp-normalize-loop", "jaxpp-assign-stages")
     must_precede = ("jaxpp-outline-stages",)  # it rewrites the updates outlining moves away
 
@@ -56,7 +67,7 @@ class PackAccumulators(ModulePass):
         body = jaxpp.loop_body(loop)
         if shardings.SHARDING_ATTR in loop.attributes:
             return
-        groups = _find_groups(body)
+        groups = _find_groups(body, self.max_members)
         if groups:
             _rewrite(loop, groups)
 
@@ -83,10 +94,21 @@ class _Group:
     def size(self) -> int:
         return sum(m.size for m in self.members)
 
+    @property
+    def width(self) -> int:
+        """Elements per row of the packed buffer: every member is a whole number of rows."""
+        return math.gcd(*(m.size for m in self.members))
 
-def _find_groups(body: ir.Block) -> list[_Group]:
+    @property
+    def packed_type(self) -> ir.RankedTensorType:
+        return ir.RankedTensorType.get([self.size // self.width, self.width], self.element_type)
+
+
+def _find_groups(body: ir.Block, max_members: int) -> list[_Group]:
+    """Packable accumulators by (stage, kind, element type), in their yield order,
+    at most ``max_members`` to a group."""
     terminator = list(body.operations)[-1].operation
-    groups: dict[tuple[int, str, str], _Group] = {}
+    groups: dict[tuple[int, str, str], list[_Group]] = {}
     for state, value in enumerate(terminator.operands):
         update = ir_utils.defining_op(value)
         argument = body.arguments[1 + state]
@@ -100,47 +122,54 @@ def _find_groups(body: ir.Block) -> list[_Group]:
         tensor = ir.RankedTensorType(value.type)
         if not tensor.has_static_shape or not isinstance(tensor.element_type, ir.FloatType):
             continue
+        if math.prod(tensor.shape) == 0:
+            continue
         increment = operands[1] if operands[0] == argument else operands[0]
         key = (jaxpp.get_stage(update), jaxpp.get_kind(update), str(tensor.element_type))
-        group = groups.setdefault(key, _Group(tensor.element_type, []))
+        chunks = groups.setdefault(key, [])
+        if not chunks or len(chunks[-1].members) == max_members:
+            chunks.append(_Group(tensor.element_type, []))
+        group = chunks[-1]
         group.members.append(_Member(state, update, increment, tuple(tensor.shape), group.size))
-    return [group for group in groups.values() if len(group.members) > 1]
+    return [group for chunks in groups.values() for group in chunks if len(group.members) > 1]
 
 
-def _flat(value: ir.Value, element_type: ir.Type, tags: ir.Operation | None) -> ir.Value:
+def _rows(value: ir.Value, group: _Group, tags: ir.Operation | None) -> ir.Value:
+    """``value`` (a member's shape) as rows of the group's width."""
     shape = ir.RankedTensorType(value.type).shape
-    size = math.prod(shape)
-    if len(shape) == 1:
+    rows = [math.prod(shape) // group.width, group.width]
+    if shape == rows:
         return value
-    reshape = stablehlo.ReshapeOp(ir.RankedTensorType.get([size], element_type), value)
+    reshape = stablehlo.ReshapeOp(ir.RankedTensorType.get(rows, group.element_type), value)
     if tags is not None:
         jaxpp.set_stage(reshape, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
     return reshape.result
 
 
-def _concatenate(values: list[ir.Value], tags: ir.Operation | None) -> ir.Value:
+def _stacked(values: list[ir.Value], tags: ir.Operation | None) -> ir.Value:
+    """``values`` (rows of one width) concatenated along the rows."""
     concatenate = stablehlo.ConcatenateOp(values, 0)
     if tags is not None:
         jaxpp.set_stage(concatenate, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
     return concatenate.result
 
 
-def _tagged(op: ir.OpView, tags: ir.Operation) -> ir.Value:
-    jaxpp.set_stage(op, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
-    return op.result
-
-
 def _update(packed: ir.Value, group: _Group, tags: ir.Operation) -> ir.Value:
-    """``packed`` plus its members' increments, flattened and concatenated in its order.
+    """``packed`` plus its members' increments, as rows, concatenated in its order.
 
-    One elementwise add over the whole buffer: on a donated buffer XLA fuses the
-    concatenate into the add and writes the sum in place. Alone (a jitted update of
-    float32[525312]) that is as fast as the members' separate adds (2.55 against
-    2.62 ms on XLA:CPU; a dynamic_update_slice per member: 11.2 ms), but inside a
-    backward stage program XLA:CPU still runs it several times slower than the
-    separate adds (benchmarks/RESULTS.md), so the pass is not in the default pipeline."""
-    increments = [_flat(m.increment, group.element_type, tags) for m in group.members]
-    return _tagged(stablehlo.AddOp(packed, _concatenate(increments, tags)), tags)
+    One elementwise add over the whole buffer, which XLA fuses with the
+    concatenate and writes in place where the plan donates the packed buffer from
+    task to task. The rows matter on XLA:CPU: its fusion emitters pick the source
+    operand of a fused concatenate per element, so with a rank-1 buffer every
+    element pays a compare and select over all members and the update runs
+    several times slower than the members' separate adds; concatenated along the
+    rows, the operand changes only from row to row and each row is a plain
+    vectorized add (benchmarks/RESULTS.md, issue 13). Narrow rows (members whose
+    sizes share only a small gcd) bring the per-element cost back."""
+    increments = _stacked([_rows(m.increment, group, tags) for m in group.members], tags)
+    add = stablehlo.AddOp(packed, increments)
+    jaxpp.set_stage(add, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
+    return add.result
 
 
 def _rewrite(loop: ir.Operation, groups: list[_Group]) -> None:
@@ -151,8 +180,7 @@ def _rewrite(loop: ir.Operation, groups: list[_Group]) -> None:
     inits = list(loop.operands)
     with ir.InsertionPoint(loop), loop.location:
         packed_inits = [
-            _concatenate([_flat(inits[m.state], g.element_type, None) for m in g.members], None)
-            for g in groups
+            _stacked([_rows(inits[m.state], g, None) for m in g.members], None) for g in groups
         ]
         new_loop = jaxpp.create_loop(
             [*(inits[s] for s in kept), *packed_inits],
@@ -186,9 +214,11 @@ def _rewrite(loop: ir.Operation, groups: list[_Group]) -> None:
     with ir.InsertionPoint(loop), loop.location:
         for index, group in enumerate(groups):
             result = new_loop.results[len(kept) + index]
+            width = group.width
             for m in group.members:
-                piece = stablehlo.SliceOp(result, [m.offset], [m.offset + m.size], [1]).result
-                if len(m.shape) != 1:
+                first, last = m.offset // width, (m.offset + m.size) // width
+                piece = stablehlo.SliceOp(result, [first, 0], [last, width], [1, 1]).result
+                if list(m.shape) != [last - first, width]:
                     shaped = ir.RankedTensorType.get(list(m.shape), group.element_type)
                     piece = stablehlo.ReshapeOp(shaped, piece).result
                 loop.results[m.state].replace_all_uses_with(piece)

@@ -111,11 +111,11 @@ def _aliases(text: str) -> dict[int, int]:
 
 
 def test_packed_backward_tasks_alias_their_accumulator(packed_std):
-    packed_size = WIDTH * WIDTH + WIDTH
+    packed_shape = (WIDTH + 1, WIDTH)  # one weight (WIDTH rows) and one bias (1 row)
     for stage in range(NUM_STAGES):
         bwd = packed_std.plan.executables[f"stage{stage}_bwd"]
-        position = bwd.input_specs.index(rt.TensorSpec((packed_size,), "float32"))
-        output = bwd.output_specs.index(rt.TensorSpec((packed_size,), "float32"))
+        position = bwd.input_specs.index(rt.TensorSpec(packed_shape, "float32"))
+        output = bwd.output_specs.index(rt.TensorSpec(packed_shape, "float32"))
         assert _aliases(bwd.mlir_module) == {position: output}
     # The loss accumulator of the last stage's forward, in place too.
     last_fwd = packed_std.plan.executables[f"stage{NUM_STAGES - 1}_fwd"]
