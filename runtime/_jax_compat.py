@@ -141,3 +141,71 @@ def coordinator_address() -> str | None:
     from jax._src import distributed
 
     return distributed.global_state.coordinator_address
+
+
+# --- JAX's persistent compilation cache (jax._src.compilation_cache, jax._src.config) -------
+
+
+def persistent_cache_store(backend: Any) -> Any | None:
+    """JAX's persistent compilation cache for ``backend``, or None when JAX would not use one
+    (no ``jax_compilation_cache_dir``, ``jax_enable_compilation_cache`` false, or a backend
+    that cannot serialize executables). The store has ``get(key) -> bytes | None`` and
+    ``put(key, value)``: ``compilation_cache.is_persistent_cache_enabled()``,
+    ``is_cache_used(backend)`` and ``_get_cache(backend)`` (0.10.2, 0.12.0.1)."""
+    from jax._src import compilation_cache
+
+    if not compilation_cache.is_persistent_cache_enabled():
+        return None
+    if not compilation_cache.is_cache_used(backend):
+        return None
+    return compilation_cache._get_cache(backend)
+
+
+def persistent_cache_thresholds() -> tuple[float, int]:
+    """``(jax_persistent_cache_min_compile_time_secs, jax_persistent_cache_min_entry_size_bytes)``:
+    JAX writes no entry for a faster compilation or a smaller entry (0.10.2, 0.12.0.1)."""
+    from jax._src import config
+
+    return (
+        float(config.persistent_cache_min_compile_time_secs.value),
+        int(config.persistent_cache_min_entry_size_bytes.value),
+    )
+
+
+def persistent_cache_key(
+    module_text: str, devices: Sequence[jax.Device], options: Any, backend: Any
+) -> str:
+    """JAX's persistent-cache key of ``module_text`` compiled with ``options`` for ``devices``:
+    ``compilation_cache.get_cache_key(module, devices, options, backend)`` on the parsed module.
+    It hashes the module without debug information, the jaxlib version, the backend's platform
+    and version, the XLA flags, the serialized compile options (device assignment included
+    except on GPU), the devices' kinds and the compression. A module without ``sym_name`` is
+    named ``jaxpp_stage`` (JAX's key starts with it). Same positional signature in 0.10.2 and
+    0.12.0.1 (they differ only in the optional fifth argument, left out here)."""
+    import numpy as np
+    from jax._src import compilation_cache
+    from jax._src.interpreters import mlir
+    from jax.extend.mlir import ir
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse(module_text)
+        if "sym_name" not in module.operation.attributes:
+            module.operation.attributes["sym_name"] = ir.StringAttr.get("jaxpp_stage")
+        device_array = np.empty(len(devices), dtype=object)
+        device_array[:] = list(devices)
+        return compilation_cache.get_cache_key(module, device_array, options, backend)
+
+
+def compress_cache_entry(data: bytes) -> bytes:
+    """``compilation_cache.compress_executable``: zstandard when installed, else zlib, as JAX
+    compresses its own entries (0.10.2, 0.12.0.1)."""
+    from jax._src import compilation_cache
+
+    return compilation_cache.compress_executable(data)
+
+
+def decompress_cache_entry(data: bytes) -> bytes:
+    """``compilation_cache.decompress_executable`` (0.10.2, 0.12.0.1)."""
+    from jax._src import compilation_cache
+
+    return compilation_cache.decompress_executable(data)
