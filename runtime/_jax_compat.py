@@ -172,28 +172,45 @@ def persistent_cache_thresholds() -> tuple[float, int]:
     )
 
 
-def persistent_cache_key(
-    module_text: str, devices: Sequence[jax.Device], options: Any, backend: Any
-) -> str:
-    """JAX's persistent-cache key of ``module_text`` compiled with ``options`` for ``devices``:
-    ``compilation_cache.get_cache_key(module, devices, options, backend)`` on the parsed module.
-    It hashes the module without debug information, the jaxlib version, the backend's platform
-    and version, the XLA flags, the serialized compile options (device assignment included
-    except on GPU), the devices' kinds and the compression. A module without ``sym_name`` is
-    named ``jaxpp_stage`` (JAX's key starts with it). Same positional signature in 0.10.2 and
-    0.12.0.1 (they differ only in the optional fifth argument, left out here)."""
+def hash_cache_key_context(
+    hash_obj: Any, devices: Sequence[jax.Device], options: Any, backend: Any
+) -> None:
+    """Feeds ``hash_obj`` everything but the module that JAX's persistent-cache key hashes:
+    the jaxlib version, the backend's platform and version, the XLA flags (those that do not
+    change code left out), the serialized compile options (debug-only fields cleared, the
+    device assignment kept), the accelerator topology or device kinds, and the compression.
+    ``cache_key._hash_platform``, ``_hash_xla_flags(h, get_flag_prefixes())``,
+    ``_hash_serialized_compile_options(h, options, strip_device_assignment=False)`` and
+    ``_hash_accelerator_config(h, devices)``: the pieces of ``cache_key.get`` that need no
+    MLIR module (the runtime hashes its module text itself) (0.10.2, 0.12.0.1)."""
     import numpy as np
-    from jax._src import compilation_cache
-    from jax._src.interpreters import mlir
-    from jax.extend.mlir import ir
+    from jax._src import cache_key
 
-    with mlir.make_ir_context():
-        module = ir.Module.parse(module_text)
-        if "sym_name" not in module.operation.attributes:
-            module.operation.attributes["sym_name"] = ir.StringAttr.get("jaxpp_stage")
-        device_array = np.empty(len(devices), dtype=object)
-        device_array[:] = list(devices)
-        return compilation_cache.get_cache_key(module, device_array, options, backend)
+    device_array = np.empty(len(devices), dtype=object)
+    device_array[:] = list(devices)
+    cache_key._hash_string(hash_obj, _jaxlib_version())
+    cache_key._hash_platform(hash_obj, backend)
+    cache_key._hash_xla_flags(hash_obj, cache_key.get_flag_prefixes())
+    cache_key._hash_serialized_compile_options(hash_obj, options, strip_device_assignment=False)
+    cache_key._hash_accelerator_config(hash_obj, device_array)
+    cache_key._hash_string(hash_obj, cache_compression())
+
+
+def _jaxlib_version() -> str:
+    import jaxlib.version
+
+    return jaxlib.version.__version__
+
+
+def cache_compression() -> str:
+    """The compressor ``compress_cache_entry`` uses: ``zstd`` (Python 3.14's), ``zstandard``
+    or ``zlib``, whichever ``jax._src.compilation_cache`` found (0.10.2, 0.12.0.1)."""
+    from jax._src import compilation_cache
+
+    for name in ("zstd", "zstandard"):
+        if getattr(compilation_cache, name, None) is not None:
+            return name
+    return "zlib"
 
 
 def compress_cache_entry(data: bytes) -> bytes:

@@ -9,10 +9,10 @@ follows JAX's own settings: entries compiled faster than
 ``jax_persistent_cache_min_entry_size_bytes`` are not written.
 ``JAXPP_MLIR_COMPILATION_CACHE=0`` keeps stage executables out of it.
 
-The key is JAX's key of the module (module without debug info, jaxlib version,
-backend platform and version, XLA flags, compile options with the device
-assignment, device kinds, compression) hashed with the jax version and each
-device's id, kind, platform and process index. Unlike ``jax.jit``, which writes
+The key hashes the module text, what JAX's own key hashes besides the module
+(jaxlib version, backend platform and version, XLA flags, compile options with
+the device assignment, accelerator topology or device kinds, compression), the
+jax version and each device's id, platform, kind and process index. Unlike ``jax.jit``, which writes
 from process 0 only, every process writes its own executables (their device ids
 differ, so no two processes write one key).
 
@@ -83,9 +83,9 @@ def _enabled() -> bool:
 
 def cache_key(module_text: str, devices: Sequence[jax.Device], compile_options: Any) -> str:
     """The cache key of ``module_text`` compiled with ``compile_options`` for ``devices``."""
-    client = devices[0].client
-    digest = hashlib.sha256()
-    digest.update(jc.persistent_cache_key(module_text, devices, compile_options, client).encode())
+    digest = hashlib.sha256(_MAGIC)
+    digest.update(hashlib.sha256(module_text.encode()).digest())
+    jc.hash_cache_key_context(digest, devices, compile_options, devices[0].client)
     digest.update(f"jax {jax.__version__}\n".encode())
     for device in devices:
         digest.update(
