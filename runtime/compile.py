@@ -65,7 +65,7 @@ def compile_stage(
         compile_count += 1
         hits, misses = executable_cache.stats()
         _logger.debug(
-            "%s %r for devices %s in %.3f s (executable %d of this process; persistent cache:"
+            "%s %r for devices %s in %.3f s (compilation %d of this process; persistent cache:"
             " %d hits, %d misses)",
             "loaded" if cached else "compiled",
             name,
