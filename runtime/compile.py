@@ -112,24 +112,36 @@ def compile_stages(
         if source == index:
             result.append(compiled[index])
         else:
-            result.append(_rebind(name, compiled[source], jobs[source][2], devices))
+            result.append(_rebind(name, compiled[source], jobs[source], devices))
     return result
 
 
 def _rebind(
     name: str,
     exe: jc.LoadedExecutable,
-    source_devices: Sequence[jax.Device],
+    source: tuple[str, str, Sequence[jax.Device]],
     devices: Sequence[jax.Device],
 ) -> jc.LoadedExecutable:
-    """``exe`` (compiled for ``source_devices``) loaded for ``devices`` instead."""
+    """``exe`` (compiled from the job ``source``) loaded for ``devices`` instead.
+
+    XLA:CPU cannot serialize an executable that was itself deserialized (the copy
+    lacks its compiled functions), so an executable from the persistent cache is
+    rebound from its cache entry, not from ``exe.serialize()``.
+    """
     devices = tuple(devices)
-    if tuple(source_devices) == devices:
+    _, text, source_devices = source
+    source_devices = tuple(source_devices)
+    if source_devices == devices:
         return exe
     client = devices[0].client
     try:
+        serialized = executable_cache.cached_serialization(
+            text, source_devices, _options(source_devices)
+        )
         return client.deserialize_executable(
-            exe.serialize(), jc.device_list(devices), _options(devices)
+            serialized if serialized is not None else exe.serialize(),
+            jc.device_list(devices),
+            _options(devices),
         )
     except Exception as e:
         raise RuntimeFailure(

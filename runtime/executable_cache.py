@@ -20,6 +20,9 @@ An entry is ``MAGIC + sha256(body) + body`` where ``body`` is the compressed
 ``compile milliseconds (4 bytes) + serialized executable``; an entry that is
 unreadable, truncated, or fails its digest or deserialization is logged as a
 warning and the module compiles again: a broken cache never gives an executable.
+XLA:CPU cannot serialize an executable that was itself deserialized (the copy lacks
+its compiled functions), so ``compile.py`` rebinds a loaded executable to other
+devices from its entry (``cached_serialization``), never from ``exe.serialize()``.
 """
 
 from __future__ import annotations
@@ -169,6 +172,24 @@ def lookup(
     _count(hit=True)
     _logger.debug("persistent compilation cache hit for %r (key %s)", name, slot.key)
     return exe, slot
+
+
+def cached_serialization(
+    module_text: str, devices: Sequence[jax.Device], compile_options: Any
+) -> bytes | None:
+    """The serialized executable that the cache holds for ``module_text`` on ``devices``,
+    or None (the cache off, no entry, an entry not intact). Not counted as a lookup."""
+    if not _enabled():
+        return None
+    try:
+        store = jc.persistent_cache_store(devices[0].client)
+        if store is None:
+            return None
+        entry = store.get(cache_key(module_text, devices, compile_options))
+        return None if entry is None else unpack(entry)
+    except Exception as e:  # an unreadable or damaged entry: the caller has the executable
+        _logger.debug("no usable cache entry to rebind from (%s: %s)", type(e).__name__, e)
+        return None
 
 
 def store(slot: Slot, name: str, exe: jc.LoadedExecutable, compile_seconds: float) -> bool:

@@ -55,14 +55,17 @@ def _loss(params, microbatch):
 
 
 def step(params, batch):
-    """Losses per microbatch and summed gradients: one pipelined treduce."""
+    """One SGD step: losses per microbatch from a pipelined treduce, and the parameters
+    updated by their summed gradients (each rank's update is the same module, so one
+    executable is compiled and rebound to the other rank)."""
     import jax
 
     import jaxpp_mlir as pp
 
-    return pp.treduce(
+    losses, grads = pp.treduce(
         lambda mb: jax.value_and_grad(_loss)(params, mb), batch, operation=(pp.Concat(), pp.Add)
     )
+    return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
 
 
 def _cache_entries() -> int:
