@@ -61,6 +61,17 @@ class _SessionCompilationCache:
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.directory is None:
+            return
+        entries = [p for p in os.scandir(self.directory) if p.name.endswith("-cache")]
+        stages = sum(1 for p in entries if p.name.startswith("jaxpp_mlir-"))
+        size = sum(p.stat().st_size for p in entries)
+        terminalreporter.write_line(
+            f"session compilation cache: {len(entries)} entries ({stages} stage programs), "
+            f"{size / 2**20:.1f} MiB"
+        )
+
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.directory is None:
             return
