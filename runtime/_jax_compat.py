@@ -141,3 +141,88 @@ def coordinator_address() -> str | None:
     from jax._src import distributed
 
     return distributed.global_state.coordinator_address
+
+
+# --- JAX's persistent compilation cache (jax._src.compilation_cache, jax._src.config) -------
+
+
+def persistent_cache_store(backend: Any) -> Any | None:
+    """JAX's persistent compilation cache for ``backend``, or None when JAX would not use one
+    (no ``jax_compilation_cache_dir``, ``jax_enable_compilation_cache`` false, or a backend
+    that cannot serialize executables). The store has ``get(key) -> bytes | None`` and
+    ``put(key, value)``: ``compilation_cache.is_persistent_cache_enabled()``,
+    ``is_cache_used(backend)`` and ``_get_cache(backend)`` (0.10.2, 0.12.0.1)."""
+    from jax._src import compilation_cache
+
+    if not compilation_cache.is_persistent_cache_enabled():
+        return None
+    if not compilation_cache.is_cache_used(backend):
+        return None
+    return compilation_cache._get_cache(backend)
+
+
+def persistent_cache_thresholds() -> tuple[float, int]:
+    """``(jax_persistent_cache_min_compile_time_secs, jax_persistent_cache_min_entry_size_bytes)``:
+    JAX writes no entry for a faster compilation or a smaller entry (0.10.2, 0.12.0.1)."""
+    from jax._src import config
+
+    return (
+        float(config.persistent_cache_min_compile_time_secs.value),
+        int(config.persistent_cache_min_entry_size_bytes.value),
+    )
+
+
+def hash_cache_key_context(
+    hash_obj: Any, devices: Sequence[jax.Device], options: Any, backend: Any
+) -> None:
+    """Feeds ``hash_obj`` everything but the module that JAX's persistent-cache key hashes:
+    the jaxlib version, the backend's platform and version, the XLA flags (those that do not
+    change code left out), the serialized compile options (debug-only fields cleared, the
+    device assignment kept), the accelerator topology or device kinds, and the compression.
+    ``cache_key._hash_platform``, ``_hash_xla_flags(h, get_flag_prefixes())``,
+    ``_hash_serialized_compile_options(h, options, strip_device_assignment=False)`` and
+    ``_hash_accelerator_config(h, devices)``: the pieces of ``cache_key.get`` that need no
+    MLIR module (the runtime hashes its module text itself) (0.10.2, 0.12.0.1)."""
+    import numpy as np
+    from jax._src import cache_key
+
+    device_array = np.empty(len(devices), dtype=object)
+    device_array[:] = list(devices)
+    cache_key._hash_string(hash_obj, _jaxlib_version())
+    cache_key._hash_platform(hash_obj, backend)
+    cache_key._hash_xla_flags(hash_obj, cache_key.get_flag_prefixes())
+    cache_key._hash_serialized_compile_options(hash_obj, options, strip_device_assignment=False)
+    cache_key._hash_accelerator_config(hash_obj, device_array)
+    cache_key._hash_string(hash_obj, cache_compression())
+
+
+def _jaxlib_version() -> str:
+    import jaxlib.version
+
+    return jaxlib.version.__version__
+
+
+def cache_compression() -> str:
+    """The compressor ``compress_cache_entry`` uses: ``zstd`` (Python 3.14's), ``zstandard``
+    or ``zlib``, whichever ``jax._src.compilation_cache`` found (0.10.2, 0.12.0.1)."""
+    from jax._src import compilation_cache
+
+    for name in ("zstd", "zstandard"):
+        if getattr(compilation_cache, name, None) is not None:
+            return name
+    return "zlib"
+
+
+def compress_cache_entry(data: bytes) -> bytes:
+    """``compilation_cache.compress_executable``: zstandard when installed, else zlib, as JAX
+    compresses its own entries (0.10.2, 0.12.0.1)."""
+    from jax._src import compilation_cache
+
+    return compilation_cache.compress_executable(data)
+
+
+def decompress_cache_entry(data: bytes) -> bytes:
+    """``compilation_cache.decompress_executable`` (0.10.2, 0.12.0.1)."""
+    from jax._src import compilation_cache
+
+    return compilation_cache.decompress_executable(data)

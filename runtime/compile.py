@@ -22,6 +22,7 @@ import numpy as np
 from jax.extend import backend as jax_backend
 
 from . import _jax_compat as jc
+from . import executable_cache
 from . import trace as _trace
 from .errors import RuntimeFailure
 from .plan import ExecutionPlan, TensorSpec
@@ -29,8 +30,8 @@ from .progress import CompileProgress
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compile")
 
-# Compilations done by this process through ``compile_stage`` (tests check that
-# calling a compiled plan never compiles again).
+# Executables made by this process through ``compile_stage``, compiled or loaded from
+# the persistent cache (tests check that calling a compiled plan never compiles again).
 compile_count = 0
 _count_lock = threading.Lock()
 
@@ -38,28 +39,41 @@ _count_lock = threading.Lock()
 def compile_stage(
     name: str, mlir_module: str, devices: Sequence[jax.Device]
 ) -> jc.LoadedExecutable:
-    """Compiles one stage module for ``devices`` (one partition per device).
+    """Compiles one stage module for ``devices`` (one partition per device), or loads it
+    from JAX's persistent compilation cache when that is on (``executable_cache``).
 
     Raises ``RuntimeFailure`` naming the executable when XLA rejects it.
     """
     global compile_count
     devices = tuple(devices)
     client = devices[0].client
+    options = _options(devices)
     started = time.time_ns() / 1000.0
-    try:
-        exe = client.compile_and_load(mlir_module, jc.device_list(devices), _options(devices))
-    except Exception as e:  # XLA raises JaxRuntimeError; parse errors vary
-        raise RuntimeFailure(
-            f"compiling executable {name!r} for devices {[d.id for d in devices]} failed: {e}"
-        ) from e
+    exe, slot = executable_cache.lookup(name, mlir_module, devices, options)
+    cached = exe is not None
+    if exe is None:
+        compile_started = time.perf_counter()
+        try:
+            exe = client.compile_and_load(mlir_module, jc.device_list(devices), options)
+        except Exception as e:  # XLA raises JaxRuntimeError; parse errors vary
+            raise RuntimeFailure(
+                f"compiling executable {name!r} for devices {[d.id for d in devices]} failed: {e}"
+            ) from e
+        if slot is not None:
+            executable_cache.store(slot, name, exe, time.perf_counter() - compile_started)
     with _count_lock:
         compile_count += 1
+        hits, misses = executable_cache.stats()
         _logger.debug(
-            "compiled %r for devices %s in %.3f s (compilation %d of this process)",
+            "%s %r for devices %s in %.3f s (compilation %d of this process; persistent cache:"
+            " %d hits, %d misses)",
+            "loaded" if cached else "compiled",
             name,
             [d.id for d in devices],
             (time.time_ns() / 1000.0 - started) / 1e6,
             compile_count,
+            hits,
+            misses,
         )
     if _trace.ACTIVE is not None:  # tracing hook: a compile span
         _trace.ACTIVE.record_compile(name, started, time.time_ns() / 1000.0)
@@ -98,24 +112,36 @@ def compile_stages(
         if source == index:
             result.append(compiled[index])
         else:
-            result.append(_rebind(name, compiled[source], jobs[source][2], devices))
+            result.append(_rebind(name, compiled[source], jobs[source], devices))
     return result
 
 
 def _rebind(
     name: str,
     exe: jc.LoadedExecutable,
-    source_devices: Sequence[jax.Device],
+    source: tuple[str, str, Sequence[jax.Device]],
     devices: Sequence[jax.Device],
 ) -> jc.LoadedExecutable:
-    """``exe`` (compiled for ``source_devices``) loaded for ``devices`` instead."""
+    """``exe`` (compiled from the job ``source``) loaded for ``devices`` instead.
+
+    XLA:CPU cannot serialize an executable that was itself deserialized (the copy
+    lacks its compiled functions), so an executable from the persistent cache is
+    rebound from its cache entry, not from ``exe.serialize()``.
+    """
     devices = tuple(devices)
-    if tuple(source_devices) == devices:
+    _, text, source_devices = source
+    source_devices = tuple(source_devices)
+    if source_devices == devices:
         return exe
     client = devices[0].client
     try:
+        serialized = executable_cache.cached_serialization(
+            text, source_devices, _options(source_devices)
+        )
         return client.deserialize_executable(
-            exe.serialize(), jc.device_list(devices), _options(devices)
+            serialized if serialized is not None else exe.serialize(),
+            jc.device_list(devices),
+            _options(devices),
         )
     except Exception as e:
         raise RuntimeFailure(

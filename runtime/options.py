@@ -157,6 +157,15 @@ REPLICATE_MAX_BYTES = Option(
     "over their devices (0: each output on one rank)",
 )
 
+COMPILATION_CACHE = Option(
+    "COMPILATION_CACHE",
+    int,
+    1,
+    "runtime",
+    "1: stage executables go through JAX's persistent compilation cache when JAX's is on "
+    "(`JAX_COMPILATION_CACHE_DIR`); 0: always compiled",
+)
+
 OPTIONS: tuple[Option, ...] = (
     NUM_PROCESSES,
     PROCESS_ID,
@@ -172,6 +181,7 @@ OPTIONS: tuple[Option, ...] = (
     MAX_MLIR_BYTES,
     PROGRESS,
     REPLICATE_MAX_BYTES,
+    COMPILATION_CACHE,
 )
 
 
