@@ -38,18 +38,36 @@ def mpmd_mesh(shape: dict[str, int]) -> pp.MpmdMesh:
 
 
 def mlp_params(num_stages: int, width: int = WIDTH, seed: int = 0) -> list[jax.Array]:
-    """One ``width x width`` weight per stage."""
-    keys = jax.random.split(jax.random.PRNGKey(seed), num_stages)
-    return [jax.random.normal(k, (width, width)) / np.sqrt(width) for k in keys]
+    """One ``width x width`` weight per stage (drawn by numpy: no XLA compile per shape)."""
+    rng = np.random.default_rng(seed)
+    scale = np.float32(1 / np.sqrt(width))
+    return [
+        jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) * scale)
+        for _ in range(num_stages)
+    ]
 
 
 def mlp_batch(
     num_microbatches: int, microbatch_size: int = 2, width: int = WIDTH, seed: int = 1
 ) -> tuple[jax.Array, jax.Array]:
     """Inputs and targets with a leading microbatch axis."""
-    kx, ky = jax.random.split(jax.random.PRNGKey(seed))
     shape = (num_microbatches, microbatch_size, width)
-    return jax.random.normal(kx, shape), jax.random.normal(ky, shape)
+    return normal(shape, seed=seed), normal(shape, seed=seed + 1000)
+
+
+def normal(shape: tuple[int, ...], *, seed: int, dtype=np.float32) -> jax.Array:
+    """Standard normal values from numpy on the default device.
+
+    Test inputs come from numpy: every ``jax.random`` call on a new shape is an
+    XLA compilation, which costs more than most tests' own work.
+    """
+    values = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+    return jnp.asarray(values.astype(dtype))
+
+
+def uniform_ints(shape: tuple[int, ...], high: int, *, seed: int) -> jax.Array:
+    """Integers in ``[0, high)`` from numpy (int32) on the default device."""
+    return jnp.asarray(np.random.default_rng(seed).integers(0, high, shape, dtype=np.int32))
 
 
 def mlp_loss(params, microbatch):
