@@ -55,14 +55,14 @@ def mlp_batch(
     return normal(shape, seed=seed), normal(shape, seed=seed + 1000)
 
 
-def normal(shape: tuple[int, ...], *, seed: int, dtype=np.float32) -> jax.Array:
-    """Standard normal values from numpy on the default device.
+def normal(shape: tuple[int, ...], *, seed: int, scale: float = 1.0, dtype=np.float32) -> jax.Array:
+    """Normal values (mean 0, standard deviation ``scale``) from numpy on the default device.
 
-    Test inputs come from numpy: every ``jax.random`` call on a new shape is an
-    XLA compilation, which costs more than most tests' own work.
+    Test inputs come from numpy: every ``jax.random`` call (and every eager op) on
+    a new shape is an XLA compilation, which costs more than most tests' own work.
     """
     values = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
-    return jnp.asarray(values.astype(dtype))
+    return jnp.asarray((values * np.float32(scale)).astype(dtype))
 
 
 def uniform_ints(shape: tuple[int, ...], high: int, *, seed: int) -> jax.Array:
