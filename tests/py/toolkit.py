@@ -6,17 +6,26 @@ Importable from any test file as ``toolkit`` (conftest.py puts this folder on
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax.sharding import Mesh
 
 import jaxpp_mlir as pp
 
 WIDTH = 8
+CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
+
+
+def subprocess_env(**overrides: str) -> dict[str, str]:
+    """This process's environment for a child Python: 8 CPU devices (as conftest.py gives
+    this process), plus ``overrides``."""
+    return dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", CPU_DEVICES_FLAG), **overrides)
 
 
 # -- meshes -------------------------------------------------------------------------------
@@ -84,6 +93,59 @@ def mlp_train_step(params, batch):
         lambda mb: jax.value_and_grad(mlp_loss)(params, mb), batch, operation=(pp.Concat(), pp.Add)
     )
     return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
+
+
+def biased_layers_inputs(
+    num_layers: int, width: int, num_microbatches: int, *, seed: int
+) -> tuple[list[tuple[jax.Array, jax.Array]], jax.Array, jax.Array]:
+    """``(weight, bias)`` per layer (bias 0.01), then inputs and targets of 2-row microbatches."""
+    rng = np.random.default_rng(seed)
+    scale = np.float32(1 / np.sqrt(width))
+    params = [
+        (
+            jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) * scale),
+            jnp.full((width,), 0.01),
+        )
+        for _ in range(num_layers)
+    ]
+    shape = (num_microbatches, 2, width)
+    xs, ys = (jnp.asarray(rng.standard_normal(shape, dtype=np.float32)) for _ in range(2))
+    return params, xs, ys
+
+
+# -- the biased MLP trained with Adam (checkpoint tests) -----------------------------------
+
+ADAM = optax.adam(1e-2)
+
+
+def biased_mlp_loss(params, microbatch):
+    """Mean squared error of ``tanh(x @ w + b)`` layers; every layer ends a stage."""
+    x, y = microbatch
+    for layer in params:
+        x = pp.pipeline_enter_stage(jnp.tanh(x @ layer["w"] + layer["b"]))
+    return jnp.mean((x - y) ** 2)
+
+
+def adam_train_step(params, opt_state, batch):
+    """One Adam step over the microbatches of ``batch`` (summed gradients), with the losses."""
+    losses, grads = pp.treduce(lambda mb: jax.value_and_grad(biased_mlp_loss)(params, mb), batch)
+    updates, opt_state = ADAM.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, losses
+
+
+def adam_mlp_state(num_layers: int, width: int, num_microbatches: int = 4):
+    """Parameters (``{"w", "b"}`` per layer), Adam's state and a batch of 2-row microbatches."""
+    rng = np.random.default_rng(0)
+    params = [
+        {
+            "w": jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) / 2),
+            "b": jnp.zeros((width,)),
+        }
+        for _ in range(num_layers)
+    ]
+    shape = (num_microbatches, 2, width)
+    batch = (normal(shape, seed=1), normal(shape, seed=2))
+    return params, jax.jit(ADAM.init)(params), batch
 
 
 # -- lowering cache -----------------------------------------------------------------------
