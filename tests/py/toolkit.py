@@ -6,8 +6,9 @@ Importable from any test file as ``toolkit`` (conftest.py puts this folder on
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -15,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.sharding import Mesh
+from jaxpp_mlir.runtime import compile as runtime_compile
 
 import jaxpp_mlir as pp
 
@@ -168,6 +170,32 @@ def lower_cached(fn: Callable, *args) -> jax.stages.Lowered:
     if key not in _LOWERINGS:
         _LOWERINGS[key] = jax.jit(fn).lower(*args)
     return _LOWERINGS[key]
+
+
+# -- compiled stages shared between programs -----------------------------------------------
+
+
+@contextlib.contextmanager
+def shared_stage_compiles() -> Iterator[dict]:
+    """Within the block, a stage module already compiled for the same devices (by an
+    earlier program: schedules often produce identical stages) is not compiled again.
+
+    Yields the cache: ``(module text, device ids)`` to the executable.
+    """
+    original = runtime_compile.compile_stage
+    cache: dict[tuple[str, tuple[int, ...]], Any] = {}
+
+    def memoized(name, text, devices):
+        key = (text, tuple(d.id for d in devices))
+        if key not in cache:
+            cache[key] = original(name, text, devices)
+        return cache[key]
+
+    runtime_compile.compile_stage = memoized
+    try:
+        yield cache
+    finally:
+        runtime_compile.compile_stage = original
 
 
 # -- comparisons --------------------------------------------------------------------------
