@@ -38,6 +38,13 @@ MESH_222 = {"stage": 2, "data": 2, "model": 2}
 MESH_42 = {"stage": 4, "data": 2}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def shared_stage_compiles():
+    """Programs of this file share identical stage modules: compile each once."""
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
+
+
 def make_inputs(seed: int = 0):
     seeds = iter(range(100 * seed, 100 * seed + 2 * NUM_STAGES + 2))
     params = [

@@ -22,6 +22,13 @@ NUM_STAGES = 4
 RTOL = 1e-5
 
 
+@pytest.fixture(scope="module", autouse=True)
+def shared_stage_compiles():
+    """Programs of this file share identical stage modules: compile each once."""
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
+
+
 def make_params(num_stages: int = NUM_STAGES):
     return {
         "w": toolkit.mlp_params(num_stages, WIDTH, seed=0),
