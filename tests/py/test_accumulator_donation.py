@@ -37,6 +37,13 @@ NUM_STAGES, NUM_MICROBATCHES, WIDTH = 4, 4, 8
 ALIAS = re.compile(r"tf\.aliasing_output = (\d+)")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def shared_stage_compiles():
+    """Programs of this file share identical stage modules: compile each once."""
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
+
+
 def _loss(params, microbatch):
     x, y = microbatch
     for w, b in params:  # one layer (weight and bias) per stage

@@ -16,7 +16,6 @@ import pytest
 import toolkit
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from jaxpp_mlir.runtime import compile as runtime_compile
 from schedule_reference import accepts
 from schedule_strategies import random_schedules
 
@@ -58,18 +57,8 @@ def expected():
 @pytest.fixture(scope="module", autouse=True)
 def compile_once():
     """Compiles each (module text, devices) once for the whole module."""
-    original = runtime_compile.compile_stage
-    cache = {}
-
-    def memoized(name, text, devices):
-        key = (text, tuple(d.id for d in devices))
-        if key not in cache:
-            cache[key] = original(name, text, devices)
-        return cache[key]
-
-    runtime_compile.compile_stage = memoized
-    yield cache
-    runtime_compile.compile_stage = original
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
