@@ -18,6 +18,13 @@ pytest.importorskip("tensorstore")
 SPECS = [{"w": P(None, "model"), "b": P("model")}] * 2
 
 
+@pytest.fixture(scope="module", autouse=True)
+def shared_stage_compiles():
+    """The Std1F1B and GPipe programs share their stage modules: compile each once."""
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
+
+
 def make_state():
     return toolkit.adam_mlp_state(num_layers=2, width=4)
 
