@@ -43,12 +43,11 @@ def trained_reference(mesh: pp.MpmdMesh):
 @pytest.fixture(scope="module")
 def trained():
     mesh = toolkit.mpmd_mesh({"stage": 2, "data": 2, "model": 2})
-    keys = jax.random.split(jax.random.PRNGKey(0), 4)
     params = [
-        (jax.random.normal(keys[2 * i], (4, 8)), jax.random.normal(keys[2 * i + 1], (8, 4)))
+        (toolkit.normal((4, 8), seed=2 * i), toolkit.normal((8, 4), seed=2 * i + 1))
         for i in range(2)
     ]
-    batch = tuple(jax.random.normal(k, (2, 4, 4)) for k in jax.random.split(keys[0], 2))
+    batch = (toolkit.normal((2, 4, 4), seed=10), toolkit.normal((2, 4, 4), seed=11))
     jitted = trained_reference(mesh)
     program = pp.partition(jitted.lower(params, batch, 0.1), mesh=mesh)
     compiled = program.compile()

@@ -37,9 +37,8 @@ def _step(params, xs):
 
 
 def _inputs():
-    keys = jax.random.split(jax.random.PRNGKey(0), NUM_STAGES + 1)
-    params = [jax.random.normal(k, (8, 8)) * 0.5 for k in keys[:NUM_STAGES]]
-    xs = jax.random.normal(keys[-1], (NUM_MICROBATCHES, 2, 8))
+    params = [toolkit.normal((8, 8), seed=s, scale=0.5) for s in range(NUM_STAGES)]
+    xs = toolkit.normal((NUM_MICROBATCHES, 2, 8), seed=100)
     return params, xs
 
 
