@@ -1,4 +1,5 @@
-"""What the test files share: meshes, the small MLP, a lowering cache, and comparisons.
+"""What the test files share: meshes, test inputs drawn by numpy, the small MLPs, a lowering
+cache, stage compiles shared within a file, the environment of child processes, comparisons.
 
 Importable from any test file as ``toolkit`` (conftest.py puts this folder on
 ``sys.path``); 8 CPU devices stand in for GPUs (conftest.py sets ``XLA_FLAGS``).
