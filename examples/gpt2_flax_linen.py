@@ -103,11 +103,14 @@ def make_inputs(args):
         args.vocab,
     )
     batch = (tokens[..., :-1], tokens[..., 1:])  # predict the next token
-    params = model.init(jax.random.PRNGKey(0), batch[0][0])["params"]
-    state = train_state.TrainState.create(
-        apply_fn=model.apply, params=params, tx=optax.adamw(args.lr)
+    # Initialized under jit: eagerly, each of init's many small ops is compiled on its own.
+    params = jax.jit(model.init)(jax.random.PRNGKey(0), batch[0][0])["params"]
+    create = jax.jit(
+        lambda p: train_state.TrainState.create(
+            apply_fn=model.apply, params=p, tx=optax.adamw(args.lr)
+        )
     )
-    return state, batch
+    return create(params), batch
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,13 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.layers % args.stages:
         parser.error("--layers must be a multiple of --stages")
 
-    model = GPT2(
+    # Built and initialized under jit: eagerly, each of the many small ops is compiled on its own.
+    model = nnx.jit(lambda: GPT2(
         args.vocab, args.seq, args.d_model, args.heads, args.layers, args.stages,
         jnp.dtype(args.dtype), nnx.Rngs(0),
-    )  # fmt: skip
+    ))()  # fmt: skip
     graphdef, params = nnx.split(model)
     optimizer = optax.adamw(args.lr)
-    opt_state = optimizer.init(params)
+    opt_state = jax.jit(optimizer.init)(params)
     shape = (args.microbatches, args.microbatch_size, args.seq + 1)
     tokens = jax.random.randint(jax.random.PRNGKey(1), shape, 0, args.vocab)
     batch = (tokens[..., :-1], tokens[..., 1:])

@@ -12,8 +12,8 @@ folders (files that tests read). RUN lines may use:
 - ``%python``: this Python interpreter;
 - ``%inputs``: the folder of captured jax lowerings for the installed jax;
 - ``%jaxchecks``: FileCheck prefixes CHECK plus JAX010 or JAX011 (the installed jax's);
-- ``filecheck`` (also spelled ``FileCheck``) and ``not``: from the
-  environment's bin directory, put first on PATH.
+- ``filecheck`` (also spelled ``FileCheck``): ``<this python> -m filecheck``;
+  ``not``: lit's internal shell builtin.
 
 Scratch files (``%t``) go to tests/lit/Output, which git ignores.
 """
@@ -46,6 +46,9 @@ _python = shlex.quote(sys.executable)
 _tool = f"{_python} -m jaxpp_mlir.tools.opt"
 _TOOL_PATTERN = r"(?<![\w/.-])jaxpp-opt(?![\w.-])"
 config.substitutions.append((r"(?<![\w/.-])FileCheck(?![\w.-])", "filecheck"))
+# FileCheck as a module of this interpreter: a console script may be a shim that costs
+# more than FileCheck itself (pyenv's runs bash and pyenv first), and lit runs it ~100 times.
+config.substitutions.append((r"(?<![\w/.-])filecheck(?![\w.-])", f"{_python} -m filecheck"))
 config.substitutions.append(("%python", _python))
 
 # Captured jax lowerings: inputs/ holds jax 0.10's; a newer minor release whose lowering

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import toolkit
 from jax.extend.mlir import ir
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.runtime.executor import compile_plan
@@ -36,6 +37,13 @@ NUM_STAGES, NUM_MICROBATCHES, WIDTH = 4, 4, 8
 ALIAS = re.compile(r"tf\.aliasing_output = (\d+)")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def shared_stage_compiles():
+    """Programs of this file share identical stage modules: compile each once."""
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
+
+
 def _loss(params, microbatch):
     x, y = microbatch
     for w, b in params:  # one layer (weight and bias) per stage
@@ -52,14 +60,7 @@ def _step(params, xs, ys):
 
 @pytest.fixture(scope="module")
 def inputs():
-    keys = jax.random.split(jax.random.PRNGKey(5), NUM_STAGES + 2)
-    params = [
-        (jax.random.normal(k, (WIDTH, WIDTH)) / np.sqrt(WIDTH), jnp.full((WIDTH,), 0.01))
-        for k in keys[:NUM_STAGES]
-    ]
-    xs = jax.random.normal(keys[-2], (NUM_MICROBATCHES, 2, WIDTH))
-    ys = jax.random.normal(keys[-1], (NUM_MICROBATCHES, 2, WIDTH))
-    return params, xs, ys
+    return toolkit.biased_layers_inputs(NUM_STAGES, WIDTH, NUM_MICROBATCHES, seed=5)
 
 
 @pytest.fixture(scope="module")
@@ -240,10 +241,12 @@ def test_a_callers_buffer_as_the_accumulators_start_is_not_consumed():
     executable aliases nothing there (the alias would hold for every run); the other
     accumulators are still aliased, the caller's arrays stay alive, and the step sums
     the gradients onto w1 as plain jit does."""
-    keys = jax.random.split(jax.random.PRNGKey(2), 4)
-    params = [jax.random.normal(keys[0], (8, 6)) / 3, jax.random.normal(keys[1], (6, 4)) / 3]
-    xs = jax.random.normal(keys[2], (NUM_MICROBATCHES, 2, 8))
-    ys = jax.random.normal(keys[3], (NUM_MICROBATCHES, 2, 4))
+    params = [
+        toolkit.normal((8, 6), seed=20, scale=1 / 3),
+        toolkit.normal((6, 4), seed=21, scale=1 / 3),
+    ]
+    xs = toolkit.normal((NUM_MICROBATCHES, 2, 8), seed=22)
+    ys = toolkit.normal((NUM_MICROBATCHES, 2, 4), seed=23)
     program = pp.partition(jax.jit(_treduce_step).lower(params, xs, ys), mesh=make_mesh(2))
     module = parse_module(program.ir())
     with module.context:

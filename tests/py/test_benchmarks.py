@@ -9,12 +9,12 @@ its pipelined numbers against plain ``jax.jit``: those checks are asserted here.
 import dataclasses
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import toolkit
 
 pytestmark = pytest.mark.slow  # the benchmarks run their scripts as subprocesses
 
@@ -71,7 +71,7 @@ def test_reference_reports_every_figure(reference, tiny_w1_record, capsys):
 
 
 def _run_script(name: str, *args: str) -> list[dict]:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    env = toolkit.subprocess_env()
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / f"{name}.py"), *args],
         capture_output=True,

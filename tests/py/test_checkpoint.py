@@ -2,46 +2,31 @@
 
 from __future__ import annotations
 
-import os
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import toolkit
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-import pytest  # noqa: E402
-from jax.sharding import Mesh, NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
+import jaxpp_mlir as pp
 
 checkpoint = pytest.importorskip("jaxpp_mlir.checkpoint")
 pytest.importorskip("tensorstore")
 
-OPTIMIZER = optax.adam(1e-2)
 SPECS = [{"w": P(None, "model"), "b": P("model")}] * 2
 
 
-def loss_fn(params, microbatch):
-    x, y = microbatch
-    for layer in params:
-        x = pp.pipeline_enter_stage(jnp.tanh(x @ layer["w"] + layer["b"]))
-    return jnp.mean((x - y) ** 2)
-
-
-def train_step(params, opt_state, batch):
-    losses, grads = pp.treduce(lambda mb: jax.value_and_grad(loss_fn)(params, mb), batch)
-    updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, losses
+@pytest.fixture(scope="module", autouse=True)
+def shared_stage_compiles():
+    """The Std1F1B and GPipe programs share their stage modules: compile each once."""
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
 
 
 def make_state():
-    keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    params = [{"w": jax.random.normal(k, (4, 4)) / 2, "b": jnp.zeros((4,))} for k in keys]
-    kx, ky = jax.random.split(jax.random.PRNGKey(1))
-    batch = (jax.random.normal(kx, (4, 2, 4)), jax.random.normal(ky, (4, 2, 4)))
-    return params, OPTIMIZER.init(params), batch
+    return toolkit.adam_mlp_state(num_layers=2, width=4)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +37,7 @@ def programs():
     lowering = mesh.lowering_mesh()
     params, opt_state, batch = make_state()
     param_sh = jax.tree.map(lambda s: NamedSharding(lowering, s), SPECS)
-    jitted = jax.jit(train_step, in_shardings=(param_sh, None, None))
+    jitted = jax.jit(toolkit.adam_train_step, in_shardings=(param_sh, None, None))
     lowered = jitted.lower(params, opt_state, batch)
     std = pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(2)).compile()
     gpipe = pp.partition(lowered, mesh=mesh, schedule=pp.GPipe(2)).compile()

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import pathlib
 import sys
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import pytest  # noqa: E402
+import pytest
 
 pytest.importorskip("flax")
 

@@ -2,23 +2,20 @@
 
 import dataclasses
 import logging
-import os
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.extend.mlir import ir
+from jaxpp_mlir.runtime.plan import TensorSpec
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jax.extend.mlir import ir  # noqa: E402
-from jaxpp_mlir.runtime.plan import TensorSpec  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
-from jaxpp_mlir import diagnostics, partition_log  # noqa: E402
-from jaxpp_mlir.ir_context import parse_module  # noqa: E402
-from jaxpp_mlir.partition import _Runner  # noqa: E402
-from jaxpp_mlir.passes.base import ModulePass  # noqa: E402
-from jaxpp_mlir.passes.pipeline import make_element  # noqa: E402
+import jaxpp_mlir as pp
+from jaxpp_mlir import diagnostics, partition_log
+from jaxpp_mlir.ir_context import parse_module
+from jaxpp_mlir.partition import _Runner
+from jaxpp_mlir.passes.base import ModulePass
+from jaxpp_mlir.passes.pipeline import make_element
 
 
 def two_stages(x, w0, w1):

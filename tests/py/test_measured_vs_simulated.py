@@ -5,13 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import pytest  # noqa: E402
+import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 

@@ -8,21 +8,19 @@ import os
 import re
 from collections import Counter
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jaxpp_mlir.runtime import compile as runtime_compile  # noqa: E402
-from jaxpp_mlir.runtime import trace as trace_module  # noqa: E402
-from jaxpp_mlir.runtime.plan import Recv, RunStage  # noqa: E402
-from jaxpp_mlir.runtime.progress import MIN_JOBS, CompileProgress  # noqa: E402
-from jaxpp_mlir.runtime.trace import merge_traces, program_trace, task_fields  # noqa: E402
+import jax
+import numpy as np
+import pytest
+from jaxpp_mlir.runtime import compile as runtime_compile
+from jaxpp_mlir.runtime import trace as trace_module
+from jaxpp_mlir.runtime.plan import Recv, RunStage
+from jaxpp_mlir.runtime.progress import MIN_JOBS, CompileProgress
+from jaxpp_mlir.runtime.trace import merge_traces, program_trace, task_fields
 from toolkit import make_mesh, mlp_train_step
 
-import jaxpp_mlir as pp  # noqa: E402
-from jaxpp_mlir import trace as trace_cli  # noqa: E402
-from jaxpp_mlir.observe.summary import stage_bytes  # noqa: E402
+import jaxpp_mlir as pp
+from jaxpp_mlir import trace as trace_cli
+from jaxpp_mlir.observe.summary import stage_bytes
 
 NUM_STEPS = 2
 

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import toolkit
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
@@ -54,14 +55,7 @@ def _reference_step(params, xs, ys):
 
 @pytest.fixture(scope="module")
 def inputs():
-    keys = jax.random.split(jax.random.PRNGKey(3), NUM_LAYERS + 2)
-    params = [
-        (jax.random.normal(k, (WIDTH, WIDTH)) / np.sqrt(WIDTH), jnp.full((WIDTH,), 0.01))
-        for k in keys[:NUM_LAYERS]
-    ]
-    xs = jax.random.normal(keys[-2], (NUM_MICROBATCHES, 2, WIDTH))
-    ys = jax.random.normal(keys[-1], (NUM_MICROBATCHES, 2, WIDTH))
-    return params, xs, ys
+    return toolkit.biased_layers_inputs(NUM_LAYERS, WIDTH, NUM_MICROBATCHES, seed=3)
 
 
 @pytest.fixture(scope="module")

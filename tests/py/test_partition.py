@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import toolkit
 from toolkit import assert_bit_exact, make_mesh
 
 import jaxpp_mlir as pp
@@ -17,14 +18,20 @@ import jaxpp_mlir as pp
 # sit in: results are compared bit for bit.
 
 
+@pytest.fixture(scope="module", autouse=True)
+def shared_stage_compiles():
+    """Programs of this file share identical stage modules: compile each once."""
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
+
+
 def run_pipelined(fn, *args, num_ranks):
     program = pp.partition(jax.jit(fn).lower(*args), mesh=make_mesh(num_ranks))
     return program, program.compile()(*args)
 
 
 def mlp_params(num_stages, width=8, layers_per_stage=2, seed=0):
-    keys = jax.random.split(jax.random.PRNGKey(seed), num_stages * layers_per_stage)
-    return [jax.random.normal(k, (width, width)) / np.sqrt(width) for k in keys]
+    return toolkit.mlp_params(num_stages * layers_per_stage, width, seed=seed)
 
 
 def mlp(params, x, layers_per_stage=2):
@@ -41,8 +48,7 @@ def mse(params, x, y):
 
 @pytest.fixture(scope="module")
 def batch():
-    kx, ky = jax.random.split(jax.random.PRNGKey(1))
-    return jax.random.normal(kx, (4, 8)), jax.random.normal(ky, (4, 8))
+    return toolkit.normal((4, 8), seed=1), toolkit.normal((4, 8), seed=2)
 
 
 @pytest.mark.parametrize("num_stages", [2, 3, 4])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
+import toolkit
 from toolkit import (
     assert_bit_exact,
     lower_cached,
@@ -19,6 +20,13 @@ import jaxpp_mlir as pp
 
 # Each stage runs the same StableHLO ops as the jitted step, and gradients are
 # accumulated in microbatch order on every schedule: results are compared bit for bit.
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_stage_compiles():
+    """Schedules of one stage count give many identical stage modules: compile each once."""
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
 
 
 CASES = [

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import toolkit
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import toolkit  # noqa: E402
-from jax.sharding import NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
+import jaxpp_mlir as pp
 
 
 def loss_fn(params, microbatch):
@@ -47,12 +43,11 @@ def trained_reference(mesh: pp.MpmdMesh):
 @pytest.fixture(scope="module")
 def trained():
     mesh = toolkit.mpmd_mesh({"stage": 2, "data": 2, "model": 2})
-    keys = jax.random.split(jax.random.PRNGKey(0), 4)
     params = [
-        (jax.random.normal(keys[2 * i], (4, 8)), jax.random.normal(keys[2 * i + 1], (8, 4)))
+        (toolkit.normal((4, 8), seed=2 * i), toolkit.normal((8, 4), seed=2 * i + 1))
         for i in range(2)
     ]
-    batch = tuple(jax.random.normal(k, (2, 4, 4)) for k in jax.random.split(keys[0], 2))
+    batch = (toolkit.normal((2, 4, 4), seed=10), toolkit.normal((2, 4, 4), seed=11))
     jitted = trained_reference(mesh)
     program = pp.partition(jitted.lower(params, batch, 0.1), mesh=mesh)
     compiled = program.compile()

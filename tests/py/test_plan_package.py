@@ -3,26 +3,22 @@ one dtype table, stages found by attribute."""
 
 from __future__ import annotations
 
-import os
+import collections
+import re
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+import jax
+import jax.numpy as jnp
+import pytest
+import toolkit
+from jax.extend.mlir import ir
+from jaxpp_mlir.runtime import collectives, dtypes
+from jaxpp_mlir.runtime.plan import TensorSpec
 
-import collections  # noqa: E402
-import re  # noqa: E402
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import pytest  # noqa: E402
-import toolkit  # noqa: E402
-from jax.extend.mlir import ir  # noqa: E402
-from jaxpp_mlir.runtime import collectives, dtypes  # noqa: E402
-from jaxpp_mlir.runtime.plan import TensorSpec  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
-from jaxpp_mlir.dialect import ops as jaxpp  # noqa: E402
-from jaxpp_mlir.errors import PartitionError  # noqa: E402
-from jaxpp_mlir.ir_context import parse_module  # noqa: E402
-from jaxpp_mlir.plan import build_plan, emission, tensor_spec  # noqa: E402
+import jaxpp_mlir as pp
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.errors import PartitionError
+from jaxpp_mlir.ir_context import parse_module
+from jaxpp_mlir.plan import build_plan, emission, tensor_spec
 
 NUM_STAGES = 4
 NUM_MICROBATCHES = 4
@@ -41,9 +37,8 @@ def _step(params, xs):
 
 
 def _inputs():
-    keys = jax.random.split(jax.random.PRNGKey(0), NUM_STAGES + 1)
-    params = [jax.random.normal(k, (8, 8)) * 0.5 for k in keys[:NUM_STAGES]]
-    xs = jax.random.normal(keys[-1], (NUM_MICROBATCHES, 2, 8))
+    params = [toolkit.normal((8, 8), seed=s, scale=0.5) for s in range(NUM_STAGES)]
+    xs = toolkit.normal((NUM_MICROBATCHES, 2, 8), seed=100)
     return params, xs
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
+import toolkit
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
@@ -31,7 +31,7 @@ _SNIPPETS = python_snippets(README.read_text())
 
 @pytest.mark.parametrize(("line", "code"), _SNIPPETS, ids=[f"line{line}" for line, _ in _SNIPPETS])
 def test_readme_snippet_runs_as_written(line, code, tmp_path):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    env = toolkit.subprocess_env()
     env.pop("JAX_PLATFORMS", None)
     script = tmp_path / f"readme_line{line}.py"
     script.write_text(code)

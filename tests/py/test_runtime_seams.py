@@ -3,20 +3,16 @@ setup's pure steps, and the abort hook apart from the watchdog."""
 
 from __future__ import annotations
 
-import os
+import dataclasses
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import dataclasses  # noqa: E402
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import pytest  # noqa: E402
-from jaxpp_mlir.runtime import exit_hooks  # noqa: E402
-from jaxpp_mlir.runtime.compile import compile_plan_executables  # noqa: E402
-from jaxpp_mlir.runtime.distributed_setup import find_feeds  # noqa: E402
-from jaxpp_mlir.runtime.local_plan import Feed  # noqa: E402
-from jaxpp_mlir.runtime.plan import (  # noqa: E402
+import jax
+import jax.numpy as jnp
+import pytest
+from jaxpp_mlir.runtime import exit_hooks
+from jaxpp_mlir.runtime.compile import compile_plan_executables
+from jaxpp_mlir.runtime.distributed_setup import find_feeds
+from jaxpp_mlir.runtime.local_plan import Feed
+from jaxpp_mlir.runtime.plan import (
     ExecutionPlan,
     InputBinding,
     OutputBinding,
@@ -26,9 +22,9 @@ from jaxpp_mlir.runtime.plan import (  # noqa: E402
     StageExecutable,
     TensorSpec,
 )
-from jaxpp_mlir.runtime.slots import CopyStep, RunStep, SendStep, resolve_slots  # noqa: E402
+from jaxpp_mlir.runtime.slots import CopyStep, RunStep, SendStep, resolve_slots
 
-from jaxpp_mlir.errors import ScheduleError  # noqa: E402
+from jaxpp_mlir.errors import ScheduleError
 
 SPEC = TensorSpec((2, 3), "float32")
 

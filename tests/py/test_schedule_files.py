@@ -8,18 +8,15 @@ ranks and 8 microbatches.
 
 from __future__ import annotations
 
-import os
 import pathlib
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
-from jaxpp_mlir.schedules.csv_format import schedule_from_csv, schedule_to_csv  # noqa: E402
+import jaxpp_mlir as pp
+from jaxpp_mlir.schedules.csv_format import schedule_from_csv, schedule_to_csv
 
 DATA = pathlib.Path(__file__).parent / "data"
 

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import toolkit
 from jax.extend.mlir import ir
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -37,17 +38,27 @@ MESH_222 = {"stage": 2, "data": 2, "model": 2}
 MESH_42 = {"stage": 4, "data": 2}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def shared_stage_compiles():
+    """Programs of this file share identical stage modules: compile each once."""
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
+
+
 def make_inputs(seed: int = 0):
-    keys = jax.random.split(jax.random.PRNGKey(seed), 2 * NUM_STAGES + 2)
+    seeds = iter(range(100 * seed, 100 * seed + 2 * NUM_STAGES + 2))
     params = [
         (
-            jax.random.normal(keys[2 * s], (8, 16)) * 0.3,
-            jax.random.normal(keys[2 * s + 1], (16, 8)) * 0.3,
+            toolkit.normal((8, 16), seed=next(seeds), scale=0.3),
+            toolkit.normal((16, 8), seed=next(seeds), scale=0.3),
         )
-        for s in range(NUM_STAGES)
+        for _ in range(NUM_STAGES)
     ]
     shape = (NUM_MICROBATCHES, 4, 8)
-    return params, (jax.random.normal(keys[-2], shape), jax.random.normal(keys[-1], shape))
+    return params, (
+        toolkit.normal(shape, seed=next(seeds)),
+        toolkit.normal(shape, seed=next(seeds)),
+    )
 
 
 def make_step(constraints=None):
@@ -204,9 +215,8 @@ def donation():
     mesh = mpmd_mesh(MESH_222)
     low = mesh.lowering_mesh()
     cols, rows = NamedSharding(low, P(None, "model")), NamedSharding(low, P("model", None))
-    keys = jax.random.split(jax.random.PRNGKey(1), 3)
-    params = [jax.random.normal(keys[0], (8, 8)), jax.random.normal(keys[1], (8, 8)) * 0.5]
-    xs = jax.random.normal(keys[2], (NUM_MICROBATCHES, 4, 8))
+    params = [toolkit.normal((8, 8), seed=1), toolkit.normal((8, 8), seed=2, scale=0.5)]
+    xs = toolkit.normal((NUM_MICROBATCHES, 4, 8), seed=3)
     return mesh, cols, rows, params, xs
 
 

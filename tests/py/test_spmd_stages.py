@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import toolkit
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from toolkit import mpmd_mesh
@@ -32,16 +33,15 @@ def train_step(params, batch):
 
 
 def make_inputs(num_stages: int):
-    keys = jax.random.split(jax.random.PRNGKey(0), 2 * num_stages + 2)
     params = [
         (
-            jax.random.normal(keys[2 * s], (WIDTH, 2 * WIDTH)) / np.sqrt(WIDTH),
-            jax.random.normal(keys[2 * s + 1], (2 * WIDTH, WIDTH)) / np.sqrt(2 * WIDTH),
+            toolkit.normal((WIDTH, 2 * WIDTH), seed=2 * s, scale=1 / np.sqrt(WIDTH)),
+            toolkit.normal((2 * WIDTH, WIDTH), seed=2 * s + 1, scale=1 / np.sqrt(2 * WIDTH)),
         )
         for s in range(num_stages)
     ]
     shape = (NUM_MICROBATCHES, 4, WIDTH)
-    batch = (jax.random.normal(keys[-2], shape), jax.random.normal(keys[-1], shape))
+    batch = (toolkit.normal(shape, seed=100), toolkit.normal(shape, seed=101))
     return params, batch
 
 

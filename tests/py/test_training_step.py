@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+import toolkit
 from toolkit import assert_close, make_mesh
 
 import jaxpp_mlir as pp
@@ -21,18 +22,22 @@ NUM_STAGES = 4
 RTOL = 1e-5
 
 
+@pytest.fixture(scope="module", autouse=True)
+def shared_stage_compiles():
+    """Programs of this file share identical stage modules: compile each once."""
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
+
+
 def make_params(num_stages: int = NUM_STAGES):
-    keys = jax.random.split(jax.random.PRNGKey(0), num_stages)
     return {
-        "w": [jax.random.normal(k, (WIDTH, WIDTH)) / np.sqrt(WIDTH) for k in keys],
-        "b": [jnp.zeros((WIDTH,)) for _ in keys],
+        "w": toolkit.mlp_params(num_stages, WIDTH, seed=0),
+        "b": [jnp.zeros((WIDTH,)) for _ in range(num_stages)],
     }
 
 
 def make_batch(num_microbatches: int = 4):
-    kx, ky = jax.random.split(jax.random.PRNGKey(1))
-    shape = (num_microbatches, 2, WIDTH)
-    return jax.random.normal(kx, shape), jax.random.normal(ky, shape)
+    return toolkit.mlp_batch(num_microbatches, 2, WIDTH, seed=1)
 
 
 def loss_fn(params, microbatch):
@@ -141,11 +146,8 @@ def test_updates_with_cross_rank_scalars_stay_on_their_stage(step_kind):
 
 
 def test_tied_weights_across_two_stages():
-    keys = jax.random.split(jax.random.PRNGKey(2), 2)
-    params = {
-        "embed": jax.random.normal(keys[0], (WIDTH, WIDTH)) / np.sqrt(WIDTH),
-        "w": jax.random.normal(keys[1], (WIDTH, WIDTH)) / np.sqrt(WIDTH),
-    }
+    embed, w = toolkit.mlp_params(2, WIDTH, seed=2)
+    params = {"embed": embed, "w": w}
     batch = make_batch(4)
 
     def loss(params, microbatch):
@@ -192,9 +194,8 @@ def test_argument_only_contraction_before_the_loop_runs_once():
     """A costly value computed from parameters alone and read by two stages is sent, not
     recomputed; cheap ones (the bf16 cast of each weight) run where they are read."""
     width = 64  # 4096 elements: above the size below which any op is recomputed
-    keys = jax.random.split(jax.random.PRNGKey(3), 3)
-    params = [jax.random.normal(k, (width, width)) / np.sqrt(width) for k in keys]
-    xs = jax.random.normal(jax.random.PRNGKey(4), (4, 2, width))
+    params = toolkit.mlp_params(3, width, seed=3)
+    xs = toolkit.normal((4, 2, width), seed=4)
 
     def step(params, xs):
         mixed = params[0] @ params[1]  # read by both stages

@@ -1,4 +1,5 @@
-"""What the test files share: meshes, the small MLP, a lowering cache, and comparisons.
+"""What the test files share: meshes, test inputs drawn by numpy, the small MLPs, a lowering
+cache, stage compiles shared within a file, the environment of child processes, comparisons.
 
 Importable from any test file as ``toolkit`` (conftest.py puts this folder on
 ``sys.path``); 8 CPU devices stand in for GPUs (conftest.py sets ``XLA_FLAGS``).
@@ -6,17 +7,28 @@ Importable from any test file as ``toolkit`` (conftest.py puts this folder on
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax.sharding import Mesh
+from jaxpp_mlir.runtime import compile as runtime_compile
 
 import jaxpp_mlir as pp
 
 WIDTH = 8
+CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
+
+
+def subprocess_env(**overrides: str) -> dict[str, str]:
+    """This process's environment for a child Python: 8 CPU devices (as conftest.py gives
+    this process), plus ``overrides``."""
+    return dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", CPU_DEVICES_FLAG), **overrides)
 
 
 # -- meshes -------------------------------------------------------------------------------
@@ -38,18 +50,36 @@ def mpmd_mesh(shape: dict[str, int]) -> pp.MpmdMesh:
 
 
 def mlp_params(num_stages: int, width: int = WIDTH, seed: int = 0) -> list[jax.Array]:
-    """One ``width x width`` weight per stage."""
-    keys = jax.random.split(jax.random.PRNGKey(seed), num_stages)
-    return [jax.random.normal(k, (width, width)) / np.sqrt(width) for k in keys]
+    """One ``width x width`` weight per stage (drawn by numpy: no XLA compile per shape)."""
+    rng = np.random.default_rng(seed)
+    scale = np.float32(1 / np.sqrt(width))
+    return [
+        jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) * scale)
+        for _ in range(num_stages)
+    ]
 
 
 def mlp_batch(
     num_microbatches: int, microbatch_size: int = 2, width: int = WIDTH, seed: int = 1
 ) -> tuple[jax.Array, jax.Array]:
     """Inputs and targets with a leading microbatch axis."""
-    kx, ky = jax.random.split(jax.random.PRNGKey(seed))
     shape = (num_microbatches, microbatch_size, width)
-    return jax.random.normal(kx, shape), jax.random.normal(ky, shape)
+    return normal(shape, seed=seed), normal(shape, seed=seed + 1000)
+
+
+def normal(shape: tuple[int, ...], *, seed: int, scale: float = 1.0, dtype=np.float32) -> jax.Array:
+    """Normal values (mean 0, standard deviation ``scale``) from numpy on the default device.
+
+    Test inputs come from numpy: every ``jax.random`` call (and every eager op) on
+    a new shape is an XLA compilation, which costs more than most tests' own work.
+    """
+    values = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+    return jnp.asarray((values * np.float32(scale)).astype(dtype))
+
+
+def uniform_ints(shape: tuple[int, ...], high: int, *, seed: int) -> jax.Array:
+    """Integers in ``[0, high)`` from numpy (int32) on the default device."""
+    return jnp.asarray(np.random.default_rng(seed).integers(0, high, shape, dtype=np.int32))
 
 
 def mlp_loss(params, microbatch):
@@ -66,6 +96,59 @@ def mlp_train_step(params, batch):
         lambda mb: jax.value_and_grad(mlp_loss)(params, mb), batch, operation=(pp.Concat(), pp.Add)
     )
     return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
+
+
+def biased_layers_inputs(
+    num_layers: int, width: int, num_microbatches: int, *, seed: int
+) -> tuple[list[tuple[jax.Array, jax.Array]], jax.Array, jax.Array]:
+    """``(weight, bias)`` per layer (bias 0.01), then inputs and targets of 2-row microbatches."""
+    rng = np.random.default_rng(seed)
+    scale = np.float32(1 / np.sqrt(width))
+    params = [
+        (
+            jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) * scale),
+            jnp.full((width,), 0.01),
+        )
+        for _ in range(num_layers)
+    ]
+    shape = (num_microbatches, 2, width)
+    xs, ys = (jnp.asarray(rng.standard_normal(shape, dtype=np.float32)) for _ in range(2))
+    return params, xs, ys
+
+
+# -- the biased MLP trained with Adam (checkpoint tests) -----------------------------------
+
+ADAM = optax.adam(1e-2)
+
+
+def biased_mlp_loss(params, microbatch):
+    """Mean squared error of ``tanh(x @ w + b)`` layers; every layer ends a stage."""
+    x, y = microbatch
+    for layer in params:
+        x = pp.pipeline_enter_stage(jnp.tanh(x @ layer["w"] + layer["b"]))
+    return jnp.mean((x - y) ** 2)
+
+
+def adam_train_step(params, opt_state, batch):
+    """One Adam step over the microbatches of ``batch`` (summed gradients), with the losses."""
+    losses, grads = pp.treduce(lambda mb: jax.value_and_grad(biased_mlp_loss)(params, mb), batch)
+    updates, opt_state = ADAM.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, losses
+
+
+def adam_mlp_state(num_layers: int, width: int, num_microbatches: int = 4):
+    """Parameters (``{"w", "b"}`` per layer), Adam's state and a batch of 2-row microbatches."""
+    rng = np.random.default_rng(0)
+    params = [
+        {
+            "w": jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) / 2),
+            "b": jnp.zeros((width,)),
+        }
+        for _ in range(num_layers)
+    ]
+    shape = (num_microbatches, 2, width)
+    batch = (normal(shape, seed=1), normal(shape, seed=2))
+    return params, jax.jit(ADAM.init)(params), batch
 
 
 # -- lowering cache -----------------------------------------------------------------------
@@ -88,6 +171,32 @@ def lower_cached(fn: Callable, *args) -> jax.stages.Lowered:
     if key not in _LOWERINGS:
         _LOWERINGS[key] = jax.jit(fn).lower(*args)
     return _LOWERINGS[key]
+
+
+# -- compiled stages shared between programs -----------------------------------------------
+
+
+@contextlib.contextmanager
+def shared_stage_compiles() -> Iterator[dict]:
+    """Within the block, a stage module already compiled for the same devices (by an
+    earlier program: schedules often produce identical stages) is not compiled again.
+
+    Yields the cache: ``(module text, device ids)`` to the executable.
+    """
+    original = runtime_compile.compile_stage
+    cache: dict[tuple[str, tuple[int, ...]], Any] = {}
+
+    def memoized(name, text, devices):
+        key = (text, tuple(d.id for d in devices))
+        if key not in cache:
+            cache[key] = original(name, text, devices)
+        return cache[key]
+
+    runtime_compile.compile_stage = memoized
+    try:
+        yield cache
+    finally:
+        runtime_compile.compile_stage = original
 
 
 # -- comparisons --------------------------------------------------------------------------

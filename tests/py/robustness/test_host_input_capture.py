@@ -7,16 +7,12 @@ pipeline must have captured its host inputs before returning.
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import jax
+import numpy as np
+import pytest
 from toolkit import mlp_train_step
 
-import jaxpp_mlir as pp  # noqa: E402
+import jaxpp_mlir as pp
 
 WIDTH = 256
 NUM_STAGES = 4
@@ -25,14 +21,17 @@ STEPS = 20
 
 
 def make_params():
-    keys = jax.random.split(jax.random.PRNGKey(0), NUM_STAGES)
-    return [np.asarray(jax.random.normal(k, (WIDTH, WIDTH)) / np.sqrt(WIDTH)) for k in keys]
+    rng = np.random.default_rng(0)
+    scale = np.float32(1 / np.sqrt(WIDTH))
+    return [
+        rng.standard_normal((WIDTH, WIDTH), dtype=np.float32) * scale for _ in range(NUM_STAGES)
+    ]
 
 
 def batches():
     """The true batch of every step (x and y stacked: one buffer to reuse)."""
     shape = (STEPS, 2, NUM_MICROBATCHES, 64, WIDTH)
-    return np.asarray(jax.random.normal(jax.random.PRNGKey(1), shape))
+    return np.random.default_rng(1).standard_normal(shape, dtype=np.float32)
 
 
 def run_with_reused_buffer(step, params) -> list[np.ndarray]:

@@ -10,21 +10,16 @@ call.
 
 from __future__ import annotations
 
-import os
+import jax
+import numpy as np
+import pytest
+import toolkit
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from schedule_reference import accepts
+from schedule_strategies import random_schedules
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import toolkit  # noqa: E402
-from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from jaxpp_mlir.runtime import compile as runtime_compile  # noqa: E402
-from schedule_reference import accepts  # noqa: E402
-from schedule_strategies import random_schedules  # noqa: E402
-
-import jaxpp_mlir as pp  # noqa: E402
+import jaxpp_mlir as pp
 
 NUM_STAGES = 4
 NUM_MICROBATCHES = 4
@@ -42,10 +37,10 @@ def gradient_step(params, batch):
 
 
 def inputs():
-    keys = jax.random.split(jax.random.PRNGKey(0), NUM_STAGES + 2)
-    params = [np.asarray(jax.random.normal(k, (WIDTH, WIDTH))) for k in keys[:NUM_STAGES]]
+    rng = np.random.default_rng(0)
+    params = [rng.standard_normal((WIDTH, WIDTH), dtype=np.float32) for _ in range(NUM_STAGES)]
     shape = (NUM_MICROBATCHES, 2, WIDTH)
-    batch = tuple(np.asarray(jax.random.normal(k, shape)) for k in keys[NUM_STAGES:])
+    batch = tuple(rng.standard_normal(shape, dtype=np.float32) for _ in range(2))
     return params, batch
 
 
@@ -62,18 +57,8 @@ def expected():
 @pytest.fixture(scope="module", autouse=True)
 def compile_once():
     """Compiles each (module text, devices) once for the whole module."""
-    original = runtime_compile.compile_stage
-    cache = {}
-
-    def memoized(name, text, devices):
-        key = (text, tuple(d.id for d in devices))
-        if key not in cache:
-            cache[key] = original(name, text, devices)
-        return cache[key]
-
-    runtime_compile.compile_stage = memoized
-    yield cache
-    runtime_compile.compile_stage = original
+    with toolkit.shared_stage_compiles() as cache:
+        yield cache
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
