@@ -155,10 +155,18 @@ def child_env(
     return env
 
 
+# One writer at a time on the launcher's stdout and stderr, a whole line each: the
+# children's prefixed lines and the launcher's own messages never share a line.
+_OUTPUT_LOCK = threading.Lock()
+
+
 def _pump(stream: IO[bytes], out: IO[bytes], prefix: bytes) -> None:
     for line in iter(stream.readline, b""):
-        out.write(prefix + line)
-        out.flush()
+        if not line.endswith(b"\n"):  # a child's last words without a newline
+            line += b"\n"
+        with _OUTPUT_LOCK:
+            out.write(prefix + line)
+            out.flush()
     stream.close()
 
 
@@ -353,8 +361,9 @@ def _signal(pid: int, sig: int, group_only: bool = False) -> None:
 
 
 def _say(message: str) -> None:
-    sys.stderr.write(f"jaxpp.launch: {message}\n")
-    sys.stderr.flush()
+    with _OUTPUT_LOCK:
+        sys.stderr.write(f"jaxpp.launch: {message}\n")
+        sys.stderr.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -407,3 +407,28 @@ def test_launcher_propagates_the_exit_code_and_kills_the_rest(tmp_path, ending, 
         summary[-2],
     )
     assert summary[-1].startswith(f"jaxpp.launch: exit code {code}: process 1 ")
+
+
+def test_launcher_lines_stay_whole_when_a_child_ends_mid_line(tmp_path):
+    # Both children leave a last line without a newline on both streams, then fail: every
+    # child line keeps its own prefixed line and the summary lines start their own lines.
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, sys\n"
+        "sys.stdout.write('half a line on stdout'); sys.stdout.flush()\n"
+        "sys.stderr.write('half a line on stderr'); sys.stderr.flush()\n"
+        "os._exit(4)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2", "--grace", "1", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 4
+    for process in (0, 1):
+        assert f"[p{process}] half a line on stdout\n" in result.stdout
+        assert f"[p{process}] half a line on stderr\n" in result.stderr
+    summary = [line for line in result.stderr.splitlines() if "jaxpp.launch: " in line]
+    assert summary and all(line.startswith("jaxpp.launch: ") for line in summary), summary
+    assert any(re.match(r"jaxpp.launch: process \d \(pid \d+\) failed first", s) for s in summary)
