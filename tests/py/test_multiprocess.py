@@ -149,8 +149,11 @@ def test_main_job_as_two_processes_prints_the_single_process_losses():
     ]  # fmt: skip
     two = subprocess.run(command, capture_output=True, text=True, timeout=180, env=_env())
     assert two.returncode == 0, two.stderr[-3000:]
-    assert "[p0] 2 processes; DistributedPlan(program 0, process 0 of 2, ranks 0, 1," in two.stdout
-    assert "[p0] pipelined training matches jax.jit" in two.stdout
+    # Process 0's lines; another writer of its stdout (Gloo) may share a line with one.
+    said = [line for line in two.stdout.splitlines() if line.startswith("[p0] ")]
+    plan = "2 processes; DistributedPlan(program 0, process 0 of 2, ranks 0, 1,"
+    assert any(plan in line for line in said)
+    assert any("pipelined training matches jax.jit" in line for line in said)
     one = subprocess.run(
         [sys.executable, script, "--steps", "2"],
         capture_output=True,
