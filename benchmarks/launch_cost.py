@@ -231,23 +231,17 @@ def aliases_shape(plan) -> dict:
 
 @contextlib.contextmanager
 def accumulators_packed():
-    """Partitions inside also run jaxpp-pack-accumulators after the stage passes (it is
-    not in the default pipeline: see benchmarks/RESULTS.md); a benchmark-only switch."""
-    from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
-    from jaxpp_mlir.passes.pipeline import make_element
-
-    # The module, not the function ``jaxpp_mlir.partition`` that shadows it.
-    partition_module = importlib.import_module("jaxpp_mlir.partition")
-    original = partition_module.stage_pipeline
-
-    def with_packing(*args, **kwargs):
-        return [*original(*args, **kwargs), make_element(PackAccumulators())]
-
-    partition_module.stage_pipeline = with_packing
+    """Partitions inside also run jaxpp-pack-accumulators (``JAXPP_MLIR_PACK_ACCUMULATORS=1``;
+    it is not in the default pipeline: see benchmarks/RESULTS.md)."""
+    previous = os.environ.get("JAXPP_MLIR_PACK_ACCUMULATORS")
+    os.environ["JAXPP_MLIR_PACK_ACCUMULATORS"] = "1"
     try:
         yield
     finally:
-        partition_module.stage_pipeline = original
+        if previous is None:
+            del os.environ["JAXPP_MLIR_PACK_ACCUMULATORS"]
+        else:
+            os.environ["JAXPP_MLIR_PACK_ACCUMULATORS"] = previous
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ from jaxpp_mlir.passes.insert_transfers import InsertTransfers
 from jaxpp_mlir.passes.normalize_loop import NormalizeLoop
 from jaxpp_mlir.passes.outline_outer_code import OutlineOuterCode
 from jaxpp_mlir.passes.outline_stages import OutlineStages
+from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
 from jaxpp_mlir.passes.pipeline import (
     PipelineElement,
     PipelineFailure,
@@ -49,12 +50,18 @@ DUMP_DIR_ENV = options.DUMP_DIR.env
 
 
 def stage_pipeline(
-    *, mpmd_axis: str = "", submesh_size: int = 0, sharded: bool = False
+    *,
+    mpmd_axis: str = "",
+    submesh_size: int = 0,
+    sharded: bool = False,
+    pack_accumulators: bool = False,
 ) -> list[PipelineElement]:
     """The passes that find the stages (no outlining yet).
 
     For a ``sharded`` step (one with an ``sdy.mesh``), Shardy's propagation
     runs first so that every value crossing a stage boundary has a sharding.
+    ``pack_accumulators`` (``JAXPP_MLIR_PACK_ACCUMULATORS=1`` in ``partition``)
+    appends ``jaxpp-pack-accumulators``.
     """
     propagation = [
         PipelineElement(name=SHARDY_PROPAGATION, text=SHARDY_PROPAGATION),
@@ -69,6 +76,7 @@ def stage_pipeline(
         make_element(NormalizeLoop()),
         make_element(AssignStages()),
         make_element(SplitAccumulators()),
+        *([make_element(PackAccumulators())] if pack_accumulators else []),
     ]
 
 
@@ -180,7 +188,12 @@ def _partition(
     submesh_size = len(mesh.rank_devices(0))
     sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
     runner.run(
-        stage_pipeline(mpmd_axis=mesh.mpmd_axis_name, submesh_size=submesh_size, sharded=sharded)
+        stage_pipeline(
+            mpmd_axis=mesh.mpmd_axis_name,
+            submesh_size=submesh_size,
+            sharded=sharded,
+            pack_accumulators=options.PACK_ACCUMULATORS.value() != 0,
+        )
     )
     num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
     num_microbatches = _num_microbatches(module)

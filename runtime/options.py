@@ -157,6 +157,15 @@ REPLICATE_MAX_BYTES = Option(
     "over their devices (0: each output on one rank)",
 )
 
+PACK_ACCUMULATORS = Option(
+    "PACK_ACCUMULATORS",
+    int,
+    0,
+    "partition",
+    "1: jaxpp-pack-accumulators carries each stage's gradient accumulators as a few packed "
+    "buffers (fewer buffers per launch; slower on XLA:CPU, see benchmarks/RESULTS.md)",
+)
+
 COMPILATION_CACHE = Option(
     "COMPILATION_CACHE",
     int,
@@ -181,6 +190,7 @@ OPTIONS: tuple[Option, ...] = (
     MAX_MLIR_BYTES,
     PROGRESS,
     REPLICATE_MAX_BYTES,
+    PACK_ACCUMULATORS,
     COMPILATION_CACHE,
 )
 

@@ -11,7 +11,7 @@ must not be consumed: a caller's buffer as the accumulator's start, a value
 read again later, sent, or returned.
 """
 
-import importlib
+import functools
 import re
 
 import jax
@@ -28,8 +28,6 @@ from toolkit import assert_bit_exact, make_mesh
 import jaxpp_mlir as pp
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir_context import parse_module
-from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
-from jaxpp_mlir.passes.pipeline import make_element
 from jaxpp_mlir.plan import build_plan
 from jaxpp_mlir.plan.donation import donation_aliases
 
@@ -44,18 +42,8 @@ def shared_stage_compiles():
         yield cache
 
 
-def _loss(params, microbatch):
-    x, y = microbatch
-    for w, b in params:  # one layer (weight and bias) per stage
-        x = pp.pipeline_enter_stage(jnp.tanh(x @ w + b))
-    return jnp.mean((x - y) ** 2)
-
-
-def _step(params, xs, ys):
-    loss, grads = pp.treduce(
-        lambda mb: jax.value_and_grad(_loss)(params, mb), (xs, ys), operation=pp.Add
-    )
-    return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), loss
+# One layer (weight and bias) per stage.
+_step = functools.partial(toolkit.biased_layers_sgd_step, layers_per_stage=1)
 
 
 @pytest.fixture(scope="module")
@@ -75,18 +63,9 @@ def expected(inputs):
 
 def _partition(lowered, schedule, *, packed: bool, mpmd_dim: int = NUM_STAGES):
     """``lowered`` partitioned over ``mpmd_dim`` ranks, with jaxpp-pack-accumulators
-    appended to the stage passes where ``packed``."""
-    if not packed:
-        return pp.partition(lowered, mesh=make_mesh(mpmd_dim), schedule=schedule)
-    partition_module = importlib.import_module("jaxpp_mlir.partition")
-    original = partition_module.stage_pipeline
-
-    def with_packing(*args, **kwargs):
-        return [*original(*args, **kwargs), make_element(PackAccumulators())]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(partition_module, "stage_pipeline", with_packing)
-        return pp.partition(lowered, mesh=make_mesh(mpmd_dim), schedule=schedule)
+    (``JAXPP_MLIR_PACK_ACCUMULATORS=1``) where ``packed``."""
+    partition = toolkit.partition_with_packed_accumulators if packed else pp.partition
+    return partition(lowered, mesh=make_mesh(mpmd_dim), schedule=schedule)
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from jax.sharding import Mesh
 from jaxpp_mlir.runtime import compile as runtime_compile
+from jaxpp_mlir.runtime import options
 
 import jaxpp_mlir as pp
 
@@ -114,6 +116,50 @@ def biased_layers_inputs(
     shape = (num_microbatches, 2, width)
     xs, ys = (jnp.asarray(rng.standard_normal(shape, dtype=np.float32)) for _ in range(2))
     return params, xs, ys
+
+
+def biased_layers_loss(params, microbatch, *, layers_per_stage: int = 0):
+    """Mean squared error of ``tanh(x @ w + b)`` layers, a stage marker after every
+    ``layers_per_stage`` layers (0: no markers, for the plain-JAX reference)."""
+    x, y = microbatch
+    for i, (w, b) in enumerate(params):
+        x = jnp.tanh(x @ w + b)
+        if layers_per_stage and i % layers_per_stage == layers_per_stage - 1:
+            x = pp.pipeline_enter_stage(x)
+    return jnp.mean((x - y) ** 2)
+
+
+def biased_layers_sgd_step(params, xs, ys, *, layers_per_stage: int):
+    """One SGD step (rate 0.1) over the microbatches of ``(xs, ys)`` with ``treduce``
+    (gradients and losses summed), with the summed loss."""
+    loss, grads = pp.treduce(
+        lambda mb: jax.value_and_grad(
+            lambda p: biased_layers_loss(p, mb, layers_per_stage=layers_per_stage)
+        )(params),
+        (xs, ys),
+        operation=pp.Add,
+    )
+    return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), loss
+
+
+def biased_layers_scan_step(params, xs, ys):
+    """``biased_layers_sgd_step`` in plain JAX: a ``lax.scan`` over the microbatches."""
+
+    def body(carry, microbatch):
+        total, grads = carry
+        value, g = jax.value_and_grad(biased_layers_loss)(params, microbatch)
+        return (total + value, jax.tree_util.tree_map(jnp.add, grads, g)), None
+
+    zeros = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
+    (total, grads), _ = jax.lax.scan(body, zeros, (xs, ys))
+    return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), total
+
+
+def partition_with_packed_accumulators(lowered, **kwargs) -> pp.PartitionedProgram:
+    """``pp.partition(lowered, **kwargs)`` with ``JAXPP_MLIR_PACK_ACCUMULATORS=1``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(options.PACK_ACCUMULATORS.env, "1")
+        return pp.partition(lowered, **kwargs)
 
 
 # -- the biased MLP trained with Adam (checkpoint tests) -----------------------------------
