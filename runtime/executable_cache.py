@@ -121,6 +121,16 @@ def unpack(entry: bytes) -> bytes:
     return data[_TIME_BYTES:]
 
 
+def _open_slot(
+    module_text: str, devices: Sequence[jax.Device], compile_options: Any
+) -> Slot | None:
+    """The slot of ``module_text`` on ``devices``; None when JAX's cache is off."""
+    store = jc.persistent_cache_store(devices[0].client)
+    if store is None:
+        return None
+    return Slot(store, cache_key(module_text, devices, compile_options))
+
+
 def lookup(
     name: str, module_text: str, devices: Sequence[jax.Device], compile_options: Any
 ) -> tuple[jc.LoadedExecutable | None, Slot | None]:
@@ -130,10 +140,9 @@ def lookup(
         return None, None
     client = devices[0].client
     try:
-        store = jc.persistent_cache_store(client)
-        if store is None:
+        slot = _open_slot(module_text, devices, compile_options)
+        if slot is None:
             return None, None
-        slot = Slot(store, cache_key(module_text, devices, compile_options))
     except Exception as e:  # a cache that cannot be opened, a module JAX cannot key
         _logger.warning(
             "persistent compilation cache unusable for %r (%s: %s): compiling it",
@@ -182,10 +191,8 @@ def cached_serialization(
     if not _enabled():
         return None
     try:
-        store = jc.persistent_cache_store(devices[0].client)
-        if store is None:
-            return None
-        entry = store.get(cache_key(module_text, devices, compile_options))
+        slot = _open_slot(module_text, devices, compile_options)
+        entry = None if slot is None else slot.store.get(slot.key)
         return None if entry is None else unpack(entry)
     except Exception as e:  # an unreadable or damaged entry: the caller has the executable
         _logger.debug("no usable cache entry to rebind from (%s: %s)", type(e).__name__, e)
