@@ -16,7 +16,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import pytest
 from jax.sharding import Mesh
 from jaxpp_mlir.runtime import compile as runtime_compile
 from jaxpp_mlir.runtime import options
@@ -157,9 +156,15 @@ def biased_layers_scan_step(params, xs, ys):
 
 def partition_with_packed_accumulators(lowered, **kwargs) -> pp.PartitionedProgram:
     """``pp.partition(lowered, **kwargs)`` with ``JAXPP_MLIR_PACK_ACCUMULATORS=1``."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(options.PACK_ACCUMULATORS.env, "1")
+    previous = os.environ.get(options.PACK_ACCUMULATORS.env)
+    os.environ[options.PACK_ACCUMULATORS.env] = "1"
+    try:
         return pp.partition(lowered, **kwargs)
+    finally:
+        if previous is None:
+            del os.environ[options.PACK_ACCUMULATORS.env]
+        else:
+            os.environ[options.PACK_ACCUMULATORS.env] = previous
 
 
 # -- the biased MLP trained with Adam (checkpoint tests) -----------------------------------

@@ -8,34 +8,25 @@ before jax is imported.
 
 from __future__ import annotations
 
+import pathlib
+import sys
+
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jaxpp_mlir as pp
 
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))  # tests/py: the shared toolkit
+from toolkit import ADAM as OPTIMIZER  # noqa: E402
+from toolkit import adam_train_step as train_step  # noqa: E402
+
 NUM_RANKS = 4
 DEVICES_PER_RANK = 2
 WIDTH = 8
 SPECS = [{"w": P(None, "model"), "b": P("model")}] * NUM_RANKS
-OPTIMIZER = optax.adam(1e-2)
 SCHEDULES = {"std1f1b": pp.Std1F1B(NUM_RANKS), "gpipe": pp.GPipe(NUM_RANKS)}
-
-
-def loss_fn(params, microbatch):
-    x, y = microbatch
-    for layer in params:
-        x = pp.pipeline_enter_stage(jnp.tanh(x @ layer["w"] + layer["b"]))
-    return jnp.mean((x - y) ** 2)
-
-
-def train_step(params, opt_state, batch):
-    losses, grads = pp.treduce(lambda mb: jax.value_and_grad(loss_fn)(params, mb), batch)
-    updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, losses
 
 
 def initial_state():
