@@ -28,6 +28,7 @@ from jaxpp_mlir.passes.normalize_loop import NormalizeLoop
 from jaxpp_mlir.passes.outline_outer_code import OutlineOuterCode
 from jaxpp_mlir.passes.outline_stages import OutlineStages
 from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
+from jaxpp_mlir.passes.pack_parameters import PackParameters
 from jaxpp_mlir.passes.pipeline import (
     PipelineElement,
     PipelineFailure,
@@ -55,13 +56,15 @@ def stage_pipeline(
     submesh_size: int = 0,
     sharded: bool = False,
     pack_accumulators: bool = False,
+    pack_parameters: bool = False,
 ) -> list[PipelineElement]:
     """The passes that find the stages (no outlining yet).
 
     For a ``sharded`` step (one with an ``sdy.mesh``), Shardy's propagation
     runs first so that every value crossing a stage boundary has a sharding.
     ``pack_accumulators`` (``JAXPP_MLIR_PACK_ACCUMULATORS=1`` in ``partition``)
-    appends ``jaxpp-pack-accumulators``.
+    appends ``jaxpp-pack-accumulators``; ``pack_parameters``
+    (``JAXPP_MLIR_PACK_PARAMETERS=1``) appends ``jaxpp-pack-parameters``.
     """
     propagation = [
         PipelineElement(name=SHARDY_PROPAGATION, text=SHARDY_PROPAGATION),
@@ -77,6 +80,7 @@ def stage_pipeline(
         make_element(AssignStages()),
         make_element(SplitAccumulators()),
         *([make_element(PackAccumulators())] if pack_accumulators else []),
+        *([make_element(PackParameters())] if pack_parameters else []),
     ]
 
 
@@ -193,6 +197,7 @@ def _partition(
             submesh_size=submesh_size,
             sharded=sharded,
             pack_accumulators=options.PACK_ACCUMULATORS.value() != 0,
+            pack_parameters=options.PACK_PARAMETERS.value() != 0,
         )
     )
     num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0

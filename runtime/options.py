@@ -166,6 +166,15 @@ PACK_ACCUMULATORS = Option(
     "buffers (fewer buffers per launch; slower on XLA:CPU, see benchmarks/RESULTS.md)",
 )
 
+PACK_PARAMETERS = Option(
+    "PACK_PARAMETERS",
+    int,
+    0,
+    "partition",
+    "1: jaxpp-pack-parameters passes the parameters each stage's tasks read as a few packed "
+    "buffers, concatenated once per step (fewer buffers per launch; see benchmarks/RESULTS.md)",
+)
+
 COMPILATION_CACHE = Option(
     "COMPILATION_CACHE",
     int,
@@ -191,6 +200,7 @@ OPTIONS: tuple[Option, ...] = (
     PROGRESS,
     REPLICATE_MAX_BYTES,
     PACK_ACCUMULATORS,
+    PACK_PARAMETERS,
     COMPILATION_CACHE,
 )
 

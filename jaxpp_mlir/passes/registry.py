@@ -10,6 +10,7 @@ from jaxpp_mlir.passes import (  # noqa: F401
     outline_outer_code,
     outline_stages,
     pack_accumulators,
+    pack_parameters,
     place_stages,
     restore_sharding_constraints,
     split_accumulators,

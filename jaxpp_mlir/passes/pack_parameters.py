@@ -1,0 +1,213 @@
+"""jaxpp-pack-parameters: one packed loop-invariant buffer per (stage, element type)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo
+
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.passes import ir_utils, shardings
+from jaxpp_mlir.passes.base import ModulePass, register_pass
+
+# A value read as the operand that a dynamic_slice indexes is microbatched data (the
+# whole batch, sliced per iteration), not a parameter: packing it would copy the batch.
+_MICROBATCH_READERS = ("stablehlo.dynamic_slice",)
+
+
+@register_pass
+@dataclasses.dataclass(frozen=True)
+class PackParameters(ModulePass):
+    """Pass the loop-invariant parameters one stage reads as a few packed buffers.
+
+    Every task of a stage with L layers receives its 2L weights and biases as
+    separate buffers, although the microbatch loop reads them unchanged in
+    every iteration (issue 13: host time grows by about 1 us per input buffer
+    of a launch). This pass concatenates, once before the ``jaxpp.loop``, the
+    values defined outside the loop that ops of one stage read inside it, of
+    the same floating element type, as rows of ``w`` elements (``w`` the gcd
+    of the members' sizes, each member a whole number of rows, the layout of
+    jaxpp-pack-accumulators); inside the loop, each (stage, kind) that read a
+    member reads instead a ``slice`` of the packed buffer's rows, reshaped to
+    the member's shape, placed before its first reader and tagged with that
+    reader's (stage, kind), so outlining moves it into the task and XLA fuses
+    it with its consumers. Values and op order of the computation are
+    unchanged, so every result is bit-for-bit the one before.
+
+    A group holds at most ``max-members`` values (the next ones start another
+    group). Left alone: groups of one value, values read outside the loop
+    only (their reads outside the loop always are), values read inside the
+    loop by ops of several stages, values a ``dynamic_slice`` indexes (the
+    microbatched batch), non-float and empty values, and every value of a loop
+    with shardings (a sharded step).
+
+    Precondition: ``@main`` holds a ``jaxpp.loop`` (jaxpp-normalize-loop) whose
+    body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages); without
+    a loop there is nothing to do.
+    Postcondition: inside the loop, no op reads a packed member directly: each
+    (stage, kind) reads its rows of a packed buffer computed before the loop;
+    the loop's results and every value computed from them are unchanged.
+    """
+
+    name = "jaxpp-pack-parameters"
+    max_members: int = dataclasses.field(
+        default=64,
+        metadata={"help": "most values packed into one buffer (at least 2)", "min": 2},
+    )
+    requires = ("jaxpp-normalize-loop", "jaxpp-assign-stages")
+    must_precede = ("jaxpp-outline-stages",)  # it rewrites reads that outlining moves away
+
+    def run(self, module: ir.Operation) -> None:
+        main = ir_utils.get_main(module)
+        loop = ir_utils.find_loop(main)
+        if loop is None or shardings.SHARDING_ATTR in loop.attributes:
+            return
+        groups = _find_groups(main, loop, self.max_members)
+        for group in groups:
+            _rewrite(loop, group)
+
+
+@dataclasses.dataclass
+class _Member:
+    value: ir.Value
+    shape: tuple[int, ...]
+    offset: int  # in the packed buffer, in elements
+    readers: list[tuple[ir.Operation, int]]  # its reads inside the loop: (op, operand index)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclasses.dataclass
+class _Group:
+    stage: int
+    element_type: ir.Type
+    members: list[_Member]
+
+    @property
+    def size(self) -> int:
+        return sum(m.size for m in self.members)
+
+    @property
+    def width(self) -> int:
+        """Elements per row of the packed buffer: every member is a whole number of rows."""
+        return math.gcd(*(m.size for m in self.members))
+
+    @property
+    def packed_type(self) -> ir.RankedTensorType:
+        return ir.RankedTensorType.get([self.size // self.width, self.width], self.element_type)
+
+
+def _outer_values(main: ir.Operation, loop: ir.Operation) -> list[ir.Value]:
+    """``@main``'s arguments and the results of its ops before the loop, in order."""
+    values = list(ir_utils.body(main).arguments)
+    for op in ir_utils.body(main).operations:
+        op = op.operation
+        if op == loop:
+            break
+        values.extend(op.results)
+    return values
+
+
+def _ranked_tensor(type_: ir.Type) -> ir.RankedTensorType | None:
+    try:
+        return ir.RankedTensorType(type_)
+    except ValueError:  # a token, a tuple, an unranked tensor
+        return None
+
+
+def _reads_inside(value: ir.Value, loop: ir.Operation) -> list[tuple[ir.Operation, int]]:
+    """The reads of ``value`` by ops nested in the loop (not the loop's own operands)."""
+    reads = [(ir_utils.use_owner(use), use.operand_number) for use in value.uses]
+    return [(op, n) for op, n in reads if op != loop and ir_utils.is_inside(op, loop)]
+
+
+def _reading_stage(reads: list[tuple[ir.Operation, int]], body: ir.Block) -> int | None:
+    """The one stage whose ops make ``reads``, or None (several stages, microbatch data)."""
+    stages = set()
+    for owner, operand_number in reads:
+        if owner.name in _MICROBATCH_READERS and operand_number == 0:
+            return None
+        top = ir_utils.top_level_user(owner, body)
+        if not jaxpp.has_stage(top):  # the yield: the loop's state set to it
+            return None
+        stages.add(jaxpp.get_stage(top))
+    return stages.pop() if len(stages) == 1 else None
+
+
+def _find_groups(main: ir.Operation, loop: ir.Operation, max_members: int) -> list[_Group]:
+    """Packable values by (stage, element type), in their order in ``@main``, at most
+    ``max_members`` to a group."""
+    body = jaxpp.loop_body(loop)
+    groups: dict[tuple[int, str], list[_Group]] = {}
+    for value in _outer_values(main, loop):
+        tensor = _ranked_tensor(value.type)
+        if tensor is None or not tensor.has_static_shape or math.prod(tensor.shape) == 0:
+            continue
+        if not isinstance(tensor.element_type, ir.FloatType):
+            continue
+        reads = _reads_inside(value, loop)
+        if not reads:
+            continue
+        stage = _reading_stage(reads, body)
+        if stage is None:
+            continue
+        chunks = groups.setdefault((stage, str(tensor.element_type)), [])
+        if not chunks or len(chunks[-1].members) == max_members:
+            chunks.append(_Group(stage, tensor.element_type, []))
+        group = chunks[-1]
+        group.members.append(_Member(value, tuple(tensor.shape), group.size, reads))
+    return [group for chunks in groups.values() for group in chunks if len(group.members) > 1]
+
+
+def _packed(group: _Group) -> ir.Value:
+    """The members as rows of the group's width, concatenated (at the insertion point)."""
+    rows = []
+    for m in group.members:
+        shape = [m.size // group.width, group.width]
+        value = m.value
+        if list(m.shape) != shape:
+            shaped = ir.RankedTensorType.get(shape, group.element_type)
+            value = stablehlo.ReshapeOp(shaped, value).result
+        rows.append(value)
+    return stablehlo.ConcatenateOp(rows, 0).result
+
+
+def _unpacked(packed: ir.Value, member: _Member, group: _Group, tags: ir.Operation) -> ir.Value:
+    """``member`` read back from ``packed``: its rows, reshaped, tagged like ``tags``."""
+    width = group.width
+    first, last = member.offset // width, (member.offset + member.size) // width
+    piece_op = stablehlo.SliceOp(packed, [first, 0], [last, width], [1, 1])
+    jaxpp.set_stage(piece_op, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
+    piece = piece_op.result
+    if list(member.shape) != [last - first, width]:
+        shaped = ir.RankedTensorType.get(list(member.shape), group.element_type)
+        reshape = stablehlo.ReshapeOp(shaped, piece)
+        jaxpp.set_stage(reshape, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
+        piece = reshape.result
+    return piece
+
+
+def _rewrite(loop: ir.Operation, group: _Group) -> None:
+    body = jaxpp.loop_body(loop)
+    with ir.InsertionPoint(loop), loop.location:
+        packed = _packed(group)
+    for member in group.members:
+        # One read per (stage, kind), before that kind's first reader in the body.
+        by_kind: dict[str, list[tuple[ir.Operation, int]]] = {}
+        first_reader: dict[str, ir.Operation] = {}
+        for owner, operand_number in member.readers:
+            top = ir_utils.top_level_user(owner, body)
+            kind = jaxpp.get_kind(top)
+            by_kind.setdefault(kind, []).append((owner, operand_number))
+            if kind not in first_reader or top.is_before_in_block(first_reader[kind]):
+                first_reader[kind] = top
+        for kind, reads in by_kind.items():
+            anchor = first_reader[kind]
+            with ir.InsertionPoint(anchor), anchor.location:
+                piece = _unpacked(packed, member, group, anchor)
+            for owner, operand_number in reads:
+                owner.operands[operand_number] = piece
