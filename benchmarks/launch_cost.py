@@ -1,7 +1,7 @@
 """Launch cost per task (issue 13): host time of one executable launch against its buffers.
 
 Run: python benchmarks/launch_cost.py [--quick] [--workloads W1,W2] [--reps 200]
-                                      [--compare-donation] [--no-sweep]
+                                      [--compare-donation] [--no-sweep] [--pack-parameters]
 
 Three kinds of rows, one JSON line each, all measured in one process:
 
@@ -31,6 +31,10 @@ Three kinds of rows, one JSON line each, all measured in one process:
   per task, as before), all four timed alternately with plain jit;
   ``aliased_launches_per_step``/``aliased_buffers_per_step`` count the
   launches that write a result into an input's buffer.
+  ``--pack-parameters`` adds two rows per workload, with each stage's parameters
+  packed (jaxpp-pack-parameters, ``params_packed``: true), without and with the
+  accumulators packed, all timed alternately with plain jit.
+  Every workload row has ``peak_bytes_per_rank`` (``PartitionedProgram.peak_bytes_per_rank``).
 
 ``--quick`` shrinks everything (few buffer counts, width 16, few repetitions)
 so that a test can run the same code paths in seconds.
@@ -245,6 +249,20 @@ def accumulators_packed():
 
 
 @contextlib.contextmanager
+def parameters_packed():
+    """Partitions inside also run jaxpp-pack-parameters (``JAXPP_MLIR_PACK_PARAMETERS=1``)."""
+    previous = os.environ.get("JAXPP_MLIR_PACK_PARAMETERS")
+    os.environ["JAXPP_MLIR_PACK_PARAMETERS"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["JAXPP_MLIR_PACK_PARAMETERS"]
+        else:
+            os.environ["JAXPP_MLIR_PACK_PARAMETERS"] = previous
+
+
+@contextlib.contextmanager
 def accumulators_not_donated():
     """Partitions inside consume only the caller's donated inputs (the rule before
     loop-carried donation: no accumulator from task to task, nothing the step made);
@@ -272,12 +290,20 @@ def _launch_figures(reference, compiled, state) -> dict:
 
 
 def workload_rows(
-    reference, spec, steps: int, warmup: int, *, compare_donation: bool = False
+    reference,
+    spec,
+    steps: int,
+    warmup: int,
+    *,
+    compare_donation: bool = False,
+    pack_parameters: bool = False,
 ) -> list[dict]:
     """Two rows: the pipelined step with packed accumulators (``packed``: true) and
     without (the default pipeline); the two and plain jit timed alternately. With
     ``compare_donation`` two more, the same without loop-carried donation
-    (``donated``: false), all four timed alternately with plain jit."""
+    (``donated``: false), all four timed alternately with plain jit. With
+    ``pack_parameters`` two more with the parameters packed (``params_packed``: true),
+    the accumulators not packed and packed."""
     import jaxpp_mlir as pp
 
     devices = jax.devices("cpu")
@@ -287,12 +313,16 @@ def workload_rows(
     mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(devices[: spec.num_stages]), ("stage",)), "stage")
     lowered = jax.jit(reference.pipelined_step_fn(spec)).lower(params, xs, ys)
     schedule = pp.Std1F1B(spec.num_stages)
-    configs = [(True, True), (False, True)]
+    configs = [(True, True, False), (False, True, False)]
     if compare_donation:
-        configs += [(True, False), (False, False)]
+        configs += [(True, False, False), (False, False, False)]
+    if pack_parameters:
+        configs += [(False, True, True), (True, True, True)]
     programs = []
-    for packed, donated in configs:
+    for packed, donated, params_packed in configs:
         with contextlib.ExitStack() as switches:
+            if params_packed:
+                switches.enter_context(parameters_packed())
             if packed:
                 switches.enter_context(accumulators_packed())
             if not donated:
@@ -306,7 +336,7 @@ def workload_rows(
         [*compiled, ref_compiled], [*states, ref_state], steps, warmup
     )
     rows = []
-    for (packed, donated), program, fn, state, (step, dispatch, _, result) in zip(
+    for (packed, donated, params_packed), program, fn, state, (step, dispatch, _, result) in zip(
         configs, programs, compiled, states, ours, strict=True
     ):
         out_params, out_loss = result
@@ -316,6 +346,8 @@ def workload_rows(
                 "workload": spec.name,
                 "packed": packed,
                 "donated": donated,
+                "params_packed": params_packed,
+                "peak_bytes_per_rank": program.peak_bytes_per_rank(),
                 **aliases_shape(program.plan),
                 "platform": devices[0].platform,
                 "config": dataclasses.asdict(spec),
@@ -352,6 +384,7 @@ def run(
     emit=print,
     compare_donation: bool = False,
     sweep: bool = True,
+    pack_parameters: bool = False,
 ) -> list[dict]:
     """Every row, in order; ``emit`` gets each as one JSON line as soon as it is measured."""
     reps = reps or (20 if quick else 200)
@@ -382,6 +415,7 @@ def run(
                 steps=3 if quick else 20,
                 warmup=1 if quick else 3,
                 compare_donation=compare_donation,
+                pack_parameters=pack_parameters,
             ):
                 done(row)
     return rows
@@ -404,6 +438,11 @@ def main() -> None:
         help="also the workloads without loop-carried donation, timed in the same run",
     )
     parser.add_argument("--no-sweep", action="store_true", help="workload rows only")
+    parser.add_argument(
+        "--pack-parameters",
+        action="store_true",
+        help="also the workloads with packed parameters (and packed accumulators), same run",
+    )
     args = parser.parse_args()
     names = [n.strip() for n in args.workloads.split(",") if n.strip()]
     for n in names:
@@ -416,6 +455,7 @@ def main() -> None:
         reps=args.reps,
         compare_donation=args.compare_donation,
         sweep=not args.no_sweep,
+        pack_parameters=args.pack_parameters,
     )
 
 
