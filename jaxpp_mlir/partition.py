@@ -57,6 +57,7 @@ def stage_pipeline(
     sharded: bool = False,
     pack_accumulators: bool = False,
     pack_parameters: bool = False,
+    pack_contraction_operands: bool = True,
 ) -> list[PipelineElement]:
     """The passes that find the stages (no outlining yet).
 
@@ -64,7 +65,9 @@ def stage_pipeline(
     runs first so that every value crossing a stage boundary has a sharding.
     ``pack_accumulators`` (``JAXPP_MLIR_PACK_ACCUMULATORS=1`` in ``partition``)
     appends ``jaxpp-pack-accumulators``; ``pack_parameters``
-    (``JAXPP_MLIR_PACK_PARAMETERS=1``) appends ``jaxpp-pack-parameters``.
+    (``JAXPP_MLIR_PACK_PARAMETERS=1``) appends ``jaxpp-pack-parameters``, which
+    leaves the operands of contractions alone unless ``pack_contraction_operands``
+    (``JAXPP_MLIR_PACK_PARAMETERS=2`` sets it false).
     """
     propagation = [
         PipelineElement(name=SHARDY_PROPAGATION, text=SHARDY_PROPAGATION),
@@ -80,7 +83,11 @@ def stage_pipeline(
         make_element(AssignStages()),
         make_element(SplitAccumulators()),
         *([make_element(PackAccumulators())] if pack_accumulators else []),
-        *([make_element(PackParameters())] if pack_parameters else []),
+        *(
+            [make_element(PackParameters(contraction_operands=pack_contraction_operands))]
+            if pack_parameters
+            else []
+        ),
     ]
 
 
@@ -198,6 +205,7 @@ def _partition(
             sharded=sharded,
             pack_accumulators=options.PACK_ACCUMULATORS.value() != 0,
             pack_parameters=options.PACK_PARAMETERS.value() != 0,
+            pack_contraction_operands=options.PACK_PARAMETERS.value() != 2,
         )
     )
     num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0

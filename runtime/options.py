@@ -172,7 +172,8 @@ PACK_PARAMETERS = Option(
     0,
     "partition",
     "1: jaxpp-pack-parameters passes the parameters each stage's tasks read as a few packed "
-    "buffers, concatenated once per step (fewer buffers per launch; see benchmarks/RESULTS.md)",
+    "buffers, concatenated once per step (fewer buffers per launch; see benchmarks/RESULTS.md); "
+    "2: the same without the operands of contractions (weights: XLA:CPU copies their slices)",
 )
 
 COMPILATION_CACHE = Option(

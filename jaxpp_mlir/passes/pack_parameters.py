@@ -15,6 +15,7 @@ from jaxpp_mlir.passes.base import ModulePass, register_pass
 # A value read as the operand that a dynamic_slice indexes is microbatched data (the
 # whole batch, sliced per iteration), not a parameter: packing it would copy the batch.
 _MICROBATCH_READERS = ("stablehlo.dynamic_slice",)
+_CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution")
 
 
 @register_pass
@@ -37,11 +38,17 @@ class PackParameters(ModulePass):
     unchanged, so every result is bit-for-bit the one before.
 
     A group holds at most ``max-members`` values (the next ones start another
-    group). Left alone: groups of one value, values read outside the loop
-    only (their reads outside the loop always are), values read inside the
-    loop by ops of several stages, values a ``dynamic_slice`` indexes (the
-    microbatched batch), non-float and empty values, and every value of a loop
-    with shardings (a sharded step).
+    group). With ``contraction-operands=false``, values that a contraction
+    (``dot_general``, ``dot``, ``convolution``) reads inside the loop are left
+    alone: XLA:CPU copies a slice that feeds a contraction into a buffer of its
+    own before every contraction, while it fuses a slice into elementwise
+    consumers (benchmarks/RESULTS.md, "Packed parameters").
+
+    Left alone: groups of one value, values read outside the loop only (their
+    reads outside the loop always are), values read inside the loop by ops of
+    several stages, values a ``dynamic_slice`` indexes (the microbatched batch),
+    non-float and empty values, and every value of a loop with shardings (a
+    sharded step).
 
     Precondition: ``@main`` holds a ``jaxpp.loop`` (jaxpp-normalize-loop) whose
     body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages); without
@@ -56,6 +63,10 @@ class PackParameters(ModulePass):
         default=64,
         metadata={"help": "most values packed into one buffer (at least 2)", "min": 2},
     )
+    contraction_operands: bool = dataclasses.field(
+        default=True,
+        metadata={"help": "also pack values read by dot_general/dot/convolution in the loop"},
+    )
     requires = ("jaxpp-normalize-loop", "jaxpp-assign-stages")
     must_precede = ("jaxpp-outline-stages",)  # it rewrites reads that outlining moves away
 
@@ -64,7 +75,7 @@ class PackParameters(ModulePass):
         loop = ir_utils.find_loop(main)
         if loop is None or shardings.SHARDING_ATTR in loop.attributes:
             return
-        groups = _find_groups(main, loop, self.max_members)
+        groups = _find_groups(main, loop, self.max_members, self.contraction_operands)
         for group in groups:
             _rewrite(loop, group)
 
@@ -138,9 +149,12 @@ def _reading_stage(reads: list[tuple[ir.Operation, int]], body: ir.Block) -> int
     return stages.pop() if len(stages) == 1 else None
 
 
-def _find_groups(main: ir.Operation, loop: ir.Operation, max_members: int) -> list[_Group]:
+def _find_groups(
+    main: ir.Operation, loop: ir.Operation, max_members: int, contraction_operands: bool
+) -> list[_Group]:
     """Packable values by (stage, element type), in their order in ``@main``, at most
-    ``max_members`` to a group."""
+    ``max_members`` to a group (without values a contraction reads unless
+    ``contraction_operands``)."""
     body = jaxpp.loop_body(loop)
     groups: dict[tuple[int, str], list[_Group]] = {}
     for value in _outer_values(main, loop):
@@ -151,6 +165,8 @@ def _find_groups(main: ir.Operation, loop: ir.Operation, max_members: int) -> li
             continue
         reads = _reads_inside(value, loop)
         if not reads:
+            continue
+        if not contraction_operands and any(op.name in _CONTRACTIONS for op, _ in reads):
             continue
         stage = _reading_stage(reads, body)
         if stage is None:
