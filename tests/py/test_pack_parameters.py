@@ -32,6 +32,7 @@ SCHEDULES = {
 }
 PACKINGS = {
     "parameters": {options.PACK_PARAMETERS.env: "1"},
+    "biases": {options.PACK_PARAMETERS.env: "2"},  # not the operands of contractions
     "parameters+accumulators": {
         options.PACK_PARAMETERS.env: "1",
         options.PACK_ACCUMULATORS.env: "1",
@@ -96,6 +97,23 @@ def test_forward_tasks_read_one_packed_buffer_instead_of_each_parameter(biased_l
         shapes = [s.shape for s in after[stage].input_specs]
         assert shapes.count(packed_shape) == 1, shapes
         assert (WIDTH, WIDTH) not in shapes and (WIDTH,) not in shapes, shapes
+
+
+def test_without_contraction_operands_only_the_biases_are_packed(biased_lowered):
+    unpacked = _partition(biased_lowered, "Std1F1B", {})
+    packed = _partition(biased_lowered, "Std1F1B", PACKINGS["biases"])
+    before, after = _stage_tasks(unpacked, "fwd"), _stage_tasks(packed, "fwd")
+    for stage in range(NUM_STAGES):
+        # The L biases (one row of WIDTH each) become one buffer; the weights stay.
+        dropped = len(before[stage].input_specs) - len(after[stage].input_specs)
+        assert dropped == LAYERS_PER_STAGE - 1, stage
+        shapes = [s.shape for s in after[stage].input_specs]
+        shapes_before = [s.shape for s in before[stage].input_specs]
+        # (A microbatch's activations have the packed biases' shape too.)
+        packed_shape = (LAYERS_PER_STAGE, WIDTH)
+        assert shapes.count(packed_shape) == shapes_before.count(packed_shape) + 1, shapes
+        assert (WIDTH,) not in shapes, shapes
+        assert shapes.count((WIDTH, WIDTH)) == LAYERS_PER_STAGE, shapes
 
 
 def test_with_packed_accumulators_no_task_passes_a_single_weight_or_bias(biased_lowered):
