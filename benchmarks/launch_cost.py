@@ -31,10 +31,14 @@ Three kinds of rows, one JSON line each, all measured in one process:
   per task, as before), all four timed alternately with plain jit;
   ``aliased_launches_per_step``/``aliased_buffers_per_step`` count the
   launches that write a result into an input's buffer.
-  ``--pack-parameters`` adds two rows per workload, with each stage's parameters
-  packed (jaxpp-pack-parameters, ``params_packed``: true), without and with the
-  accumulators packed, all timed alternately with plain jit.
-  Every workload row has ``peak_bytes_per_rank`` (``PartitionedProgram.peak_bytes_per_rank``).
+  ``--pack-parameters`` adds three rows per workload, with each stage's parameters
+  packed (jaxpp-pack-parameters, ``params_packed``: the value of
+  ``JAXPP_MLIR_PACK_PARAMETERS``, 1: every parameter, 2: not the operands of
+  contractions): 1 without and with the accumulators packed, 2 with them packed;
+  all timed alternately with plain jit. Every workload row has
+  ``peak_bytes_per_rank`` (``PartitionedProgram.peak_bytes_per_rank``) and the
+  buffers of the microbatch tasks alone (``task_buffers_*``: the stage programs,
+  not the code before and after the loop).
 
 ``--quick`` shrinks everything (few buffer counts, width 16, few repetitions)
 so that a test can run the same code paths in seconds.
@@ -248,11 +252,28 @@ def accumulators_packed():
             os.environ["JAXPP_MLIR_PACK_ACCUMULATORS"] = previous
 
 
+def task_shape(plan) -> dict:
+    """Buffers per launch of the microbatch tasks (the stage programs) alone."""
+    runs = [
+        inst
+        for inst in plan.instructions
+        if isinstance(inst, RunStage) and inst.executable.startswith("stage")
+    ]
+    ins = [len(plan.executables[r.executable].input_specs) for r in runs]
+    outs = [len(plan.executables[r.executable].output_specs) for r in runs]
+    return {
+        "task_buffers_in_mean": statistics.fmean(ins),
+        "task_buffers_in_max": max(ins),
+        "task_buffers_out_mean": statistics.fmean(outs),
+        "task_buffers_out_max": max(outs),
+    }
+
+
 @contextlib.contextmanager
-def parameters_packed():
-    """Partitions inside also run jaxpp-pack-parameters (``JAXPP_MLIR_PACK_PARAMETERS=1``)."""
+def parameters_packed(level: int = 1):
+    """Partitions inside also run jaxpp-pack-parameters (``JAXPP_MLIR_PACK_PARAMETERS=level``)."""
     previous = os.environ.get("JAXPP_MLIR_PACK_PARAMETERS")
-    os.environ["JAXPP_MLIR_PACK_PARAMETERS"] = "1"
+    os.environ["JAXPP_MLIR_PACK_PARAMETERS"] = str(level)
     try:
         yield
     finally:
@@ -302,8 +323,9 @@ def workload_rows(
     without (the default pipeline); the two and plain jit timed alternately. With
     ``compare_donation`` two more, the same without loop-carried donation
     (``donated``: false), all four timed alternately with plain jit. With
-    ``pack_parameters`` two more with the parameters packed (``params_packed``: true),
-    the accumulators not packed and packed."""
+    ``pack_parameters`` three more with the parameters packed (``params_packed``: 1,
+    the accumulators not packed and packed; 2, not the contractions' operands, the
+    accumulators packed)."""
     import jaxpp_mlir as pp
 
     devices = jax.devices("cpu")
@@ -313,16 +335,16 @@ def workload_rows(
     mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(devices[: spec.num_stages]), ("stage",)), "stage")
     lowered = jax.jit(reference.pipelined_step_fn(spec)).lower(params, xs, ys)
     schedule = pp.Std1F1B(spec.num_stages)
-    configs = [(True, True, False), (False, True, False)]
+    configs = [(True, True, 0), (False, True, 0)]
     if compare_donation:
-        configs += [(True, False, False), (False, False, False)]
+        configs += [(True, False, 0), (False, False, 0)]
     if pack_parameters:
-        configs += [(False, True, True), (True, True, True)]
+        configs += [(False, True, 1), (True, True, 1), (True, True, 2)]
     programs = []
     for packed, donated, params_packed in configs:
         with contextlib.ExitStack() as switches:
             if params_packed:
-                switches.enter_context(parameters_packed())
+                switches.enter_context(parameters_packed(params_packed))
             if packed:
                 switches.enter_context(accumulators_packed())
             if not donated:
@@ -352,6 +374,7 @@ def workload_rows(
                 "platform": devices[0].platform,
                 "config": dataclasses.asdict(spec),
                 **launch_shape(program.plan),
+                **task_shape(program.plan),
                 "step_ms": step * 1e3,
                 "dispatch_ms": dispatch * 1e3,
                 "jit_step_ms": theirs * 1e3,
