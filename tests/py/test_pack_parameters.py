@@ -7,7 +7,7 @@ scalar among them, so some rows are one element wide). With
 ``JAXPP_MLIR_PACK_PARAMETERS=1`` (and with ``JAXPP_MLIR_PACK_ACCUMULATORS=1``
 as well) each stage's tasks read its parameters from packed buffers, and the
 step equals plain ``jax.jit`` of the same step written with ``lax.scan`` bit for
-bit under GPipe, 1F1B and interleaved 1F1B.
+bit under GPipe, 1F1B, interleaved 1F1B and ZeroBubble.
 """
 
 import functools
@@ -29,6 +29,7 @@ SCHEDULES = {
     "GPipe": (pp.GPipe(NUM_STAGES), NUM_STAGES),
     "Std1F1B": (pp.Std1F1B(NUM_STAGES), NUM_STAGES),
     "Interleaved1F1B": (pp.Interleaved1F1B(NUM_STAGES, 2), 2),
+    "ZeroBubble": (pp.ZeroBubble(NUM_STAGES), NUM_STAGES),  # the backward split in two
 }
 PACKINGS = {
     "parameters": {options.PACK_PARAMETERS.env: "1"},
