@@ -45,7 +45,8 @@ class PackParameters(ModulePass):
     consumers (benchmarks/RESULTS.md, "Packed parameters").
 
     Left alone: groups of one value, values read outside the loop only (their
-    reads outside the loop always are), values read inside the loop by ops of
+    reads outside the loop always are), values computed from constants alone
+    (outlining copies them into the tasks), values read inside the loop by ops of
     several stages, values a ``dynamic_slice`` indexes (the microbatched batch),
     non-float and empty values, and every value of a loop with shardings (a
     sharded step).
@@ -113,12 +114,20 @@ class _Group:
 
 
 def _outer_values(main: ir.Operation, loop: ir.Operation) -> list[ir.Value]:
-    """``@main``'s arguments and the results of its ops before the loop, in order."""
+    """``@main``'s arguments and the results of its ops before the loop, in order,
+    without those computed from constants alone (outlining copies them into the
+    tasks that read them: they are no buffers)."""
     values = list(ir_utils.body(main).arguments)
+    from_constants: set[ir.Operation] = set()
     for op in ir_utils.body(main).operations:
         op = op.operation
         if op == loop:
             break
+        if ir_utils.is_pure_constant_like(op) and not op.regions:
+            producers = [ir_utils.defining_op(v) for v in op.operands]
+            if all(p is not None and p in from_constants for p in producers):
+                from_constants.add(op)
+                continue
         values.extend(op.results)
     return values
 

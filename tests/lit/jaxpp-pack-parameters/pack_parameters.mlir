@@ -48,16 +48,21 @@ module @weight_and_bias attributes {jaxpp.num_stages = 2 : i64} {
 // -----
 
 // Left alone: a value read by two stages, one read outside the loop only, an
-// integer, an empty tensor, and a stage with a single parameter (a group of
-// one).
+// integer, an empty tensor, a constant and a value computed from constants
+// alone (outlining copies them into the tasks), and a stage with a single
+// parameter (a group of one).
 
 // CHECK-LABEL: module @nothing_to_pack
 // CHECK-NEXT:    func.func @main
+// CHECK-NEXT:      stablehlo.constant
+// CHECK-NEXT:      stablehlo.broadcast_in_dim
 // CHECK-NEXT:      "jaxpp.loop"
 // CHECK-NOT:       stablehlo.slice
 // CHECK:           return
 module @nothing_to_pack attributes {jaxpp.num_stages = 2 : i64} {
   func.func @main(%shared: tensor<4xf32>, %after: tensor<4xf32>, %n: tensor<4xi32>, %empty: tensor<0xf32>, %alone: tensor<4xf32>, %l0: tensor<f32>) -> (tensor<f32>, tensor<4xf32>) {
+    %one = stablehlo.constant dense<1.0> : tensor<f32>
+    %ones = stablehlo.broadcast_in_dim %one, dims = [] : (tensor<f32>) -> tensor<4xf32>
     %0 = "jaxpp.loop"(%l0) ({
     ^bb0(%i: tensor<i32>, %loss: tensor<f32>):
       %a = stablehlo.sine %shared {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<4xf32>
@@ -66,9 +71,11 @@ module @nothing_to_pack attributes {jaxpp.num_stages = 2 : i64} {
       %d = stablehlo.concatenate %empty, %alone, dim = 0 {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : (tensor<0xf32>, tensor<4xf32>) -> tensor<4xf32>
       %e = stablehlo.add %a, %c {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<4xf32>
       %f = stablehlo.add %b, %d {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : tensor<4xf32>
-      %g = stablehlo.add %e, %f {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : tensor<4xf32>
+      %g0 = stablehlo.add %e, %f {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : tensor<4xf32>
+      %g = stablehlo.multiply %g0, %ones {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : tensor<4xf32>
       %zero = stablehlo.constant {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} dense<0.0> : tensor<f32>
-      %s = stablehlo.reduce(%g init: %zero) applies stablehlo.add across dimensions = [0] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+      %s0 = stablehlo.reduce(%g init: %zero) applies stablehlo.add across dimensions = [0] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+      %s = stablehlo.multiply %s0, %one {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : tensor<f32>
       %nl = stablehlo.add %loss, %s {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : tensor<f32>
       "jaxpp.yield"(%nl) : (tensor<f32>) -> ()
     }) {jaxpp.num_microbatches = 2 : i64} : (tensor<f32>) -> tensor<f32>
