@@ -108,10 +108,6 @@ class _Group:
         """Elements per row of the packed buffer: every member is a whole number of rows."""
         return math.gcd(*(m.size for m in self.members))
 
-    @property
-    def packed_type(self) -> ir.RankedTensorType:
-        return ir.RankedTensorType.get([self.size // self.width, self.width], self.element_type)
-
 
 def _outer_values(main: ir.Operation, loop: ir.Operation) -> list[ir.Value]:
     """``@main``'s arguments and the results of its ops before the loop, in order,
