@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import toolkit
 
 import jaxpp_mlir.jaxpp as jaxpp
 from jaxpp_mlir.compat import jaxpp as compat_jaxpp
@@ -103,7 +104,8 @@ def test_a_new_input_signature_compiles_again(readme_port):
 def test_jaxpp_tutorial_train_step_matches_jax_jit():
     port = load_port("tutorial_example")
     # Two stages of one block each: what four would check, at half the stage compiles.
-    mesh, pp_train_step, inputs = port.build(num_stages=2, fsdp=2, num_layers=2)
+    xs = toolkit.normal(port.dummy_input.shape, seed=1)
+    mesh, pp_train_step, inputs = port.build(num_stages=2, fsdp=2, num_layers=2, xs=xs)
     compiled = pp_train_step.compile(*inputs)
     state, loss = compiled(*inputs)
     state, loss = compiled(state, *inputs[1:])
