@@ -96,12 +96,9 @@ def train_step(state, batch):
 def make_inputs(args):
     dtype = jnp.dtype(args.dtype)
     model = GPT2(args.vocab, args.seq, args.d_model, args.heads, args.layers, args.stages, dtype)
-    tokens = jax.random.randint(
-        jax.random.PRNGKey(1),
-        (args.microbatches, args.microbatch_size, args.seq + 1),
-        0,
-        args.vocab,
-    )
+    shape = (args.microbatches, args.microbatch_size, args.seq + 1)
+    # Drawn by numpy: jax.random would compile a sampler for this shape first.
+    tokens = jnp.asarray(np.random.default_rng(1).integers(0, args.vocab, shape, dtype=np.int32))
     batch = (tokens[..., :-1], tokens[..., 1:])  # predict the next token
     # Initialized under jit: eagerly, each of init's many small ops is compiled on its own.
     params = jax.jit(model.init)(jax.random.PRNGKey(0), batch[0][0])["params"]

@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     optimizer = optax.adamw(args.lr)
     opt_state = jax.jit(optimizer.init)(params)
     shape = (args.microbatches, args.microbatch_size, args.seq + 1)
-    tokens = jax.random.randint(jax.random.PRNGKey(1), shape, 0, args.vocab)
+    # Drawn by numpy: jax.random would compile a sampler for this shape first.
+    tokens = jnp.asarray(np.random.default_rng(1).integers(0, args.vocab, shape, dtype=np.int32))
     batch = (tokens[..., :-1], tokens[..., 1:])
     train_step = make_step(graphdef, optimizer)
 

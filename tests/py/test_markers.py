@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import toolkit
 
 from jaxpp_mlir.dialect.ops import BACKWARD, DIRECTION_ATTR, ENTER_STAGE_TARGET, FORWARD
 from jaxpp_mlir.frontend import marker_ffi
@@ -33,10 +34,9 @@ def directions(text: str) -> list[str]:
 
 
 def init_mlp(sizes: tuple[int, ...] = (4, 5, 6, 3)) -> list[tuple[jax.Array, jax.Array]]:
-    keys = jax.random.split(jax.random.key(0), len(sizes) - 1)
     return [
-        (jax.random.normal(k, (m, n)) / np.sqrt(m), jnp.full((n,), 0.1))
-        for k, m, n in zip(keys, sizes[:-1], sizes[1:], strict=True)
+        (toolkit.normal((m, n), seed=i, scale=1 / np.sqrt(m)), jnp.full((n,), 0.1))
+        for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))
     ]
 
 
@@ -54,7 +54,7 @@ def loss(params, x, *, marked: bool):
 
 @pytest.fixture(scope="module")
 def data():
-    return init_mlp(), jax.random.normal(jax.random.key(1), (2, 4))
+    return init_mlp(), toolkit.normal((2, 4), seed=10)
 
 
 def test_alias_and_eager_identity():
@@ -191,7 +191,7 @@ def test_grad_of_grad_scalar():
 
 def test_vmap_matches_unmarked(data):
     params, _ = data
-    xs = jax.random.normal(jax.random.key(2), (5, 2, 4))
+    xs = toolkit.normal((5, 2, 4), seed=11)
     marked = jax.vmap(lambda x: mlp(params, x, marked=True))
     plain = jax.vmap(lambda x: mlp(params, x, marked=False))
     np.testing.assert_array_equal(jax.jit(marked)(xs), jax.jit(plain)(xs))
@@ -283,8 +283,8 @@ def test_marker_between_layouts_xla_chooses():
     mesh = jax.make_mesh((2,), ("model",))
     in_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, "model"))
     out_sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("model", None))
-    w = jax.random.normal(jax.random.key(0), (4, 4))
-    x = jax.random.normal(jax.random.key(1), (2, 4))
+    w = toolkit.normal((4, 4), seed=12)
+    x = toolkit.normal((2, 4), seed=13)
 
     def step(w, x, *, marked):
         def loss(w):

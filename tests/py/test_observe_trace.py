@@ -16,7 +16,7 @@ from jaxpp_mlir.runtime import trace as trace_module
 from jaxpp_mlir.runtime.plan import Recv, RunStage
 from jaxpp_mlir.runtime.progress import MIN_JOBS, CompileProgress
 from jaxpp_mlir.runtime.trace import merge_traces, program_trace, task_fields
-from toolkit import make_mesh, mlp_train_step
+from toolkit import make_mesh, mlp_batch, mlp_params, mlp_train_step
 
 import jaxpp_mlir as pp
 from jaxpp_mlir import trace as trace_cli
@@ -29,11 +29,8 @@ WIDTH = 8
 
 def partition(schedule: pp.Schedule, num_ranks: int, num_microbatches: int):
     """The partitioned step, its parameters and its batch (microbatches of 2 rows)."""
-    keys = jax.random.split(jax.random.PRNGKey(0), schedule.num_stages)
-    params = [jax.random.normal(k, (WIDTH, WIDTH)) / np.sqrt(WIDTH) for k in keys]
-    kx, ky = jax.random.split(jax.random.PRNGKey(1))
-    shape = (num_microbatches, 2, WIDTH)
-    batch = jax.random.normal(kx, shape), jax.random.normal(ky, shape)
+    params = mlp_params(schedule.num_stages, WIDTH)
+    batch = mlp_batch(num_microbatches, 2, WIDTH)
     lowered = jax.jit(mlp_train_step).lower(params, batch)
     return pp.partition(lowered, mesh=make_mesh(num_ranks), schedule=schedule), params, batch
 

@@ -143,9 +143,8 @@ def test_layernorm_softmax_model_within_float_tolerance():
     the whole step (so does jax.jit itself with and without the markers): results
     agree to a few float32 ulps, not bit for bit. Tolerance: 1e-6 relative.
     """
-    keys = jax.random.split(jax.random.PRNGKey(11), 5)
-    params = [jax.random.normal(k, (32, 32)) / 5 for k in keys[:4]]
-    x = jax.random.normal(keys[4], (8, 32))
+    params = [toolkit.normal((32, 32), seed=11 + i, scale=0.2) for i in range(4)]
+    x = toolkit.normal((8, 32), seed=15)
 
     def model(params, x):
         for w in params:

@@ -8,9 +8,12 @@ what the lit tests check is what users get.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 
 import jax
 import numpy as np
@@ -24,6 +27,8 @@ INPUTS_DIR = LIT_DIR / "inputs"
 INPUTS = sorted(INPUTS_DIR.glob("*.mlir"))
 E2E_TESTS = sorted((LIT_DIR / "e2e").glob("*.mlir"))
 MPMD_DIM = 3
+OPT_CLIENT = pathlib.Path(__file__).resolve().parents[2] / "jaxpp_mlir" / "tools" / "opt_client.py"
+SERVER_START_SECONDS = 120
 
 
 def test_captured_inputs_exist():
@@ -63,23 +68,38 @@ def pipeline_for(path: pathlib.Path, mesh: pp.MpmdMesh) -> str:
     )
 
 
-def run_jaxpp_opt(path: pathlib.Path, pipeline: str) -> str:
-    command = [
-        sys.executable,
-        "-m",
-        "jaxpp_mlir.tools.opt",
-        str(path),
-        f"--pass-pipeline={pipeline}",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+@pytest.fixture(scope="module")
+def opt_server(tmp_path_factory) -> Iterator[str]:
+    """The socket of a ``jaxpp-opt`` fork server (``opt_server.py``), as the lit suite
+    runs the tool: the captures share one process's jax import instead of one each."""
+    socket_path = str(tmp_path_factory.mktemp("opt-server") / "server.sock")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jaxpp_mlir.tools.opt_server", socket_path, "--idle-timeout", "300"],
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + SERVER_START_SECONDS
+    while not os.path.exists(socket_path):
+        assert server.poll() is None, f"the jaxpp-opt server exited with {server.returncode}"
+        assert time.monotonic() < deadline, "the jaxpp-opt server did not come up"
+        time.sleep(0.05)
+    yield socket_path
+    os.unlink(socket_path)  # the server exits once its socket is gone
+    server.wait(timeout=30)
+
+
+def run_jaxpp_opt(path: pathlib.Path, pipeline: str, server_socket: str) -> str:
+    """``jaxpp-opt PATH --pass-pipeline=PIPELINE`` through the fork server's client."""
+    command = [sys.executable, "-I", str(OPT_CLIENT), str(path), f"--pass-pipeline={pipeline}"]
+    env = dict(os.environ, JAXPP_OPT_SERVER=server_socket)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 @pytest.mark.parametrize("path", INPUTS, ids=[path.stem for path in INPUTS])
-def test_jaxpp_opt_matches_partition(path: pathlib.Path):
+def test_jaxpp_opt_matches_partition(path: pathlib.Path, opt_server: str):
     mesh = mesh_for(path)
-    from_tool = run_jaxpp_opt(path, pipeline_for(path, mesh))
+    from_tool = run_jaxpp_opt(path, pipeline_for(path, mesh), opt_server)
     from_api = pp.partition(path.read_text(), mesh=mesh).ir()
     assert from_tool.strip() == from_api.strip()
     assert '"jaxpp.task"' in from_tool

@@ -6,6 +6,7 @@ lowering mesh.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import jax
@@ -132,13 +133,21 @@ FUSED_CASES = [
 ]
 
 
+@functools.cache
+def plain_step(shape: tuple[tuple[str, int], ...], tensor_parallel: bool):
+    """The mesh, the jitted step, its placed inputs and its lowering: one per mesh shape
+    and layout, shared by the schedules (jax.jit compiles the reference step once)."""
+    mesh = mpmd_mesh(dict(shape))
+    step, params, batch = jitted_step(mesh, tensor_parallel=tensor_parallel)
+    return mesh, step, params, batch, step.lower(params, batch)
+
+
 @pytest.mark.parametrize(
     ("shape", "tensor_parallel", "schedule"), FUSED_CASES, ids=lambda c: str(c)
 )
 def test_sharded_schedules_match_jax_jit(shape, tensor_parallel, schedule):
-    mesh = mpmd_mesh(shape)
-    step, params, batch = jitted_step(mesh, tensor_parallel=tensor_parallel)
-    program = pp.partition(step.lower(params, batch), mesh=mesh, schedule=schedule)
+    mesh, step, params, batch, lowered = plain_step(tuple(shape.items()), tensor_parallel)
+    program = pp.partition(lowered, mesh=mesh, schedule=schedule)
     fused = [n for n in program.plan.executables if n.startswith("fused")]
     assert bool(fused) == (not isinstance(schedule, pp.ZeroBubble))
     for name in fused:

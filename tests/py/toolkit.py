@@ -229,25 +229,41 @@ def lower_cached(fn: Callable, *args) -> jax.stages.Lowered:
 
 @contextlib.contextmanager
 def shared_stage_compiles() -> Iterator[dict]:
-    """Within the block, a stage module already compiled for the same devices (by an
-    earlier program: schedules often produce identical stages) is not compiled again.
+    """Within the block, a stage module already compiled (by an earlier program: schedules
+    often produce identical stages) is not compiled again: for the same devices its
+    executable is reused, for as many other devices it is rebound to them the way the
+    runtime rebinds identical stages of one program (``compile_stages``).
 
     Yields the cache: ``(module text, device ids)`` to the executable.
     """
-    original = runtime_compile.compile_stage
+    original, original_rebind = runtime_compile.compile_stage, runtime_compile._rebind
     cache: dict[tuple[str, tuple[int, ...]], Any] = {}
+    compiled_jobs: dict[tuple[str, int], tuple[Any, tuple]] = {}
+    # A rebound executable cannot be serialized again (XLA:CPU), so rebinding one
+    # rebinds the executable it came from.
+    origin_of: dict[int, tuple[Any, tuple]] = {}
 
     def memoized(name, text, devices):
+        devices = tuple(devices)
         key = (text, tuple(d.id for d in devices))
         if key not in cache:
-            cache[key] = original(name, text, devices)
+            earlier = compiled_jobs.get((text, len(devices)))
+            if earlier is None:
+                cache[key] = original(name, text, devices)
+                compiled_jobs[(text, len(devices))] = (cache[key], (name, text, devices))
+            else:
+                cache[key] = original_rebind(name, *earlier, devices)
+                origin_of[id(cache[key])] = earlier
         return cache[key]
 
-    runtime_compile.compile_stage = memoized
+    def rebind_from_origin(name, exe, source, devices):
+        return original_rebind(name, *origin_of.get(id(exe), (exe, source)), devices)
+
+    runtime_compile.compile_stage, runtime_compile._rebind = memoized, rebind_from_origin
     try:
         yield cache
     finally:
-        runtime_compile.compile_stage = original
+        runtime_compile.compile_stage, runtime_compile._rebind = original, original_rebind
 
 
 # -- comparisons --------------------------------------------------------------------------

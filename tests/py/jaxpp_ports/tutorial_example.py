@@ -44,12 +44,13 @@ class Block(nn.Module):
 
 class AnnotatedTransformer(nn.Module):
     num_stages: int
+    num_layers: int = NUM_LAYERS
 
     @nn.compact
     def __call__(self, x):
-        for i in range(NUM_LAYERS):
+        for i in range(self.num_layers):
             x = Block(name=f"block_{i}")(x)
-            if (i + 1) % (NUM_LAYERS // self.num_stages) == 0:
+            if (i + 1) % (self.num_layers // self.num_stages) == 0:
                 x = pipeline_yield(x)
         return x
 
@@ -106,13 +107,14 @@ def fsdp_in_shardings(state, mesh):
     )
 
 
-def build(num_stages=4, fsdp=2):
+def build(num_stages=4, fsdp=2, num_layers=NUM_LAYERS, xs=None):
     mesh = jax.sharding.Mesh(
         np.array(jax.devices())[: num_stages * fsdp].reshape(num_stages, -1), ("stage", "fsdp")
     )
     mpmd_mesh = jaxpp.api.MpmdMesh(mesh, "stage")
-    ann_state = init_state(AnnotatedTransformer(num_stages=num_stages))
-    xs = jax.random.normal(jax.random.PRNGKey(1), dummy_input.shape)
+    ann_state = init_state(AnnotatedTransformer(num_stages=num_stages, num_layers=num_layers))
+    if xs is None:  # tests pass inputs drawn by numpy (no sampler compile)
+        xs = jax.random.normal(jax.random.PRNGKey(1), dummy_input.shape)
     inputs = (ann_state, xs, dummy_input)
     in_shardings = fsdp_in_shardings(ann_state, mesh)
     mpmd_in_specs = jax.tree.map(lambda _: _.spec, in_shardings)

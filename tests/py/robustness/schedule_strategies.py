@@ -44,15 +44,30 @@ def _task(key: Key) -> Task:
 def _topological_rows(
     rnd: random.Random, keys: set[Key], num_stages: int, placement: list[int], num_ranks: int
 ) -> list[list[Task | FusedTask]]:
-    """Each rank's tasks in the order of one random run that respects every read."""
+    """Each rank's tasks in the order of one random run that respects every read.
+
+    Each step picks at random among the (sorted) tasks whose reads have all run; the
+    set of such tasks is kept up to date as tasks run rather than recomputed.
+    """
     rows: list[list[Task | FusedTask]] = [[] for _ in range(num_ranks)]
-    remaining, done = set(keys), set()
-    while remaining:
-        ready = sorted(k for k in remaining if all(n in done for n in reads(k, num_stages, keys)))
-        key = rnd.choice(ready)
-        remaining.discard(key)
-        done.add(key)
+    unmet: dict[Key, int] = {}
+    readers: dict[Key, list[Key]] = {}
+    for key in keys:
+        needs = set(reads(key, num_stages, keys))
+        unmet[key] = len(needs)
+        for need in needs:
+            readers.setdefault(need, []).append(key)
+    ready = {key for key, count in unmet.items() if count == 0}
+    while ready:
+        key = rnd.choice(sorted(ready))
+        ready.discard(key)
+        for reader in readers.get(key, ()):
+            unmet[reader] -= 1
+            if unmet[reader] == 0:
+                ready.add(reader)
         rows[placement[key[0]]].append(_task(key))
+    if any(unmet.values()):
+        raise AssertionError("the tasks' reads form a cycle or leave the task set")
     return rows
 
 
