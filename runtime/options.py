@@ -175,6 +175,15 @@ COMPILATION_CACHE = Option(
     "(`JAX_COMPILATION_CACHE_DIR`); 0: always compiled",
 )
 
+FUSE_TASKS = Option(
+    "FUSE_TASKS",
+    int,
+    0,
+    "partition",
+    "1: partition fuses tasks that run back to back on one rank into one launch wherever "
+    "the simulated schedule delays no task by it (schedules.AutoFused)",
+)
+
 OPTIONS: tuple[Option, ...] = (
     NUM_PROCESSES,
     PROCESS_ID,
@@ -192,6 +201,7 @@ OPTIONS: tuple[Option, ...] = (
     REPLICATE_MAX_BYTES,
     PACK_ACCUMULATORS,
     COMPILATION_CACHE,
+    FUSE_TASKS,
 )
 
 
