@@ -111,3 +111,22 @@ def test_fusion_with_packed_accumulators_matches_scan():
     assert isinstance(program.schedule, pp.AutoFused)
     expected = jax.jit(toolkit.biased_layers_scan_step)(params, xs, ys)
     assert_bit_exact(program.compile()(params, xs, ys), expected)
+
+
+def test_fused_runs_return_only_what_is_read_after_them():
+    """A whole single-rank step in one launch returns the step's results, not every
+    part's (activations and each microbatch's accumulators stay inside): fewer buffers
+    out than the parts' results, and no more peak bytes than the unfused step."""
+    params, batch = mlp_params(2), mlp_batch(4)
+    lowered = lower_cached(mlp_train_step, params, batch)
+    schedule = pp.Interleaved1F1B(2, 1)
+    plain = pp.partition(lowered, mesh=make_mesh(1), schedule=schedule)
+    fused = pp.partition(lowered, mesh=make_mesh(1), schedule=schedule, fuse_tasks=True)
+    (name,) = [n for n in fused.plan.executables if n.startswith("fused__")]
+    parts_outputs = 0
+    for run in plain.plan.instructions:
+        if isinstance(run, RunStage) and run.label not in ("pre_0__0", "post_0__0"):
+            parts_outputs += len(plain.plan.executables[run.executable].output_specs)
+    assert len(fused.plan.executables[name].output_specs) < parts_outputs
+    assert max(fused.peak_bytes_per_rank()) <= max(plain.peak_bytes_per_rank())
+    assert_bit_exact(fused.compile()(params, batch), jax.jit(mlp_train_step)(params, batch))
