@@ -4,7 +4,8 @@ Its receives come first, then one run of a module that calls the parts in
 order (a value one part gives another stays inside the executable), then the
 sends. One executable exists per way of wiring the parts: a schedule may fuse
 the same tasks with different values shared between them (within a
-microbatch or across two).
+microbatch or across two). Once the whole plan is built, a fused executable
+returns only the results some other instruction or the plan's outputs read.
 """
 
 from __future__ import annotations
