@@ -99,39 +99,12 @@ def _decide(
     max_parts: int | None,
 ) -> list[Groups]:
     """Each rank's groups, by the two rules of the module docstring on ``baseline``."""
-    readers: dict[Task, list[Task]] = {}
-    for task, deps in needs.items():
-        for dep in deps:
-            readers.setdefault(dep, []).append(task)
-
-    def ready(task: Task) -> float:
-        """When the item holding ``task`` had all its inputs (before its launch)."""
-        rank, step, _ = where[task]
-        return baseline.timeline[rank][step][0]
-
-    def available(task: Task) -> float:
-        rank, step, _ = where[task]
-        return baseline.timeline[rank][step][1]
-
+    rule = _JoinRule(baseline, where, needs, transfer_cost, max_parts)
     all_groups = []
     for rank, row in enumerate(per_rank):
-        timeline = baseline.timeline[rank]
         groups: Groups = []
         for step in range(len(row)):
-            if groups and _can_join(
-                rank,
-                row,
-                groups[-1],
-                step,
-                timeline,
-                where,
-                needs,
-                readers,
-                ready,
-                available,
-                transfer_cost,
-                max_parts,
-            ):
+            if groups and rule.can_join(rank, row, groups[-1], step):
                 groups[-1].append(step)
             else:
                 groups.append([step])
@@ -139,38 +112,55 @@ def _decide(
     return all_groups
 
 
-def _can_join(
-    rank: int,
-    row: Sequence[ScheduleItem],
-    group: list[int],
-    step: int,
-    timeline: Sequence[tuple[float, float, ScheduleItem]],
-    where: dict[Task, tuple[int, int, int]],
-    needs: dict[Task, tuple[Task, ...]],
-    readers: dict[Task, list[Task]],
-    ready: Callable[[Task], float],
-    available: Callable[[Task], float],
-    transfer_cost: float,
-    max_parts: int | None,
-) -> bool:
-    parts = row[step].parts
-    if max_parts is not None:
-        if sum(len(row[s].parts) for s in group) + len(parts) > max_parts:
-            return False
-    group_start = timeline[group[0]][0]
-    for task in parts:
-        for dep in needs[task]:
-            if where[dep][0] != rank and available(dep) + transfer_cost > group_start + _EPSILON:
+class _JoinRule:
+    """Whether the next item of a rank joins the group before it, on ``baseline``'s times."""
+
+    def __init__(
+        self,
+        baseline: SimulationResult,
+        where: dict[Task, tuple[int, int, int]],
+        needs: dict[Task, tuple[Task, ...]],
+        transfer_cost: float,
+        max_parts: int | None,
+    ) -> None:
+        self.timeline = baseline.timeline
+        self.where = where
+        self.needs = needs
+        self.transfer_cost = transfer_cost
+        self.max_parts = max_parts
+        self.readers: dict[Task, list[Task]] = {}
+        for task, deps in needs.items():
+            for dep in deps:
+                self.readers.setdefault(dep, []).append(task)
+
+    def _item_times(self, task: Task) -> tuple[float, float]:
+        """When the item holding ``task`` had its inputs (before its launch), and ended."""
+        rank, step, _ = self.where[task]
+        start, end, _ = self.timeline[rank][step]
+        return start, end
+
+    def can_join(self, rank: int, row: Sequence[ScheduleItem], group: list[int], step: int) -> bool:
+        parts = row[step].parts
+        if self.max_parts is not None:
+            if sum(len(row[s].parts) for s in group) + len(parts) > self.max_parts:
                 return False
-    group_end = timeline[step][1]
-    for member in group:
-        for task in row[member].parts:
-            for reader in readers.get(task, ()):
-                if where[reader][0] == rank:
+        hop = self.transfer_cost
+        group_start = self.timeline[rank][group[0]][0]
+        for task in parts:
+            for dep in self.needs[task]:
+                if self.where[dep][0] == rank:
                     continue
-                if group_end + transfer_cost > ready(reader) + _EPSILON:
+                if self._item_times(dep)[1] + hop > group_start + _EPSILON:
                     return False
-    return True
+        group_end = self.timeline[rank][step][1]
+        for member in group:
+            for task in row[member].parts:
+                for reader in self.readers.get(task, ()):
+                    if self.where[reader][0] == rank:
+                        continue
+                    if group_end + hop > self._item_times(reader)[0] + _EPSILON:
+                        return False
+        return True
 
 
 def _apply(per_rank: Sequence[Sequence[ScheduleItem]], groups: list[Groups]) -> RankTasks:
