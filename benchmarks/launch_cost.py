@@ -2,6 +2,7 @@
 
 Run: python benchmarks/launch_cost.py [--quick] [--workloads W1,W2] [--reps 200]
                                       [--compare-donation] [--no-sweep] [--pack-parameters]
+                                      [--fuse-tasks]
 
 Three kinds of rows, one JSON line each, all measured in one process:
 
@@ -39,6 +40,12 @@ Three kinds of rows, one JSON line each, all measured in one process:
   ``peak_bytes_per_rank`` (``PartitionedProgram.peak_bytes_per_rank``) and the
   buffers of the microbatch tasks alone (``task_buffers_*``: the stage programs,
   not the code before and after the loop).
+
+- ``fusion`` (``--fuse-tasks``): per workload, the default pipeline without and with
+  automatic task fusion (``partition(fuse_tasks=True)``), timed alternately with plain
+  jit: launches, buffers and host time per launch, step / plain jit, compile time of
+  the program and of each fused executable next to its parts', peak bytes per rank and
+  the simulated makespan.
 
 ``--quick`` shrinks everything (few buffer counts, width 16, few repetitions)
 so that a test can run the same code paths in seconds.
@@ -388,6 +395,106 @@ def workload_rows(
     return rows
 
 
+def _compile_seconds(plan, name: str, device: jax.Device) -> float:
+    """Seconds to compile one executable of ``plan`` alone (cache bypassed by a fresh name)."""
+    t0 = time.perf_counter()
+    compile_stage(f"timed_{name}", plan.executables[name].mlir_module, [device])
+    return time.perf_counter() - t0
+
+
+def _fused_compile_figures(plain_plan, fused_plan, devices) -> dict:
+    """Each distinct fused executable: its parts, its compile time, and the compile time
+    of the plain executables of its parts (each distinct one once), compiled one by one."""
+    plain_exe = {r.label: r.executable for r in plain_plan.instructions if isinstance(r, RunStage)}
+    seen: dict[str, dict] = {}
+    for run in fused_plan.instructions:
+        if (
+            not isinstance(run, RunStage)
+            or not run.label.startswith("FusedTask(")
+            or (run.executable in seen)
+        ):
+            continue
+        parts = run.label.removeprefix("FusedTask(").removesuffix(")").split(", ")
+        device = devices[run.rank]
+        part_names = sorted({plain_exe[p] for p in parts})
+        seen[run.executable] = {
+            "parts": len(parts),
+            "compile_s": _compile_seconds(fused_plan, run.executable, device),
+            "parts_compile_s": sum(_compile_seconds(plain_plan, n, device) for n in part_names),
+        }
+    return {
+        "fused_executables": len(seen),
+        "fused_parts_max": max((f["parts"] for f in seen.values()), default=0),
+        "fused_compile_s": sum(f["compile_s"] for f in seen.values()),
+        "fused_parts_compile_s": sum(f["parts_compile_s"] for f in seen.values()),
+        "fused_detail": sorted(seen.values(), key=lambda f: f["parts"]),
+    }
+
+
+def fusion_rows(reference, spec, steps: int, warmup: int) -> list[dict]:
+    """Two rows (``row``: ``fusion``): the pipelined step (``Std1F1B``, default pipeline)
+    without and with automatic task fusion (``partition(fuse_tasks=True)``), the two and
+    plain jit timed alternately: launches, buffers and host time per launch, step time
+    over plain jit, program compile time, peak bytes per rank, the simulated makespan
+    (``DEFAULT_COSTS`` plus ``DEFAULT_LAUNCH_COST`` per launch); the fused row also times
+    each fused executable's compile against its parts' plain executables."""
+    import jaxpp_mlir as pp
+    from jaxpp_mlir.schedules.autofuse import DEFAULT_LAUNCH_COST
+
+    devices = jax.devices("cpu")
+    if len(devices) < spec.num_stages:
+        raise SystemExit(f"{spec.name} needs {spec.num_stages} CPU devices, found {len(devices)}")
+    params, xs, ys = reference.init(spec)
+    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(devices[: spec.num_stages]), ("stage",)), "stage")
+    lowered = jax.jit(reference.pipelined_step_fn(spec)).lower(params, xs, ys)
+    schedule = pp.Std1F1B(spec.num_stages)
+    programs, compiled, compile_s = [], [], []
+    for fuse in (False, True):
+        program = pp.partition(lowered, mesh=mesh, schedule=schedule, fuse_tasks=fuse)
+        t0 = time.perf_counter()
+        compiled.append(program.compile())
+        compile_s.append(time.perf_counter() - t0)
+        programs.append(program)
+    ref_state = jax.device_put((params, xs, ys), devices[0])
+    ref_compiled = jax.jit(reference.reference_step_fn(spec)).lower(*ref_state).compile()
+    states = [reference.place_pipelined_inputs(p, (params, xs, ys)) for p in programs]
+    *ours, (theirs, _, _, (ref_params, ref_loss)) = reference.timed_steps(
+        [*compiled, ref_compiled], [*states, ref_state], steps, warmup
+    )
+    rows = []
+    for fuse, program, fn, state, (step, dispatch, _, result) in zip(
+        (False, True), programs, compiled, states, ours, strict=True
+    ):
+        out_params, out_loss = result
+        simulated = program.schedule.simulate(
+            spec.num_microbatches, launch_cost=DEFAULT_LAUNCH_COST
+        )
+        row = {
+            "row": "fusion",
+            "workload": spec.name,
+            "fused": fuse,
+            "platform": devices[0].platform,
+            "config": dataclasses.asdict(spec),
+            **launch_shape(program.plan),
+            "executables": len(program.plan.executables),
+            "compile_s": compile_s[fuse],
+            "peak_bytes_per_rank": program.peak_bytes_per_rank(),
+            "simulated_makespan": simulated.makespan,
+            "step_ms": step * 1e3,
+            "dispatch_ms": dispatch * 1e3,
+            "jit_step_ms": theirs * 1e3,
+            "step_ratio": step / theirs,
+            "max_abs_diff_params": reference.max_abs_diff(out_params, ref_params),
+            "max_abs_diff_loss": reference.max_abs_diff(out_loss, ref_loss),
+            "steps": steps,
+            **_launch_figures(reference, fn, (out_params, state[1], state[2])),
+        }
+        if fuse:
+            row.update(_fused_compile_figures(programs[0].plan, program.plan, devices))
+        rows.append(row)
+    return rows
+
+
 # ------------------------------------------------------------------ main
 
 
@@ -408,6 +515,7 @@ def run(
     compare_donation: bool = False,
     sweep: bool = True,
     pack_parameters: bool = False,
+    fuse_tasks: bool = False,
 ) -> list[dict]:
     """Every row, in order; ``emit`` gets each as one JSON line as soon as it is measured."""
     reps = reps or (20 if quick else 200)
@@ -441,6 +549,11 @@ def run(
                 pack_parameters=pack_parameters,
             ):
                 done(row)
+            if fuse_tasks:
+                for row in fusion_rows(
+                    reference, spec, steps=3 if quick else 20, warmup=1 if quick else 3
+                ):
+                    done(row)
     return rows
 
 
@@ -466,6 +579,11 @@ def main() -> None:
         action="store_true",
         help="also the workloads with packed parameters (and packed accumulators), same run",
     )
+    parser.add_argument(
+        "--fuse-tasks",
+        action="store_true",
+        help="also two fusion rows per workload: without and with automatic task fusion",
+    )
     args = parser.parse_args()
     names = [n.strip() for n in args.workloads.split(",") if n.strip()]
     for n in names:
@@ -479,6 +597,7 @@ def main() -> None:
         compare_donation=args.compare_donation,
         sweep=not args.no_sweep,
         pack_parameters=args.pack_parameters,
+        fuse_tasks=args.fuse_tasks,
     )
 
 

@@ -2,6 +2,7 @@
 
 Run: python benchmarks/measured_vs_simulated.py [--workloads W1,W2] [--schedules ...]
                                                [--steps 10] [--warmup 3] [--out-dir DIR]
+                                               [--fuse-tasks]
 
 For each workload of benchmarks/reference.py and each schedule, the pipelined step
 is partitioned and compiled, then run alternately (one step each, in turn, so that
@@ -17,8 +18,10 @@ host time spent dispatching the step (the simulator models devices, not the one
 dispatching thread: where dispatch time nears the loop span, the host is the
 bottleneck and the simulation is optimistic); then the tracing overhead:
 the traced step times over the untraced ones, measured side by side in this run.
-With ``--out-dir`` it also writes each schedule's last trace and a planned-vs-measured
-picture there.
+``--fuse-tasks`` partitions with automatic task fusion (``AutoFused``), simulated as
+fused; every row also gives ``simulated_makespan_with_launch_ms``, the simulation with
+the measured host time per operation charged to each launch. With ``--out-dir`` it
+also writes each schedule's last trace and a planned-vs-measured picture there.
 """
 
 from __future__ import annotations
@@ -86,6 +89,9 @@ def dispatch_ms(events: list[dict]) -> float:
 
 def run_schedule(spec: reference.Workload, name: str, args) -> dict:
     schedule = SCHEDULES[name](spec.num_stages)
+    fused = getattr(args, "fuse_tasks", False)
+    if fused:  # simulated and run as fused (partition would wrap it the same way)
+        schedule = pp.AutoFused(schedule)
     params, xs, ys = reference.init(spec)
     mesh = pp.MpmdMesh(
         jax.sharding.Mesh(np.array(jax.devices()[: spec.num_stages]), ("stage",)), "stage"
@@ -146,9 +152,19 @@ def run_schedule(spec: reference.Workload, name: str, args) -> dict:
             path=os.path.join(args.out_dir, f"{spec.name}_{name}.png"), costs=cost,
         )  # fmt: skip
     untraced = statistics.median(times["untraced"]) * 1000.0
+    # The host's cost per operation (launch or transfer), charged to each launch.
+    host_ms_per_op = dispatch / len(program.plan.instructions)
+    with_launch = schedule.simulate(
+        num_microbatches, costs=cost, transfer_cost=transfer, launch_cost=host_ms_per_op
+    )
     return {
         "workload": spec.name,
-        "schedule": name,
+        "schedule": f"{name}+fused" if fused else name,
+        "fused": fused,
+        "launches_per_step": sum(
+            type(inst).__name__ == "RunStage" for inst in program.plan.instructions
+        ),
+        "simulated_makespan_with_launch_ms": with_launch.makespan,
         "untraced_step_ms": untraced,
         "traced_step_ms": measured_step,
         "dispatch_only_step_ms": statistics.median(times["dispatch-only"]) * 1000.0,
@@ -167,6 +183,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--out-dir", default=None)
+    parser.add_argument(
+        "--fuse-tasks", action="store_true", help="partition with automatic task fusion"
+    )
     args = parser.parse_args()
     rows = []
     for workload in args.workloads.split(","):

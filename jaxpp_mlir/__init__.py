@@ -14,6 +14,7 @@ from jaxpp_mlir.runtime.lazy_exports import lazy_getattr
 
 _SOURCES = {
     "Add": "jaxpp_mlir.frontend.treduce",
+    "AutoFused": "jaxpp_mlir.schedules",
     "CallError": "jaxpp_mlir.errors",
     "CheckpointError": "jaxpp_mlir.errors",
     "CompiledProgram": "jaxpp_mlir.program",

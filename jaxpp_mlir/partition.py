@@ -44,6 +44,7 @@ from jaxpp_mlir.passes.verify_program import VerifyProgram
 from jaxpp_mlir.program import PartitionedProgram
 from jaxpp_mlir.runtime import options
 from jaxpp_mlir.schedules import Schedule, Std1F1B
+from jaxpp_mlir.schedules.autofuse import AutoFused
 from jaxpp_mlir.schedules.base import uses_split_backward
 from jaxpp_mlir.schedules.parse import schedule_from_text
 
@@ -141,6 +142,7 @@ def partition(
     schedule: Schedule | None = None,
     dump_dir: str | os.PathLike | None = None,
     strict: bool = False,
+    fuse_tasks: bool | None = None,
 ) -> PartitionedProgram:
     """Partitions a lowered step into stage programs over ``mesh``'s submeshes.
 
@@ -154,10 +156,21 @@ def partition(
     module, the IR after every pass, every stage module and the schedule.
     What is legal but surprising (a stage marker JAX dropped, markers that end
     the same stage) is a ``PartitionWarning`` at the user's source line;
-    ``strict=True`` makes it a ``PartitionError``.
+    ``strict=True`` makes it a ``PartitionError``. ``fuse_tasks`` (default: the
+    environment variable ``JAXPP_MLIR_FUSE_TASKS``) runs tasks that follow each other
+    on one rank as one launch wherever that delays no task (``schedules.AutoFused``).
     """
+    if fuse_tasks is None:
+        fuse_tasks = options.FUSE_TASKS.value() != 0
     with _host_heap_frozen():
-        return _partition(x, mesh=mesh, schedule=schedule, dump_dir=dump_dir, strict=strict)
+        return _partition(
+            x,
+            mesh=mesh,
+            schedule=schedule,
+            dump_dir=dump_dir,
+            strict=strict,
+            fuse_tasks=fuse_tasks,
+        )
 
 
 @contextlib.contextmanager
@@ -187,6 +200,7 @@ def _partition(
     schedule: Schedule | None,
     dump_dir: str | os.PathLike | None,
     strict: bool = False,
+    fuse_tasks: bool = False,
 ) -> PartitionedProgram:
     if not isinstance(mesh, MpmdMesh):
         raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
@@ -222,6 +236,8 @@ def _partition(
         _check_schedule(schedule, num_stages, num_microbatches, mesh)
         placement = tuple(schedule.stage_rank(s) for s in range(num_stages))
         split_backward = uses_split_backward(schedule.tasks(num_microbatches))
+        if fuse_tasks and not isinstance(schedule, AutoFused):
+            schedule = AutoFused(schedule)
     runner.run(
         placement_pipeline(
             mpmd_dim=mesh.mpmd_dim, placement=placement, split_backward=split_backward

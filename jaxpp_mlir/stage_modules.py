@@ -67,8 +67,10 @@ def fused_module(
     wiring: Sequence[Sequence[Source]],
     input_types: Sequence[ir.Type],
     aliases: dict[int, int] | None = None,
+    kept: Sequence[int] | None = None,
 ) -> str:
-    """A module whose ``@main`` calls ``callees`` in order and returns all their results.
+    """A module whose ``@main`` calls ``callees`` in order and returns all their results
+    (only those at the positions ``kept`` of the parts' results in order, if given).
 
     XLA compiles it as one executable, so it can fuse across the parts. On a
     sharded step ``@main`` carries the mesh and, on each argument, the
@@ -87,10 +89,11 @@ def fused_module(
             for f in functions
             for t in ir.FunctionType(f.attributes["function_type"].value).results
         ]
+        kept = range(len(result_types)) if kept is None else kept
         with ir.InsertionPoint(fused.body):
-            main = func.FuncOp("main", (list(input_types), result_types))
+            main = func.FuncOp("main", (list(input_types), [result_types[i] for i in kept]))
         argument_shardings, result_shardings = fused_boundary_shardings(
-            module, callees, wiring, len(input_types)
+            module, callees, wiring, len(input_types), kept
         )
         arg_attrs = [{SHARDING_ATTR: s} if s is not None else {} for s in argument_shardings]
         res_attrs = [{SHARDING_ATTR: s} if s is not None else {} for s in result_shardings]
@@ -110,7 +113,8 @@ def fused_module(
                 types = ir.FunctionType(function.attributes["function_type"].value).results
                 call = func.CallOp(list(types), ir.FlatSymbolRefAttr.get(callee), operands)
                 part_results.append(list(call.results))
-            func.ReturnOp([v for results in part_results for v in results])
+            returned = [v for results in part_results for v in results]
+            func.ReturnOp([returned[i] for i in kept])
         return str(fused)
 
 
@@ -119,11 +123,12 @@ def fused_boundary_shardings(
     callees: Sequence[str],
     wiring: Sequence[Sequence[Source]],
     num_inputs: int,
+    kept: Sequence[int] | None = None,
 ) -> tuple[list[ir.Attribute | None], list[ir.Attribute | None]]:
     """The ``sdy.sharding`` of each argument and result of a fused group's ``@main``.
 
     Input ``i`` takes the sharding of the first part argument wired to it;
-    the results are the parts' results, in order.
+    the results are the parts' results, in order (those at positions ``kept``).
     """
     arguments: list[ir.Attribute | None] = [None] * num_inputs
     results: list[ir.Attribute | None] = []
@@ -133,6 +138,8 @@ def fused_boundary_shardings(
             if source[0] == "input" and arguments[source[1]] is None:
                 arguments[source[1]] = sharding
         results += part_results
+    if kept is not None:
+        results = [results[i] for i in kept]
     return arguments, results
 
 

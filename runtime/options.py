@@ -185,6 +185,15 @@ COMPILATION_CACHE = Option(
     "(`JAX_COMPILATION_CACHE_DIR`); 0: always compiled",
 )
 
+FUSE_TASKS = Option(
+    "FUSE_TASKS",
+    int,
+    0,
+    "partition",
+    "1: partition fuses tasks that run back to back on one rank into one launch wherever "
+    "the simulated schedule delays no task by it (schedules.AutoFused)",
+)
+
 OPTIONS: tuple[Option, ...] = (
     NUM_PROCESSES,
     PROCESS_ID,
@@ -203,6 +212,7 @@ OPTIONS: tuple[Option, ...] = (
     PACK_ACCUMULATORS,
     PACK_PARAMETERS,
     COMPILATION_CACHE,
+    FUSE_TASKS,
 )
 
 

@@ -24,7 +24,7 @@ from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import Schedule
 from jaxpp_mlir.stage_modules import donated_arguments
 
-from . import emission, expansion
+from . import emission, expansion, fusion
 from .carried import loop_state_versions
 from .donation import donation_aliases
 from .emission import Fused, ModuleSource, Standalone
@@ -155,6 +155,9 @@ class PlanBuilder:
             else:
                 self.emit(op)
         outputs = self._outputs(terminator)
+        fusion.prune_unread_outputs(
+            self, [v for o in outputs for v in (o.value, *(r for r, _ in o.replicas))]
+        )
         inputs = self._inputs()
         donated = frozenset(donated_arguments(self.module))
         aliases = donation_aliases(

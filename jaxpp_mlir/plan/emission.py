@@ -34,11 +34,13 @@ class Standalone:
 @dataclasses.dataclass(frozen=True)
 class Fused:
     """An executable that runs ``callees`` in order: part ``j``'s operands come from
-    ``wiring[j]``; the module's inputs have ``input_types``."""
+    ``wiring[j]``; the module's inputs have ``input_types``; it returns the parts'
+    results at positions ``kept`` (all of them when ``None``)."""
 
     callees: tuple[str, ...]
     wiring: tuple[tuple[Source, ...], ...]
     input_types: tuple[ir.Type, ...]
+    kept: tuple[int, ...] | None = None
 
 
 ModuleSource = Standalone | Fused
@@ -48,7 +50,7 @@ def module_shardings(module: ir.Module, source: ModuleSource) -> Shardings:
     """The ``sdy.sharding`` of each input and output of the executable ``source`` makes."""
     if isinstance(source, Fused):
         return fused_boundary_shardings(
-            module, source.callees, source.wiring, len(source.input_types)
+            module, source.callees, source.wiring, len(source.input_types), source.kept
         )
     return boundary_shardings(module, source.callee)
 
@@ -59,7 +61,9 @@ def emit_module(
     """The standalone StableHLO text of ``source``; ``aliases`` maps an input to the
     output that may reuse its buffer."""
     if isinstance(source, Fused):
-        return fused_module(module, source.callees, source.wiring, source.input_types, aliases)
+        return fused_module(
+            module, source.callees, source.wiring, source.input_types, aliases, source.kept
+        )
     return standalone_module(module, source.callee, aliases)
 
 

@@ -4,11 +4,14 @@ Its receives come first, then one run of a module that calls the parts in
 order (a value one part gives another stays inside the executable), then the
 sends. One executable exists per way of wiring the parts: a schedule may fuse
 the same tasks with different values shared between them (within a
-microbatch or across two).
+microbatch or across two). Once the whole plan is built, a fused executable
+returns only the results some other instruction or the plan's outputs read.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from jax.extend.mlir import ir
@@ -89,3 +92,46 @@ def _wire(
             defined_by[value_id] = (part, index)
             outputs.append(value_id)
     return inputs, input_types, wiring, outputs
+
+
+def prune_unread_outputs(builder: PlanBuilder, read_by_outputs: Iterable[int]) -> None:
+    """Drops the results of fused runs that nothing reads outside the run.
+
+    A fused run returns every part's results, so a whole step fused into one launch
+    would keep every intermediate value (activations, each microbatch's accumulators)
+    alive at once. A result stays if some run of its executable has it read by another
+    instruction or by the plan's outputs (``read_by_outputs``): every run of one
+    executable returns the same results.
+    """
+    read = set(read_by_outputs)
+    for inst in builder.instructions:
+        if isinstance(inst, rt.RunStage):
+            read.update(inst.inputs)
+        elif isinstance(inst, rt.Send):
+            read.add(inst.value)
+    kept: dict[str, set[int]] = {}
+    for inst in builder.instructions:
+        if isinstance(inst, rt.RunStage) and isinstance(
+            builder.executables[inst.executable].source, Fused
+        ):
+            positions = kept.setdefault(inst.executable, set())
+            positions.update(i for i, value in enumerate(inst.outputs) if value in read)
+    pruned: dict[str, tuple[int, ...]] = {}
+    for name, positions in kept.items():
+        pending = builder.executables[name]
+        if len(positions) == len(pending.output_specs):
+            continue
+        # An executable must return something: a run nothing reads keeps its last result.
+        keep = tuple(sorted(positions)) or (len(pending.output_specs) - 1,)
+        pruned[name] = keep
+        builder.executables[name] = dataclasses.replace(
+            pending,
+            source=dataclasses.replace(pending.source, kept=keep),
+            output_specs=tuple(pending.output_specs[i] for i in keep),
+        )
+    builder.instructions = [
+        dataclasses.replace(inst, outputs=tuple(inst.outputs[i] for i in pruned[inst.executable]))
+        if isinstance(inst, rt.RunStage) and inst.executable in pruned
+        else inst
+        for inst in builder.instructions
+    ]

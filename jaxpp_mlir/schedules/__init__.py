@@ -6,6 +6,7 @@ lists in time (checking completeness, placement and deadlock freedom) and ``rend
 draws them as a rank-by-time grid.
 """
 
+from jaxpp_mlir.schedules.autofuse import AutoFused, fuse_schedule_tasks
 from jaxpp_mlir.schedules.base import Schedule
 from jaxpp_mlir.schedules.csv_format import schedule_from_csv, schedule_to_csv
 from jaxpp_mlir.schedules.custom import CustomSchedule
@@ -31,6 +32,7 @@ __all__ = [
     "FWD",
     "KINDS",
     "UNIT_COSTS",
+    "AutoFused",
     "CustomSchedule",
     "DualPipeV",
     "Eager1F1B",
@@ -45,6 +47,7 @@ __all__ = [
     "ZeroBubble",
     "render_steps",
     "render_timeline",
+    "fuse_schedule_tasks",
     "schedule_from_csv",
     "schedule_to_csv",
     "simulate_tasks",

@@ -93,7 +93,11 @@ class Schedule(abc.ABC):
     # -- checks, simulation, display ---------------------------------------------------
 
     def simulate(
-        self, num_microbatches: int, costs: Costs | None = None, transfer_cost: float = 0.0
+        self,
+        num_microbatches: int,
+        costs: Costs | None = None,
+        transfer_cost: float = 0.0,
+        launch_cost: float = 0.0,
     ) -> SimulationResult:
         """Simulate the schedule (see ``simulate.simulate_tasks``); raises if it cannot run."""
         return simulate_tasks(
@@ -103,6 +107,7 @@ class Schedule(abc.ABC):
             stage_rank=self.stage_rank,
             costs=costs,
             transfer_cost=transfer_cost,
+            launch_cost=launch_cost,
         )
 
     def validate(self, num_microbatches: int) -> None:

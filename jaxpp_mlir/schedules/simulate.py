@@ -5,7 +5,9 @@ rank is free and every task it depends on (see ``deps``) has finished, plus
 ``transfer_cost`` when that task ran on another rank. A ``FusedTask`` runs its parts back
 to back as one executable: it starts once all the inputs of all its parts (other than
 those its own earlier parts produce) are ready, and its outputs become available when the
-whole group ends. The lists are checked first (``check.check_tasks``); a schedule whose
+whole group ends. ``launch_cost`` is the host's cost of starting one executable: every
+item (a task, or a fused task as a whole) pays it once before its parts run, so fusing
+tasks shows its gain. The lists are checked first (``check.check_tasks``); a schedule whose
 ranks all end up waiting on each other is a deadlock and raises ``ScheduleError`` with the
 step-by-rank grid, ``>>`` marking the step each stuck rank waits at.
 """
@@ -141,10 +143,13 @@ def simulate_tasks(
     stage_rank: Callable[[int], int],
     costs: Costs | None = None,
     transfer_cost: float = 0.0,
+    launch_cost: float = 0.0,
 ) -> SimulationResult:
     """Check and simulate per-rank task lists; raise ``ScheduleError`` if they cannot run."""
     if transfer_cost < 0:
         raise ScheduleError(f"transfer_cost must be >= 0, got {transfer_cost}")
+    if launch_cost < 0:
+        raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
     cost = cost_function(costs)
     where, needs = check_tasks(
         per_rank,
@@ -191,7 +196,7 @@ def simulate_tasks(
                         break
                     ready = max(ready, done + hop)
                 else:
-                    now = ready
+                    now = ready + launch_cost
                     for task in parts:
                         start[task] = now
                         now += cost(task)

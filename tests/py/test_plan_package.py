@@ -58,9 +58,9 @@ def emitted(lowered):
         calls.append(callee)
         return standalone(module, callee, aliases)
 
-    def count_fused(module, callees, wiring, input_types, aliases=None):
+    def count_fused(module, callees, wiring, input_types, aliases=None, kept=None):
         calls.append("fused__" + "__".join(callees))
-        return fused(module, callees, wiring, input_types, aliases)
+        return fused(module, callees, wiring, input_types, aliases, kept)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(emission, "standalone_module", count_standalone)

@@ -125,6 +125,12 @@ def main_shardings(text: str) -> tuple[list[str | None], list[str | None]]:
 
 # ------------------------------------------------------------ fused tasks
 
+
+def _is_subsequence(items: list, sequence: list) -> bool:
+    remaining = iter(sequence)
+    return all(any(item == other for other in remaining) for item in items)
+
+
 FUSED_CASES = [
     (MESH_222, True, pp.Interleaved1F1B(4, 2)),  # fuses the last stage's fwd and bwd
     (MESH_222, True, pp.DualPipeV(4, 2, fuse_overlapped=True)),  # fwd with bwd_i + bwd_w
@@ -162,7 +168,9 @@ def test_sharded_schedules_match_jax_jit(shape, tensor_parallel, schedule):
             part_arguments_of, part_results_of = main_shardings(program.stage_modules[part])
             part_arguments += part_arguments_of
             part_results += part_results_of
-        assert None not in arguments and results == part_results
+        # A fused run returns only the part results read after it, in part order.
+        assert None not in arguments and _is_subsequence(results, part_results)
+        assert len(results) == len(program.plan.executables[name].output_specs)
         assert set(arguments) <= set(part_arguments)
     got = program.compile()(params, batch)
     # Each stage (fused or not) is the SPMD program XLA builds for the jitted step
