@@ -36,6 +36,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 
 from jaxpp_mlir.ir_context import make_context
 from jaxpp_mlir.tools import opt
@@ -99,6 +100,7 @@ def run_child(request: dict, fds: list[int]) -> int:
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
+    reopen_standard_streams()
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -119,6 +121,23 @@ def run_child(request: dict, fds: list[int]) -> int:
         except (OSError, ValueError):
             pass
     return status
+
+
+def reopen_standard_streams() -> None:
+    """New ``sys.stdin/stdout/stderr`` over the client's descriptors: the server's own
+    objects describe the server's streams (a seekable file, a terminal), not the client's."""
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        old = getattr(sys, name)
+        line_buffered = name == "stderr" or os.isatty(fd)
+        stream = open(  # noqa: SIM115 - replaces a standard stream for the child's lifetime
+            fd,
+            mode,
+            buffering=1 if line_buffered else -1,
+            encoding=old.encoding,
+            errors=old.errors,
+            closefd=False,
+        )
+        setattr(sys, name, stream)
 
 
 def run_filecheck(argv: list[str]) -> int:
@@ -203,6 +222,9 @@ class ForkServer:
                 os.close(exit_read)
                 self.close_inherited(conn)
                 status = run_child(request, fds)
+            except BaseException:  # noqa: BLE001 - the child must never return into the server
+                traceback.print_exc()
+                sys.stderr.flush()
             finally:
                 os._exit(status)
         os.close(exit_write)
