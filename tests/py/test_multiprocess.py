@@ -49,11 +49,12 @@ model = _load_model()
 
 
 # The workers started directly (every launch ends with one of them killed): a killed
-# peer is named after a few seconds, not LIMITS' 15.
+# peer is named after two seconds, not LIMITS' 15, heartbeats four times a second.
 KILL_LIMITS = {
     **LIMITS,
-    "JAXPP_MLIR_PEER_TIMEOUT": "5",
-    "JAXPP_MLIR_HEARTBEAT_TIMEOUT": "8",  # jax's own check stays later than the watchdog's
+    "JAXPP_MLIR_PEER_TIMEOUT": "2",
+    "JAXPP_MLIR_HEARTBEAT_INTERVAL": "0.25",
+    "JAXPP_MLIR_HEARTBEAT_TIMEOUT": "5",  # jax's own check stays later than the watchdog's
 }
 
 
