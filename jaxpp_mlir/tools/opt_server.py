@@ -222,6 +222,11 @@ class ForkServer:
                 os.close(exit_read)
                 self.close_inherited(conn)
                 status = run_child(request, fds)
+            except SystemExit as done:  # a tool that exits by raising: its status, as Python's
+                status = done.code if isinstance(done.code, int) else int(done.code is not None)
+                if not isinstance(done.code, int | None):
+                    sys.stderr.write(f"{done.code}\n")
+                sys.stderr.flush()
             except BaseException:  # noqa: BLE001 - the child must never return into the server
                 traceback.print_exc()
                 sys.stderr.flush()
