@@ -1,6 +1,6 @@
 """``jaxpp-opt`` through the fork server (``opt_server.py``), or the plain tool without it.
 
-Run as a script (``python -I path/to/opt_client.py ARGS...``): it uses the
+Run as a script (``python -I -S path/to/opt_client.py ARGS...``): it uses the
 standard library only and imports neither jax nor jaxpp_mlir, so it starts in
 milliseconds. It sends its arguments, working directory, environment and its
 stdin/stdout/stderr file descriptors to the server named by
@@ -8,6 +8,9 @@ stdin/stdout/stderr file descriptors to the server named by
 is unset, the socket is missing or the server does not answer, it replaces
 itself with ``python -m jaxpp_mlir.tools.opt ARGS...``: the same tool, started
 the slow way.
+
+``python -I -S opt_client.py --tool=filecheck ARGS...`` runs FileCheck the same
+way (``python -m filecheck ARGS...`` without the server).
 """
 
 import array
@@ -19,6 +22,8 @@ import sys
 SERVER_ENV = "JAXPP_OPT_SERVER"
 LENGTH_BYTES = 8
 TOOL_MODULE = "jaxpp_mlir.tools.opt"
+TOOL_FLAG = "--tool="
+TOOL_MODULES = {"jaxpp-opt": TOOL_MODULE, "filecheck": "filecheck"}
 EXIT_NO_STATUS = 3  # the server lost the run without a status: an internal error
 
 
@@ -32,8 +37,8 @@ def connect(path: str) -> socket.socket | None:
     return client
 
 
-def send_request(client: socket.socket, argv: list[str]) -> None:
-    header = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
+def send_request(client: socket.socket, tool: str, argv: list[str]) -> None:
+    header = {"tool": tool, "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
     body = json.dumps(header).encode("utf-8")
     message = len(body).to_bytes(LENGTH_BYTES, "big") + body
     fds = array.array("i", [0, 1, 2])
@@ -48,19 +53,25 @@ def receive_status(client: socket.socket) -> int:
     return int(reply) if reply.strip().isdigit() else EXIT_NO_STATUS
 
 
-def run_plain_tool(argv: list[str]) -> None:
+def run_plain_tool(tool: str, argv: list[str]) -> None:
     python = sys.executable
-    os.execv(python, [python, "-m", TOOL_MODULE, *argv])
+    os.execv(python, [python, "-m", TOOL_MODULES[tool], *argv])
 
 
 def main() -> int:
     argv = sys.argv[1:]
+    tool = "jaxpp-opt"
+    if argv and argv[0].startswith(TOOL_FLAG):
+        tool = argv.pop(0)[len(TOOL_FLAG) :]
+        if tool not in TOOL_MODULES:
+            sys.stderr.write(f"opt_client: unknown tool {tool!r} (one of {sorted(TOOL_MODULES)})\n")
+            return 2
     path = os.environ.get(SERVER_ENV, "")
     client = connect(path) if path else None
     if client is None:
-        run_plain_tool(argv)
+        run_plain_tool(tool, argv)
     with client:
-        send_request(client, argv)
+        send_request(client, tool, argv)
         return receive_status(client)
 
 

@@ -12,7 +12,9 @@ folders (files that tests read). RUN lines may use:
 - ``%python``: this Python interpreter;
 - ``%inputs``: the folder of captured jax lowerings for the installed jax;
 - ``%jaxchecks``: FileCheck prefixes CHECK plus JAX010 or JAX011 (the installed jax's);
-- ``filecheck`` (also spelled ``FileCheck``): ``<this python> -m filecheck``;
+- ``filecheck`` (also spelled ``FileCheck``): FileCheck (the ``filecheck``
+  package) through the same fork server (a fresh Python that imports it costs
+  more than most checks), or ``<this python> -m filecheck`` without the server;
   ``not``: lit's internal shell builtin.
 
 Scratch files (``%t``) go to tests/lit/Output, which git ignores.
@@ -45,10 +47,9 @@ _python = shlex.quote(sys.executable)
 # `jaxpp-opt` is replaced only as a word of its own, never inside a path or a longer name.
 _tool = f"{_python} -m jaxpp_mlir.tools.opt"
 _TOOL_PATTERN = r"(?<![\w/.-])jaxpp-opt(?![\w.-])"
+_filecheck = f"{_python} -m filecheck"
+_FILECHECK_PATTERN = r"(?<![\w/.-])filecheck(?![\w.-])"
 config.substitutions.append((r"(?<![\w/.-])FileCheck(?![\w.-])", "filecheck"))
-# FileCheck as a module of this interpreter: a console script may be a shim that costs
-# more than FileCheck itself (pyenv's runs bash and pyenv first), and lit runs it ~100 times.
-config.substitutions.append((r"(?<![\w/.-])filecheck(?![\w.-])", f"{_python} -m filecheck"))
 config.substitutions.append(("%python", _python))
 
 # Captured jax lowerings: inputs/ holds jax 0.10's; a newer minor release whose lowering
@@ -114,8 +115,15 @@ def _start_fork_server() -> str | None:
         time.sleep(0.05)
     config.environment["JAXPP_OPT_SERVER"] = socket_path
     client = os.path.join(_repo_root, "jaxpp_mlir", "tools", "opt_client.py")
-    return f"{_python} -I {shlex.quote(client)}"
+    return f"{_python} -I -S {shlex.quote(client)}"  # stdlib only: no site, no .pth files
 
 
 _SERVER_START_SECONDS = 120
-config.substitutions.insert(0, (_TOOL_PATTERN, _start_fork_server() or _tool))
+_client = _start_fork_server()
+config.substitutions.insert(0, (_TOOL_PATTERN, _client or _tool))
+# FileCheck as a module of this interpreter (through the server where it runs): a console
+# script may be a shim that costs more than FileCheck itself (pyenv's runs bash and pyenv
+# first), and lit runs it ~100 times.
+config.substitutions.append(
+    (_FILECHECK_PATTERN, f"{_client} --tool=filecheck" if _client else _filecheck)
+)

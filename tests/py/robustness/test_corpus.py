@@ -25,7 +25,7 @@ from corpus_cases import CASES
 RUNNER = str(pathlib.Path(__file__).parent / "corpus_runner.py")
 STARTUP_TIMEOUT_S = 240  # the runner's imports, before its first case
 CASE_TIMEOUT_S = 240  # one corpus case
-HARNESS_TIMEOUT_S = 5  # one case of the harness's own test (each takes microseconds)
+HARNESS_TIMEOUT_S = 2  # one case of the harness's own test (each takes microseconds)
 
 
 def _read_lines(stream, lines: queue.Queue) -> None:

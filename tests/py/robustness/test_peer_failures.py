@@ -20,11 +20,14 @@ import pytest
 
 WORKER = str(pathlib.Path(__file__).parent / "peer_worker.py")
 # Every jaxpp timeout of the workers: the steps before the failure wait on their
-# transfers for milliseconds (a setup barrier precedes them), so a few seconds keep
-# the failure the only thing that can time out while the cases stay short.
-LIMIT_S = 5
+# transfers for milliseconds (a setup barrier precedes them), so two seconds keep
+# the failure the only thing that can time out while the cases stay short (each
+# case waits for one or two of these limits plus the launcher's grace).
+LIMIT_S = 2
 LIMITS = {
     "JAXPP_SETUP_TIMEOUT": "60",
+    # Frequent heartbeats: a peer's failure is seen within a fraction of a second.
+    "JAXPP_MLIR_HEARTBEAT_INTERVAL": "0.25",
     "JAXPP_MLIR_TRANSFER_TIMEOUT": str(LIMIT_S),
     "JAXPP_MLIR_PEER_TIMEOUT": str(LIMIT_S),
     "JAXPP_MLIR_SHUTDOWN_TIMEOUT": str(LIMIT_S),
