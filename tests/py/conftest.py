@@ -7,12 +7,17 @@ runs them in this process. Slow tests are handed out first, so that none starts
 last, and the tests of a file that share a module-scoped fixture go to one
 worker together (the fixture is built once, not once per worker).
 
-The session shares one persistent compilation cache (``_SessionCompilationCache``):
-unless ``JAX_COMPILATION_CACHE_DIR`` is set already, the controller makes a temporary
-directory, points JAX at it through the environment (every compilation cached, however
-fast or small), and removes it at the end; xdist workers and the processes that tests
-start inherit it. ``-p no:jaxpp_compilation_cache`` or ``JAXPP_MLIR_TEST_CACHE=0``
-turns it off.
+The tests share one persistent compilation cache (``_TestCompilationCache``): unless
+``JAX_COMPILATION_CACHE_DIR`` is set already, the controller points JAX at
+``$XDG_CACHE_HOME/jaxpp_mlir/test-compilation-cache`` (``~/.cache`` without
+``XDG_CACHE_HOME``; ``JAXPP_MLIR_TEST_CACHE_DIR`` names another) through the
+environment, every compilation cached however fast or small; xdist workers and the
+processes that tests start inherit it. It is kept between runs, so a second run loads
+what the first compiled (entries are keyed by the compiled program, the compile options
+and the jax version, so a changed pass or jax compiles anew); it is emptied when it
+grows past ``_CACHE_LIMIT_BYTES``. ``JAXPP_MLIR_TEST_CACHE=session`` uses a temporary
+directory removed at the end instead; ``JAXPP_MLIR_TEST_CACHE=0`` or
+``-p no:jaxpp_compilation_cache`` turns it off.
 """
 
 import os
@@ -30,26 +35,55 @@ _SHARED_SCOPES = ("module", "package", "session")
 
 
 _CACHE_PLUGIN = "jaxpp_compilation_cache"
-_CACHE_OFF_VAR = "JAXPP_MLIR_TEST_CACHE"
+_CACHE_MODE_VAR = "JAXPP_MLIR_TEST_CACHE"  # 1 (kept between runs), session, or 0 (off)
+_CACHE_DIR_VAR = "JAXPP_MLIR_TEST_CACHE_DIR"
+_CACHE_LIMIT_BYTES = 2 * 2**30
 _CACHE_ENVIRONMENT = {
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
 }
 
 
-class _SessionCompilationCache:
-    """One JAX persistent compilation cache directory for the whole test session."""
+def _kept_cache_directory() -> str:
+    if os.environ.get(_CACHE_DIR_VAR):
+        return os.environ[_CACHE_DIR_VAR]
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "jaxpp_mlir", "test-compilation-cache")
+
+
+def _cache_entries(directory: str) -> list[os.DirEntry]:
+    try:
+        return [entry for entry in os.scandir(directory) if entry.name.endswith("-cache")]
+    except FileNotFoundError:
+        return []
+
+
+class _TestCompilationCache:
+    """One JAX persistent compilation cache directory for the tests of a run."""
 
     def __init__(self) -> None:
         self.directory: str | None = None
+        self.temporary = False
+        self.entries_before = 0
         self.saved: dict[str, str | None] = {}
 
     def pytest_configure(self, config: pytest.Config) -> None:
         if hasattr(config, "workerinput") or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
             return  # an xdist worker inherits the controller's; the user's own wins
-        if os.environ.get(_CACHE_OFF_VAR, "1") == "0":
+        mode = os.environ.get(_CACHE_MODE_VAR, "1")
+        if mode == "0":
             return
-        self.directory = tempfile.mkdtemp(prefix="jaxpp_mlir_test_cache_")
+        self.temporary = mode == "session"
+        if self.temporary:
+            self.directory = tempfile.mkdtemp(prefix="jaxpp_mlir_test_cache_")
+        else:
+            self.directory = _kept_cache_directory()
+            entries = _cache_entries(self.directory)
+            if sum(entry.stat().st_size for entry in entries) > _CACHE_LIMIT_BYTES:
+                shutil.rmtree(self.directory, ignore_errors=True)
+                entries = []
+            os.makedirs(self.directory, exist_ok=True)
+            self.entries_before = len(entries)
         settings = {"JAX_COMPILATION_CACHE_DIR": self.directory, **_CACHE_ENVIRONMENT}
         for name, value in settings.items():
             self.saved[name] = os.environ.get(name)
@@ -64,11 +98,13 @@ class _SessionCompilationCache:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.directory is None:
             return
-        entries = [p for p in os.scandir(self.directory) if p.name.endswith("-cache")]
-        stages = sum(1 for p in entries if p.name.startswith("jaxpp_mlir-"))
-        size = sum(p.stat().st_size for p in entries)
+        entries = _cache_entries(self.directory)
+        stages = sum(1 for entry in entries if entry.name.startswith("jaxpp_mlir-"))
+        size = sum(entry.stat().st_size for entry in entries)
+        kind = "temporary" if self.temporary else "kept"
         terminalreporter.write_line(
-            f"session compilation cache: {len(entries)} entries ({stages} stage programs), "
+            f"test compilation cache ({kind}, {self.directory}): {len(entries)} entries "
+            f"({stages} stage programs, {len(entries) - self.entries_before} new), "
             f"{size / 2**20:.1f} MiB"
         )
 
@@ -80,13 +116,14 @@ class _SessionCompilationCache:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.temporary:
+            shutil.rmtree(self.directory, ignore_errors=True)
         self.directory = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.is_blocked(_CACHE_PLUGIN):
-        config.pluginmanager.register(_SessionCompilationCache(), _CACHE_PLUGIN)
+        config.pluginmanager.register(_TestCompilationCache(), _CACHE_PLUGIN)
 
 
 class _XdistDefaults:
