@@ -1,4 +1,5 @@
-"""``benchmarks/launch_cost.py --quick``'s code paths, in this process, so that it cannot rot.
+"""``benchmarks/launch_cost.py --quick --pack-parameters``'s code paths, in this process, so
+that it cannot rot.
 
 The launch-cost rows must be measured on launches that compute what plain
 ``jax.jit`` computes, and the workload rows on a pipelined step that matches
@@ -30,7 +31,9 @@ def launch_cost():
 @pytest.fixture(scope="module")
 def quick_rows(launch_cost):
     lines: list[str] = []
-    rows = launch_cost.run(quick=True, workloads=["W1"], reps=5, emit=lines.append)
+    rows = launch_cost.run(
+        quick=True, workloads=["W1"], reps=5, emit=lines.append, pack_parameters=True
+    )
     return launch_cost, rows, lines
 
 
@@ -71,9 +74,28 @@ def test_chain_rows_cover_the_task_counts(quick_rows):
 
 
 @pytest.mark.slow  # the quick run takes ~20 s on the shared 2-core machine
+def test_packed_parameter_rows_match_jit_and_pass_fewer_buffers(quick_rows):
+    _, rows, _ = quick_rows
+    workload = [r for r in rows if r["row"] == "workload"]
+    by_config = {(r["packed"], r["params_packed"]): r for r in workload}
+    assert sorted(by_config) == [(False, 0), (False, 1), (True, 0), (True, 1), (True, 2)]
+    for row in workload:
+        assert row["max_abs_diff_params"] == 0.0 and row["max_abs_diff_loss"] == 0.0, row
+        assert len(row["peak_bytes_per_rank"]) == row["config"]["num_stages"]
+        assert row["launches_per_step"] == by_config[(False, 0)]["launches_per_step"]
+    # W1 has 2 layers (a weight and a bias each) per stage: a forward task's 4
+    # parameters become 1 buffer (params_packed 1) or its 2 biases 1 (params_packed 2).
+    unpacked, packed = by_config[(False, 0)], by_config[(False, 1)]
+    assert packed["task_buffers_in_mean"] < unpacked["task_buffers_in_mean"]
+    both, biases = by_config[(True, 1)], by_config[(True, 2)]
+    assert both["task_buffers_in_mean"] < biases["task_buffers_in_mean"]
+    assert biases["task_buffers_in_mean"] < by_config[(True, 0)]["task_buffers_in_mean"]
+
+
+@pytest.mark.slow  # the quick run takes ~20 s on the shared 2-core machine
 def test_workload_row_matches_jit_and_counts_launches(quick_rows):
     _, rows, _ = quick_rows
-    packed, unpacked = [r for r in rows if r["row"] == "workload"]
+    packed, unpacked = [r for r in rows if r["row"] == "workload" and r["params_packed"] == 0]
     assert (packed["packed"], unpacked["packed"]) == (True, False)
     # Packing leaves the launches alone and passes fewer buffers.
     assert packed["launches_per_step"] == unpacked["launches_per_step"]
