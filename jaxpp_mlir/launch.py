@@ -30,10 +30,12 @@ import argparse
 import dataclasses
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -208,7 +210,9 @@ class Launch:
         self._signalled: dict[int, int] = {}  # process -> signal the launcher sent
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._notes = tempfile.mkdtemp(prefix="jaxpp_launch_")  # options.FAILURE_NOTES
         base = dict(os.environ if env is None else env)
+        base[options.FAILURE_NOTES.env] = self._notes
         try:
             for i in range(nproc):
                 pipe = subprocess.PIPE if prefix else None
@@ -244,14 +248,22 @@ class Launch:
             return [self.ends[i].code if i in self.ends else None for i in range(len(self.procs))]
 
     def first_failure(self) -> int | None:
-        """The process that failed first (by the time it ended), if any failed by itself."""
+        """The process that failed first (by the time it ended), if any failed by itself.
+
+        A process that noted that its failure follows a peer's (``FAILURE_NOTES``) comes
+        after every process that did not: one's exit can break the other's transfer, and
+        the two then end within milliseconds, in either order."""
         with self._lock:
             failed = [
                 (e.at, i)
                 for i, e in self.ends.items()
                 if e.code != 0 and e.killed_by_launcher is None
             ]
-        return min(failed)[1] if failed else None
+        own = [(at, i) for at, i in failed if not self._peer_caused(i)]
+        return min(own or failed)[1] if failed else None
+
+    def _peer_caused(self, process: int) -> bool:
+        return os.path.exists(os.path.join(self._notes, f"peer_caused.{process}"))
 
     def kill(self, grace_s: float = 3.0) -> None:
         """SIGTERM, then SIGKILL after ``grace_s``, to every child still running (by PID,
@@ -309,9 +321,10 @@ class Launch:
             self.kill()
         for line in self.summary():
             _say(line)
+        first = self.first_failure()
+        shutil.rmtree(self._notes, ignore_errors=True)
         if timed_out:
             return 124
-        first = self.first_failure()
         if first is None:
             return 0
         code = self.ends[first].code

@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from . import coordination
+from . import coordination, options
 from .stderr import write as _write
 from .stderr import write_fd as _write_fd
 from .watchdog import _HEARTBEAT_DIR, EXIT_CODE, Watchdog
@@ -44,6 +44,8 @@ def install_exit_hooks(dog: Watchdog) -> None:
 
     def excepthook(kind, value, traceback):  # an exception escapes the script
         diagnosis = dog.diagnose()
+        if diagnosis is not None:
+            note_peer_caused_failure(dog.process)
         dog.close(f"failed: {kind.__name__}: {value}"[:2000])
         previous(kind, value, traceback)
         if diagnosis is not None:
@@ -59,6 +61,20 @@ def install_exit_hooks(dog: Watchdog) -> None:
     _record_exit_codes()
     # Registered after jax's own atexit (jax.distributed.shutdown), so it runs first.
     atexit.register(_at_exit, dog)
+
+
+def note_peer_caused_failure(process: int) -> None:
+    """Tells the launcher (``FAILURE_NOTES``) that this process fails because a peer did:
+    two processes can end within milliseconds of each other, in either order, when one's
+    failure breaks the other's transfer, and the launcher must name the cause."""
+    directory = options.FAILURE_NOTES.value()
+    if not directory:
+        return
+    try:
+        with open(os.path.join(directory, f"peer_caused.{process}"), "w"):
+            pass
+    except OSError:  # the launcher is gone or its directory too: nothing to tell
+        return
 
 
 _exit_code: list[Any] = []  # the code given to sys.exit, if the script called it
@@ -209,6 +225,7 @@ def on_abort(dog: Watchdog) -> None:
         )
         return
     text = f"{me}: {lost}"
+    note_peer_caused_failure(dog.process)
     if dog.failure is None:
         dog.failure = text
     dog.stop_reporting()

@@ -194,9 +194,19 @@ FUSE_TASKS = Option(
     "the simulated schedule delays no task by it (schedules.AutoFused)",
 )
 
+FAILURE_NOTES = Option(
+    "FAILURE_NOTES",
+    str,
+    None,
+    "the launcher",
+    "a directory (set by the launcher) where a process that fails because a peer failed "
+    "says so, so that the launcher names the peer as the first failure",
+)
+
 OPTIONS: tuple[Option, ...] = (
     NUM_PROCESSES,
     PROCESS_ID,
+    FAILURE_NOTES,
     HEARTBEAT_TIMEOUT,
     INIT_TIMEOUT,
     HEARTBEAT_INTERVAL,
