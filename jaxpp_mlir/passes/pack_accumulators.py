@@ -11,6 +11,7 @@ from jax.extend.mlir.dialects import stablehlo
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils, shardings
 from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.row_packing import RowLayout
 
 _ADD = "stablehlo.add"
 
@@ -77,31 +78,13 @@ class _Member:
     state: int  # index among the loop's state values
     update: ir.Operation  # state + increment
     increment: ir.Value
-    shape: tuple[int, ...]
-    offset: int  # in the packed buffer
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
+    index: int  # in the group's layout
 
 
 @dataclasses.dataclass
 class _Group:
-    element_type: ir.Type
+    layout: RowLayout
     members: list[_Member]
-
-    @property
-    def size(self) -> int:
-        return sum(m.size for m in self.members)
-
-    @property
-    def width(self) -> int:
-        """Elements per row of the packed buffer: every member is a whole number of rows."""
-        return math.gcd(*(m.size for m in self.members))
-
-    @property
-    def packed_type(self) -> ir.RankedTensorType:
-        return ir.RankedTensorType.get([self.size // self.width, self.width], self.element_type)
 
 
 def _find_groups(body: ir.Block, max_members: int) -> list[_Group]:
@@ -128,30 +111,11 @@ def _find_groups(body: ir.Block, max_members: int) -> list[_Group]:
         key = (jaxpp.get_stage(update), jaxpp.get_kind(update), str(tensor.element_type))
         chunks = groups.setdefault(key, [])
         if not chunks or len(chunks[-1].members) == max_members:
-            chunks.append(_Group(tensor.element_type, []))
+            chunks.append(_Group(RowLayout(tensor.element_type), []))
         group = chunks[-1]
-        group.members.append(_Member(state, update, increment, tuple(tensor.shape), group.size))
+        index = group.layout.add(tuple(tensor.shape))
+        group.members.append(_Member(state, update, increment, index))
     return [group for chunks in groups.values() for group in chunks if len(group.members) > 1]
-
-
-def _rows(value: ir.Value, group: _Group, tags: ir.Operation | None) -> ir.Value:
-    """``value`` (a member's shape) as rows of the group's width."""
-    shape = ir.RankedTensorType(value.type).shape
-    rows = [math.prod(shape) // group.width, group.width]
-    if shape == rows:
-        return value
-    reshape = stablehlo.ReshapeOp(ir.RankedTensorType.get(rows, group.element_type), value)
-    if tags is not None:
-        jaxpp.set_stage(reshape, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
-    return reshape.result
-
-
-def _stacked(values: list[ir.Value], tags: ir.Operation | None) -> ir.Value:
-    """``values`` (rows of one width) concatenated along the rows."""
-    concatenate = stablehlo.ConcatenateOp(values, 0)
-    if tags is not None:
-        jaxpp.set_stage(concatenate, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
-    return concatenate.result
 
 
 def _update(packed: ir.Value, group: _Group, tags: ir.Operation) -> ir.Value:
@@ -166,7 +130,7 @@ def _update(packed: ir.Value, group: _Group, tags: ir.Operation) -> ir.Value:
     rows, the operand changes only from row to row and each row is a plain
     vectorized add (benchmarks/RESULTS.md, issue 13). Narrow rows (members whose
     sizes share only a small gcd) bring the per-element cost back."""
-    increments = _stacked([_rows(m.increment, group, tags) for m in group.members], tags)
+    increments = group.layout.pack([m.increment for m in group.members], tags)
     add = stablehlo.AddOp(packed, increments)
     jaxpp.set_stage(add, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
     return add.result
@@ -179,9 +143,7 @@ def _rewrite(loop: ir.Operation, groups: list[_Group]) -> None:
     kept = [s for s in range(len(list(loop.operands))) if s not in packed]
     inits = list(loop.operands)
     with ir.InsertionPoint(loop), loop.location:
-        packed_inits = [
-            _stacked([_rows(inits[m.state], g, None) for m in g.members], None) for g in groups
-        ]
+        packed_inits = [g.layout.pack([inits[m.state] for m in g.members]) for g in groups]
         new_loop = jaxpp.create_loop(
             [*(inits[s] for s in kept), *packed_inits],
             num_microbatches=jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR),
@@ -214,12 +176,7 @@ def _rewrite(loop: ir.Operation, groups: list[_Group]) -> None:
     with ir.InsertionPoint(loop), loop.location:
         for index, group in enumerate(groups):
             result = new_loop.results[len(kept) + index]
-            width = group.width
             for m in group.members:
-                first, last = m.offset // width, (m.offset + m.size) // width
-                piece = stablehlo.SliceOp(result, [first, 0], [last, width], [1, 1]).result
-                if list(m.shape) != [last - first, width]:
-                    shaped = ir.RankedTensorType.get(list(m.shape), group.element_type)
-                    piece = stablehlo.ReshapeOp(shaped, piece).result
+                piece = group.layout.unpack(result, m.index)
                 loop.results[m.state].replace_all_uses_with(piece)
     loop.erase()

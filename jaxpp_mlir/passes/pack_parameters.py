@@ -6,11 +6,11 @@ import dataclasses
 import math
 
 from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import stablehlo
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils, shardings
 from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.row_packing import RowLayout
 
 # A value read as the operand that a dynamic_slice indexes is microbatched data (the
 # whole batch, sliced per iteration), not a parameter: packing it would copy the batch.
@@ -84,29 +84,15 @@ class PackParameters(ModulePass):
 @dataclasses.dataclass
 class _Member:
     value: ir.Value
-    shape: tuple[int, ...]
-    offset: int  # in the packed buffer, in elements
+    index: int  # in the group's layout
     readers: list[tuple[ir.Operation, int]]  # its reads inside the loop: (op, operand index)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
 
 
 @dataclasses.dataclass
 class _Group:
     stage: int
-    element_type: ir.Type
+    layout: RowLayout
     members: list[_Member]
-
-    @property
-    def size(self) -> int:
-        return sum(m.size for m in self.members)
-
-    @property
-    def width(self) -> int:
-        """Elements per row of the packed buffer: every member is a whole number of rows."""
-        return math.gcd(*(m.size for m in self.members))
 
 
 def _outer_values(main: ir.Operation, loop: ir.Operation) -> list[ir.Value]:
@@ -178,44 +164,16 @@ def _find_groups(
             continue
         chunks = groups.setdefault((stage, str(tensor.element_type)), [])
         if not chunks or len(chunks[-1].members) == max_members:
-            chunks.append(_Group(stage, tensor.element_type, []))
+            chunks.append(_Group(stage, RowLayout(tensor.element_type), []))
         group = chunks[-1]
-        group.members.append(_Member(value, tuple(tensor.shape), group.size, reads))
+        group.members.append(_Member(value, group.layout.add(tuple(tensor.shape)), reads))
     return [group for chunks in groups.values() for group in chunks if len(group.members) > 1]
-
-
-def _packed(group: _Group) -> ir.Value:
-    """The members as rows of the group's width, concatenated (at the insertion point)."""
-    rows = []
-    for m in group.members:
-        shape = [m.size // group.width, group.width]
-        value = m.value
-        if list(m.shape) != shape:
-            shaped = ir.RankedTensorType.get(shape, group.element_type)
-            value = stablehlo.ReshapeOp(shaped, value).result
-        rows.append(value)
-    return stablehlo.ConcatenateOp(rows, 0).result
-
-
-def _unpacked(packed: ir.Value, member: _Member, group: _Group, tags: ir.Operation) -> ir.Value:
-    """``member`` read back from ``packed``: its rows, reshaped, tagged like ``tags``."""
-    width = group.width
-    first, last = member.offset // width, (member.offset + member.size) // width
-    piece_op = stablehlo.SliceOp(packed, [first, 0], [last, width], [1, 1])
-    jaxpp.set_stage(piece_op, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
-    piece = piece_op.result
-    if list(member.shape) != [last - first, width]:
-        shaped = ir.RankedTensorType.get(list(member.shape), group.element_type)
-        reshape = stablehlo.ReshapeOp(shaped, piece)
-        jaxpp.set_stage(reshape, jaxpp.get_stage(tags), jaxpp.get_kind(tags))
-        piece = reshape.result
-    return piece
 
 
 def _rewrite(loop: ir.Operation, group: _Group) -> None:
     body = jaxpp.loop_body(loop)
     with ir.InsertionPoint(loop), loop.location:
-        packed = _packed(group)
+        packed = group.layout.pack([member.value for member in group.members])
     for member in group.members:
         # One read per (stage, kind), before that kind's first reader in the body.
         by_kind: dict[str, list[tuple[ir.Operation, int]]] = {}
@@ -229,6 +187,6 @@ def _rewrite(loop: ir.Operation, group: _Group) -> None:
         for kind, reads in by_kind.items():
             anchor = first_reader[kind]
             with ir.InsertionPoint(anchor), anchor.location:
-                piece = _unpacked(packed, member, group, anchor)
+                piece = group.layout.unpack(packed, member.index, anchor)
             for owner, operand_number in reads:
                 owner.operands[operand_number] = piece
