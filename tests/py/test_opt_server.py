@@ -6,9 +6,9 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 
 import pytest
+import toolkit
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CLIENT = REPO / "jaxpp_mlir" / "tools" / "opt_client.py"
@@ -20,20 +20,10 @@ RUN_SECONDS = 120
 
 @pytest.fixture(scope="module")
 def server_socket(tmp_path_factory):
-    socket_path = str(tmp_path_factory.mktemp("opt-server") / "server.sock")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jaxpp_mlir.tools.opt_server", socket_path, "--idle-timeout", "300"],
-        stdin=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + START_SECONDS
-    while not os.path.exists(socket_path):
-        assert server.poll() is None, f"the server exited with {server.returncode}"
-        assert time.monotonic() < deadline, "the server did not come up"
-        time.sleep(0.05)
-    yield socket_path
-    os.unlink(socket_path)  # the server exits once its socket is gone
-    server.wait(timeout=30)
-    assert server.returncode == 0
+    with toolkit.running_opt_server(
+        str(tmp_path_factory.mktemp("opt-server")), start_seconds=START_SECONDS
+    ) as socket_path:
+        yield socket_path
 
 
 def run_client(args: list[str], socket_path: str | None, stdin: bytes = b""):

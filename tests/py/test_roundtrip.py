@@ -12,12 +12,12 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import jax
 import numpy as np
 import pytest
+import toolkit
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.partition import default_pipeline_text
@@ -28,7 +28,6 @@ INPUTS = sorted(INPUTS_DIR.glob("*.mlir"))
 E2E_TESTS = sorted((LIT_DIR / "e2e").glob("*.mlir"))
 MPMD_DIM = 3
 OPT_CLIENT = pathlib.Path(__file__).resolve().parents[2] / "jaxpp_mlir" / "tools" / "opt_client.py"
-SERVER_START_SECONDS = 120
 
 
 def test_captured_inputs_exist():
@@ -72,19 +71,8 @@ def pipeline_for(path: pathlib.Path, mesh: pp.MpmdMesh) -> str:
 def opt_server(tmp_path_factory) -> Iterator[str]:
     """The socket of a ``jaxpp-opt`` fork server (``opt_server.py``), as the lit suite
     runs the tool: the captures share one process's jax import instead of one each."""
-    socket_path = str(tmp_path_factory.mktemp("opt-server") / "server.sock")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jaxpp_mlir.tools.opt_server", socket_path, "--idle-timeout", "300"],
-        stdin=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + SERVER_START_SECONDS
-    while not os.path.exists(socket_path):
-        assert server.poll() is None, f"the jaxpp-opt server exited with {server.returncode}"
-        assert time.monotonic() < deadline, "the jaxpp-opt server did not come up"
-        time.sleep(0.05)
-    yield socket_path
-    os.unlink(socket_path)  # the server exits once its socket is gone
-    server.wait(timeout=30)
+    with toolkit.running_opt_server(str(tmp_path_factory.mktemp("opt-server"))) as socket_path:
+        yield socket_path
 
 
 def run_jaxpp_opt(path: pathlib.Path, pipeline: str, server_socket: str) -> str:

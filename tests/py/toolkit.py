@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -267,6 +270,27 @@ def shared_stage_compiles() -> Iterator[dict]:
 
 
 # -- comparisons --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def running_opt_server(directory: str, *, start_seconds: float = 120.0) -> Iterator[str]:
+    """A ``jaxpp-opt`` fork server (``jaxpp_mlir/tools/opt_server.py``) on a socket in
+    ``directory``, as the lit suite starts it; yields the socket's path, and at the end
+    removes it (the server exits then) and checks that the server exited cleanly."""
+    socket_path = os.path.join(directory, "server.sock")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jaxpp_mlir.tools.opt_server", socket_path, "--idle-timeout", "300"],
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + start_seconds
+    while not os.path.exists(socket_path):
+        assert server.poll() is None, f"the jaxpp-opt server exited with {server.returncode}"
+        assert time.monotonic() < deadline, "the jaxpp-opt server did not come up"
+        time.sleep(0.05)
+    yield socket_path
+    os.unlink(socket_path)
+    server.wait(timeout=30)
+    assert server.returncode == 0, f"the jaxpp-opt server exited with {server.returncode}"
 
 
 def _paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
