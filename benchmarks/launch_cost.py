@@ -317,6 +317,20 @@ def _launch_figures(reference, compiled, state) -> dict:
     }
 
 
+def _lowered_workload(reference, spec):
+    """The CPU devices, the workload's inputs, its mesh (one device per stage), the
+    lowered pipelined step and its Std1F1B schedule."""
+    import jaxpp_mlir as pp
+
+    devices = jax.devices("cpu")
+    if len(devices) < spec.num_stages:
+        raise SystemExit(f"{spec.name} needs {spec.num_stages} CPU devices, found {len(devices)}")
+    params, xs, ys = reference.init(spec)
+    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(devices[: spec.num_stages]), ("stage",)), "stage")
+    lowered = jax.jit(reference.pipelined_step_fn(spec)).lower(params, xs, ys)
+    return devices, (params, xs, ys), mesh, lowered, pp.Std1F1B(spec.num_stages)
+
+
 def workload_rows(
     reference,
     spec,
@@ -335,13 +349,7 @@ def workload_rows(
     accumulators packed)."""
     import jaxpp_mlir as pp
 
-    devices = jax.devices("cpu")
-    if len(devices) < spec.num_stages:
-        raise SystemExit(f"{spec.name} needs {spec.num_stages} CPU devices, found {len(devices)}")
-    params, xs, ys = reference.init(spec)
-    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(devices[: spec.num_stages]), ("stage",)), "stage")
-    lowered = jax.jit(reference.pipelined_step_fn(spec)).lower(params, xs, ys)
-    schedule = pp.Std1F1B(spec.num_stages)
+    devices, (params, xs, ys), mesh, lowered, schedule = _lowered_workload(reference, spec)
     configs = [(True, True, 0), (False, True, 0)]
     if compare_donation:
         configs += [(True, False, 0), (False, False, 0)]
@@ -441,13 +449,7 @@ def fusion_rows(reference, spec, steps: int, warmup: int) -> list[dict]:
     import jaxpp_mlir as pp
     from jaxpp_mlir.schedules.autofuse import DEFAULT_LAUNCH_COST
 
-    devices = jax.devices("cpu")
-    if len(devices) < spec.num_stages:
-        raise SystemExit(f"{spec.name} needs {spec.num_stages} CPU devices, found {len(devices)}")
-    params, xs, ys = reference.init(spec)
-    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(devices[: spec.num_stages]), ("stage",)), "stage")
-    lowered = jax.jit(reference.pipelined_step_fn(spec)).lower(params, xs, ys)
-    schedule = pp.Std1F1B(spec.num_stages)
+    devices, (params, xs, ys), mesh, lowered, schedule = _lowered_workload(reference, spec)
     programs, compiled, compile_s = [], [], []
     for fuse in (False, True):
         program = pp.partition(lowered, mesh=mesh, schedule=schedule, fuse_tasks=fuse)
