@@ -5,7 +5,8 @@ compiled for one rank's submesh (``num_partitions`` = the submesh size) by the
 client that owns the submesh's devices. Distinct modules compile concurrently:
 XLA releases the GIL while it compiles, and on the 2-core development machine a
 pool of 4 threads compiles 8 tiny stages in about 90 ms against 165 ms serially
-(12 stages: 310 ms against 415 ms).
+(12 stages: 310 ms against 415 ms). A program this process compiled already, for these
+or other devices, is taken from memory instead (``executable_memo``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from jax.extend import backend as jax_backend
 
 from . import _jax_compat as jc
-from . import executable_cache
+from . import executable_cache, executable_memo
 from . import trace as _trace
 from .errors import RuntimeFailure
 from .plan import ExecutionPlan, TensorSpec
@@ -30,8 +31,9 @@ from .progress import CompileProgress
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compile")
 
-# Executables made by this process through ``compile_stage``, compiled or loaded from
-# the persistent cache (tests check that calling a compiled plan never compiles again).
+# Executables made by this process through ``compile_stage``: compiled, loaded from the
+# persistent cache or taken from memory (tests check that calling a compiled plan never
+# compiles again).
 compile_count = 0
 _count_lock = threading.Lock()
 
@@ -40,7 +42,11 @@ def compile_stage(
     name: str, mlir_module: str, devices: Sequence[jax.Device]
 ) -> jc.LoadedExecutable:
     """Compiles one stage module for ``devices`` (one partition per device), or loads it
-    from JAX's persistent compilation cache when that is on (``executable_cache``).
+    from JAX's persistent compilation cache when that is on (``executable_cache``), or,
+    when this process has compiled or loaded the same program already (for these or other
+    devices of the same kind), takes it from memory (``executable_memo``; stored in the
+    persistent cache then too, as a compilation would be). Each call counts in
+    ``compile_count``, however the executable was made.
 
     Raises ``RuntimeFailure`` naming the executable when XLA rejects it.
     """
@@ -50,7 +56,16 @@ def compile_stage(
     options = _options(devices)
     started = time.time_ns() / 1000.0
     exe, slot = executable_cache.lookup(name, mlir_module, devices, options)
-    cached = exe is not None
+    how = "loaded" if exe is not None else "compiled"
+    memo_key = executable_memo.key(mlir_module, devices) if executable_memo.capacity() else None
+    if exe is not None:
+        if memo_key is not None:
+            _remember_loaded(memo_key, mlir_module, devices, options, exe)
+    elif memo_key is not None and (found := executable_memo.load(name, memo_key, devices, options)):
+        exe, entry = found
+        how = "reused"
+        if slot is not None:
+            executable_cache.store(slot, name, exe, entry.compile_seconds, entry.serialized)
     if exe is None:
         compile_started = time.perf_counter()
         try:
@@ -59,15 +74,20 @@ def compile_stage(
             raise RuntimeFailure(
                 f"compiling executable {name!r} for devices {[d.id for d in devices]} failed: {e}"
             ) from e
+        compile_seconds = time.perf_counter() - compile_started
+        serialize = exe.serialize
+        if memo_key is not None:
+            entry = executable_memo.Entry(exe, devices, exe.serialize, compile_seconds)
+            serialize = executable_memo.add(memo_key, entry).serialized
         if slot is not None:
-            executable_cache.store(slot, name, exe, time.perf_counter() - compile_started)
+            executable_cache.store(slot, name, exe, compile_seconds, serialize)
     with _count_lock:
         compile_count += 1
         hits, misses = executable_cache.stats()
         _logger.debug(
             "%s %r for devices %s in %.3f s (compilation %d of this process; persistent cache:"
             " %d hits, %d misses)",
-            "loaded" if cached else "compiled",
+            how,
             name,
             [d.id for d in devices],
             (time.time_ns() / 1000.0 - started) / 1e6,
@@ -78,6 +98,26 @@ def compile_stage(
     if _trace.ACTIVE is not None:  # tracing hook: a compile span
         _trace.ACTIVE.record_compile(name, started, time.time_ns() / 1000.0)
     return exe
+
+
+def _remember_loaded(
+    memo_key: executable_memo.Key,
+    text: str,
+    devices: tuple[jax.Device, ...],
+    options: jc.CompileOptions,
+    exe: jc.LoadedExecutable,
+) -> None:
+    """Keeps ``exe``, loaded from the persistent cache, in the in-memory cache; rebinding it
+    reads its persistent entry (the loaded copy cannot be serialized on XLA:CPU)."""
+    entry = executable_memo.find(memo_key)
+    if entry is not None:
+        entry.remember(devices, exe)
+        return
+
+    def serialize() -> bytes | None:
+        return executable_cache.cached_serialization(text, devices, options)
+
+    executable_memo.add(memo_key, executable_memo.Entry(exe, devices, serialize, 0.0))
 
 
 def compile_stages(
@@ -133,6 +173,11 @@ def _rebind(
     source_devices = tuple(source_devices)
     if source_devices == devices:
         return exe
+    if executable_memo.capacity():
+        memo_key = executable_memo.key(text, devices)
+        found = executable_memo.load(name, memo_key, devices, _options(devices))
+        if found is not None:
+            return found[0]
     client = devices[0].client
     try:
         serialized = executable_cache.cached_serialization(

@@ -31,7 +31,7 @@ import dataclasses
 import hashlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -199,9 +199,16 @@ def cached_serialization(
         return None
 
 
-def store(slot: Slot, name: str, exe: jc.LoadedExecutable, compile_seconds: float) -> bool:
-    """Writes ``exe`` (compiled in ``compile_seconds``) to ``slot`` when JAX's thresholds
-    allow; returns whether it was written. A failing write is logged, never raised."""
+def store(
+    slot: Slot,
+    name: str,
+    exe: jc.LoadedExecutable,
+    compile_seconds: float,
+    serialize: Callable[[], bytes] | None = None,
+) -> bool:
+    """Writes ``exe`` (compiled in ``compile_seconds``; ``serialize``, when given, makes its
+    serialization) to ``slot`` when JAX's thresholds allow; returns whether it was written.
+    A failing write is logged, never raised."""
     min_seconds, min_bytes = jc.persistent_cache_thresholds()
     if compile_seconds < min_seconds:
         _logger.debug(
@@ -213,7 +220,7 @@ def store(slot: Slot, name: str, exe: jc.LoadedExecutable, compile_seconds: floa
         )
         return False
     try:
-        entry = pack(exe.serialize(), compile_seconds)
+        entry = pack((serialize or exe.serialize)(), compile_seconds)
         if len(entry) < min_bytes:
             _logger.debug(
                 "not caching %r: %d bytes, under jax_persistent_cache_min_entry_size_bytes (%d)",

@@ -194,6 +194,15 @@ FUSE_TASKS = Option(
     "the simulated schedule delays no task by it (schedules.AutoFused)",
 )
 
+EXECUTABLE_MEMORY_CACHE = Option(
+    "EXECUTABLE_MEMORY_CACHE",
+    int,
+    256,
+    "runtime",
+    "how many compiled stage programs a process keeps in memory to reuse, or to rebind to "
+    "other devices instead of compiling them again (least recently used go first); 0: off",
+)
+
 FAILURE_NOTES = Option(
     "FAILURE_NOTES",
     str,
@@ -223,6 +232,7 @@ OPTIONS: tuple[Option, ...] = (
     PACK_PARAMETERS,
     COMPILATION_CACHE,
     FUSE_TASKS,
+    EXECUTABLE_MEMORY_CACHE,
 )
 
 
