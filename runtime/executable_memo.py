@@ -121,7 +121,7 @@ def key(module_text: str, devices: Sequence[jax.Device]) -> Key:
     return (
         hashlib.sha256(module_text.encode()).digest(),
         canonical.SerializeAsString(),
-        id(client),
+        client,  # the object, not its id: a client made after one is dropped is another
         tuple((d.platform, d.device_kind, d.process_index) for d in devices),
     )
 
@@ -146,7 +146,9 @@ def load(
     try:
         exe = entry.load(devices, compile_options)
     except Exception as e:  # XLA refusing the bytes, a persistent entry gone: compile instead
-        _logger.warning("cannot rebind the executable of %r (%s): compiling it", name, e)
+        _logger.warning(
+            "cannot rebind the executable of %r kept in memory (%s): dropping it", name, e
+        )
         forget(cache_key)
         return None
     global reuses
