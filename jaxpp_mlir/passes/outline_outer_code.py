@@ -84,12 +84,13 @@ class OutlineOuterCode(ModulePass):
         )
         all_ops = [op.operation for op in block.operations]
         loop_index = all_ops.index(loop)
+        before_loop = set(all_ops[:loop_index])
         placed = [op for op in all_ops[:-1] if op != loop and jaxpp.has_rank(op)]
         ranks = {op: jaxpp.get_rank(op) for op in placed}
         phases = _phases(placed, ranks)
         groups: dict[tuple[int, int, int], list[ir.Operation]] = {}
         for op in placed:
-            before = all_ops.index(op) < loop_index
+            before = op in before_loop
             key = (0 if before else 1, phases[op], ranks[op])
             groups.setdefault(key, []).append(op)
         for (after, phase, rank), group in sorted(groups.items()):
