@@ -1,7 +1,12 @@
-"""Every Python snippet in README.md runs as written (each in its own process, 8 CPU devices)."""
+"""Every Python snippet in README.md runs as written (each in its own process, 8 CPU devices).
+
+The snippets run through ``snippet_runner.py``: one Python imports jax once and
+forks a fresh process per snippet, which then runs like ``python snippet.py``.
+"""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import re
 import subprocess
@@ -11,8 +16,9 @@ import pytest
 import toolkit
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+RUNNER = pathlib.Path(__file__).resolve().parent / "snippet_runner.py"
 _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
-TIMEOUT_S = 600
+TIMEOUT_S = 600  # per snippet
 
 
 def python_snippets(text: str) -> list[tuple[int, str]]:
@@ -29,20 +35,66 @@ def test_snippets_are_found():
 _SNIPPETS = python_snippets(README.read_text())
 
 
-@pytest.mark.parametrize(("line", "code"), _SNIPPETS, ids=[f"line{line}" for line, _ in _SNIPPETS])
-def test_readme_snippet_runs_as_written(line, code, tmp_path):
+def run_scripts(scripts: list[pathlib.Path], timeout_s: float = TIMEOUT_S) -> dict[str, dict]:
+    """Runs ``scripts`` through the snippet runner; each one's ``returncode``, ``timed_out``,
+    ``stdout`` and ``stderr``, by path."""
     env = toolkit.subprocess_env()
     env.pop("JAX_PLATFORMS", None)
-    script = tmp_path / f"readme_line{line}.py"
-    script.write_text(code)
     done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
+        [sys.executable, str(RUNNER), str(timeout_s), *map(str, scripts)],
         env=env,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=TIMEOUT_S,
+        timeout=timeout_s * len(scripts) + 120,
     )
-    assert done.returncode == 0, (
-        f"README.md snippet at line {line} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, f"the snippet runner failed:\n{done.stderr[-4000:]}"
+    results = {}
+    for line in done.stdout.splitlines():
+        result = json.loads(line)
+        directory = pathlib.Path(result["script"]).parent
+        for stream in ("stdout", "stderr"):
+            path = directory / f"{stream}.txt"
+            result[stream] = path.read_text() if path.exists() else ""
+        results[result["script"]] = result
+    assert sorted(results) == sorted(map(str, scripts)), done.stderr[-4000:]
+    return results
+
+
+# Run with the snippets (one runner start for all): a failing script and a passing one.
+_PROBES = {
+    "failing": "import os\nprint(os.getcwd())\nraise ValueError('from the script')\n",
+    "passing": "import sys\nassert 'jax' not in globals()\nsys.exit(0)\n",
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict[int | str, dict]:
+    """Each README snippet's result by line, and each probe's by name."""
+    scripts: dict[int | str, pathlib.Path] = {}
+    for line, code in _SNIPPETS:
+        scripts[line] = tmp_path_factory.mktemp(f"readme_line{line}") / f"readme_line{line}.py"
+        scripts[line].write_text(code)
+    for name, code in _PROBES.items():
+        scripts[name] = tmp_path_factory.mktemp(name) / f"{name}.py"
+        scripts[name].write_text(code)
+    by_path = run_scripts(list(scripts.values()))
+    return {key: by_path[str(script)] | {"dir": script.parent} for key, script in scripts.items()}
+
+
+def test_runner_reports_a_failing_script_with_its_output(results):
+    failing = results["failing"]
+    assert failing["returncode"] == 1 and not failing["timed_out"]
+    assert "ValueError: from the script" in failing["stderr"]
+    assert failing["stdout"].strip() == str(failing["dir"])  # run in its own directory
+    assert results["passing"]["returncode"] == 0
+
+
+@pytest.mark.parametrize(("line", "code"), _SNIPPETS, ids=[f"line{line}" for line, _ in _SNIPPETS])
+def test_readme_snippet_runs_as_written(line, code, results):
+    result = results[line]
+    assert result["returncode"] == 0 and not result["timed_out"], (
+        f"README.md snippet at line {line} failed"
+        f"{' (timed out)' if result['timed_out'] else ''}:\n"
+        f"{result['stdout'][-2000:]}\n{result['stderr'][-4000:]}"
     )
