@@ -1,22 +1,18 @@
 """Every Python snippet in README.md runs as written (each in its own process, 8 CPU devices).
 
-The snippets run through ``snippet_runner.py``: one Python imports jax once and
-forks a fresh process per snippet, which then runs like ``python snippet.py``.
+The snippets run through ``script_runner.py`` (``toolkit.run_scripts``): one Python
+imports jax once and forks a fresh process per snippet, which runs like ``python snippet.py``.
 """
 
 from __future__ import annotations
 
-import json
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 import toolkit
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-RUNNER = pathlib.Path(__file__).resolve().parent / "snippet_runner.py"
 _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 TIMEOUT_S = 600  # per snippet
 
@@ -33,32 +29,6 @@ def test_snippets_are_found():
 
 
 _SNIPPETS = python_snippets(README.read_text())
-
-
-def run_scripts(scripts: list[pathlib.Path], timeout_s: float = TIMEOUT_S) -> dict[str, dict]:
-    """Runs ``scripts`` through the snippet runner; each one's ``returncode``, ``timed_out``,
-    ``stdout`` and ``stderr``, by path."""
-    env = toolkit.subprocess_env()
-    env.pop("JAX_PLATFORMS", None)
-    done = subprocess.run(
-        [sys.executable, str(RUNNER), str(timeout_s), *map(str, scripts)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s * len(scripts) + 120,
-    )
-    assert done.returncode == 0, f"the snippet runner failed:\n{done.stderr[-4000:]}"
-    results = {}
-    for line in done.stdout.splitlines():
-        result = json.loads(line)
-        directory = pathlib.Path(result["script"]).parent
-        for stream in ("stdout", "stderr"):
-            path = directory / f"{stream}.txt"
-            result[stream] = path.read_text() if path.exists() else ""
-        results[result["script"]] = result
-    assert sorted(results) == sorted(map(str, scripts)), done.stderr[-4000:]
-    return results
 
 
 # Run with the snippets (one runner start for all): a failing script and a passing one.
@@ -78,8 +48,14 @@ def results(tmp_path_factory) -> dict[int | str, dict]:
     for name, code in _PROBES.items():
         scripts[name] = tmp_path_factory.mktemp(name) / f"{name}.py"
         scripts[name].write_text(code)
-    by_path = run_scripts(list(scripts.values()))
-    return {key: by_path[str(script)] | {"dir": script.parent} for key, script in scripts.items()}
+    env = toolkit.subprocess_env()
+    env.pop("JAX_PLATFORMS", None)
+    jobs = [([script], script.parent) for script in scripts.values()]
+    done = toolkit.run_scripts(jobs, timeout_s=TIMEOUT_S, env=env)
+    return {
+        key: result | {"dir": script.parent}
+        for (key, script), result in zip(scripts.items(), done, strict=True)
+    }
 
 
 def test_runner_reports_a_failing_script_with_its_output(results):

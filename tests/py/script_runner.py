@@ -1,16 +1,19 @@
 """Runs Python scripts each in its own forked process, after importing jax once.
 
 A fresh Python that imports jax, optax and jaxpp_mlir spends about a second of
-CPU on that before the script's first line; README.md has several snippets.
-This runner imports them once (without starting any JAX backend, so each child
-creates its own with the environment's ``XLA_FLAGS``), then forks one child per
-script: the child changes to the script's directory, sends its standard output
-and error to ``stdout.txt`` and ``stderr.txt`` there, and runs the script as
-``__main__`` in a namespace of its own. Nothing a script does reaches the next
-one: each runs in its own process, as ``python script.py`` would.
+CPU on that before the script's first line; the tests run README.md's snippets
+and the benchmark scripts this way. This runner imports them once (without
+starting any JAX backend, so each child creates its own with the environment's
+``XLA_FLAGS``), then forks one child per job: the child changes to the job's
+directory, sends its standard output and error to ``stdout.txt`` and
+``stderr.txt`` there, and runs the script as ``__main__`` with the job's
+arguments in ``sys.argv`` and a namespace of its own. Nothing a script does
+reaches the next one: each runs in its own process, as ``python script ARG...``
+would.
 
-Run: ``python snippet_runner.py TIMEOUT_S SCRIPT...``; prints one JSON line per
-script: ``{"script": path, "returncode": int, "timed_out": bool}``.
+Run: ``python script_runner.py TIMEOUT_S JOBS_JSON``, where ``JOBS_JSON`` is a
+list of ``{"argv": [script, arg...], "cwd": directory}``; prints one JSON line
+per job: ``{"argv": [...], "returncode": int, "timed_out": bool}``.
 """
 
 from __future__ import annotations
@@ -32,18 +35,18 @@ import optax  # noqa: F401
 import jaxpp_mlir  # noqa: F401
 
 
-def _run_child(script: str) -> None:
-    """In the forked child: runs ``script`` like ``python script`` and never returns."""
+def _run_child(argv: list[str], cwd: str) -> None:
+    """In the forked child: runs ``python *argv`` in ``cwd`` and never returns."""
     code = 1
     try:
-        directory = os.path.dirname(os.path.abspath(script))
-        os.chdir(directory)
+        os.chdir(cwd)
         for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
-            target = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(target, fd)
             os.close(target)
-        sys.argv = [script]
-        sys.path[0] = directory
+        script = os.path.abspath(argv[0])
+        sys.argv = [script, *argv[1:]]
+        sys.path[0] = os.path.dirname(script)
         runpy.run_path(script, run_name="__main__")
         code = 0
     except SystemExit as e:
@@ -75,14 +78,14 @@ def _wait(pid: int, timeout_s: float) -> tuple[int, bool]:
 
 
 def main(argv: list[str]) -> int:
-    timeout_s, scripts = float(argv[0]), argv[1:]
-    for script in scripts:
+    timeout_s, jobs = float(argv[0]), json.loads(argv[1])
+    for job in jobs:
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
-            _run_child(script)
+            _run_child(job["argv"], job["cwd"])
         returncode, timed_out = _wait(pid, timeout_s)
-        print(json.dumps({"script": script, "returncode": returncode, "timed_out": timed_out}))
+        print(json.dumps({"argv": job["argv"], "returncode": returncode, "timed_out": timed_out}))
     return 0
 
 
