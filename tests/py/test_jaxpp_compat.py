@@ -100,12 +100,34 @@ def test_a_new_input_signature_compiles_again(readme_port):
     assert len(pp_train_step._compiled) == before + 1
 
 
+def tutorial_params(port, num_stages: int, num_layers: int):
+    """Parameters of the tutorial's model drawn by numpy, of the sizes flax's initializers
+    give (kernels over the square root of their input size, layer-norm scales near 1, small
+    biases): ``model.init`` would compile a sampler program that the test does not need."""
+    model = port.AnnotatedTransformer(num_stages=num_stages, num_layers=num_layers)
+    shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), port.dummy_input)["params"]
+    leaves, tree = jax.tree_util.tree_flatten_with_path(shapes)
+    params = []
+    for seed, (path, leaf) in enumerate(leaves):
+        name = jax.tree_util.keystr(path[-1:])
+        if name == "['kernel']":
+            fan_in = int(np.prod(leaf.shape[:-1]))
+            params.append(toolkit.normal(leaf.shape, seed=seed, scale=fan_in**-0.5))
+        else:
+            value = toolkit.normal(leaf.shape, seed=seed, scale=0.1)
+            params.append(value + 1 if name == "['scale']" else value)
+    return jax.tree_util.tree_unflatten(tree, params)
+
+
 @pytest.mark.slow
 def test_jaxpp_tutorial_train_step_matches_jax_jit():
     port = load_port("tutorial_example")
     # Two stages of one block each: what four would check, at half the stage compiles.
     xs = toolkit.normal(port.dummy_input.shape, seed=1)
-    mesh, pp_train_step, inputs = port.build(num_stages=2, fsdp=2, num_layers=2, xs=xs)
+    params = tutorial_params(port, num_stages=2, num_layers=2)
+    mesh, pp_train_step, inputs = port.build(
+        num_stages=2, fsdp=2, num_layers=2, xs=xs, params=params
+    )
     compiled = pp_train_step.compile(*inputs)
     state, loss = compiled(*inputs)
     state, loss = compiled(state, *inputs[1:])
