@@ -93,6 +93,24 @@ def train_step(state, batch):
     return state.apply_gradients(grads=grads), losses
 
 
+def numpy_params(shapes, seed: int = 0):
+    """Parameters of the shapes and dtypes of ``shapes`` drawn by numpy: kernels and
+    embeddings normal over the square root of their input size, layer-norm scales 1, biases
+    0 (what flax's initializers give, without compiling them)."""
+    rng = np.random.default_rng(seed)
+
+    def draw(path, leaf):
+        name = jax.tree_util.keystr(path[-1:])
+        if name in ("['kernel']", "['embedding']"):
+            fan_in = int(np.prod(leaf.shape[:-1]))
+            value = rng.standard_normal(leaf.shape, dtype=np.float32) / np.sqrt(fan_in)
+        else:
+            value = np.full(leaf.shape, 1.0 if name == "['scale']" else 0.0, np.float32)
+        return jnp.asarray(value.astype(leaf.dtype))
+
+    return jax.tree_util.tree_map_with_path(draw, shapes)
+
+
 def make_inputs(args):
     dtype = jnp.dtype(args.dtype)
     model = GPT2(args.vocab, args.seq, args.d_model, args.heads, args.layers, args.stages, dtype)
@@ -100,8 +118,12 @@ def make_inputs(args):
     # Drawn by numpy: jax.random would compile a sampler for this shape first.
     tokens = jnp.asarray(np.random.default_rng(1).integers(0, args.vocab, shape, dtype=np.int32))
     batch = (tokens[..., :-1], tokens[..., 1:])  # predict the next token
-    # Initialized under jit: eagerly, each of init's many small ops is compiled on its own.
-    params = jax.jit(model.init)(jax.random.PRNGKey(0), batch[0][0])["params"]
+    if args.init == "numpy":
+        params = numpy_params(jax.eval_shape(model.init, jax.random.PRNGKey(0), batch[0][0]))
+        params = params["params"]
+    else:
+        # Initialized under jit: eagerly, each of init's many small ops is compiled on its own.
+        params = jax.jit(model.init)(jax.random.PRNGKey(0), batch[0][0])["params"]
     create = jax.jit(
         lambda p: train_state.TrainState.create(
             apply_fn=model.apply, params=p, tx=optax.adamw(args.lr)
@@ -123,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--dtype", choices=sorted(TOLERANCE), default="bfloat16")
+    parser.add_argument(
+        "--init",
+        choices=("flax", "numpy"),
+        default="flax",
+        help="numpy: draw the parameters with numpy (no initializer compile; the tests use it)",
+    )
     args = parser.parse_args(argv)
     if args.layers % args.stages:
         parser.error("--layers must be a multiple of --stages")

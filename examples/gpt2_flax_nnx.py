@@ -64,6 +64,24 @@ class GPT2(nnx.Module):
         return pp.pipeline_enter_stage(logits)  # ends the last stage
 
 
+def numpy_params(shapes, seed: int = 0):
+    """Parameters of the shapes and dtypes of ``shapes`` drawn by numpy: kernels and
+    embeddings normal over the square root of their input size, layer-norm scales 1, biases
+    0 (what flax's initializers give, without compiling them)."""
+    rng = np.random.default_rng(seed)
+
+    def draw(path, leaf):
+        name = jax.tree_util.keystr(path[-2:-1])  # the last key is the variable's ``.value``
+        if name in ("['kernel']", "['embedding']"):
+            fan_in = int(np.prod(leaf.shape[:-1]))
+            value = rng.standard_normal(leaf.shape, dtype=np.float32) / np.sqrt(fan_in)
+        else:
+            value = np.full(leaf.shape, 1.0 if name == "['scale']" else 0.0, np.float32)
+        return jnp.asarray(value.astype(leaf.dtype))
+
+    return jax.tree_util.tree_map_with_path(draw, shapes)
+
+
 def make_step(graphdef, optimizer):
     def loss_fn(params, microbatch):
         tokens, targets = microbatch
@@ -95,16 +113,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--dtype", choices=sorted(TOLERANCE), default="bfloat16")
+    parser.add_argument(
+        "--init",
+        choices=("flax", "numpy"),
+        default="flax",
+        help="numpy: draw the parameters with numpy (no initializer compile; the tests use it)",
+    )
     args = parser.parse_args(argv)
     if args.layers % args.stages:
         parser.error("--layers must be a multiple of --stages")
 
-    # Built and initialized under jit: eagerly, each of the many small ops is compiled on its own.
-    model = nnx.jit(lambda: GPT2(
-        args.vocab, args.seq, args.d_model, args.heads, args.layers, args.stages,
-        jnp.dtype(args.dtype), nnx.Rngs(0),
-    ))()  # fmt: skip
-    graphdef, params = nnx.split(model)
+    def build():
+        return GPT2(
+            args.vocab, args.seq, args.d_model, args.heads, args.layers, args.stages,
+            jnp.dtype(args.dtype), nnx.Rngs(0),
+        )  # fmt: skip
+
+    if args.init == "numpy":
+        graphdef, shapes = nnx.split(nnx.eval_shape(build))
+        params = numpy_params(shapes)
+    else:
+        # Built and initialized under jit: eagerly, each of the many small ops is compiled
+        # on its own.
+        graphdef, params = nnx.split(nnx.jit(build)())
     optimizer = optax.adamw(args.lr)
     opt_state = jax.jit(optimizer.init)(params)
     shape = (args.microbatches, args.microbatch_size, args.seq + 1)

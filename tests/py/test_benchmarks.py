@@ -1,15 +1,16 @@
 """The benchmarks' own code paths at tiny sizes, so that they cannot rot.
 
 ``benchmarks/reference.py`` runs in this process through ``run_workload``, the
-function its command line calls; the schedule and partition-scaling scripts run
-as the commands README.md gives, with tiny sizes. Every benchmark also checks
-its pipelined numbers against plain ``jax.jit``: those checks are asserted here.
+function its command line calls; the schedule, partition-scaling and train-step
+scripts run as the commands README.md gives, with tiny sizes, each in a process
+of its own (forked from one that imported jax once: ``toolkit.run_scripts``).
+Every benchmark also checks its pipelined numbers against plain ``jax.jit``:
+those checks are asserted here.
 """
 
 import dataclasses
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -70,28 +71,41 @@ def test_reference_reports_every_figure(reference, tiny_w1_record, capsys):
     json.dumps({k: v for k, v in tiny_w1_record.items() if k != "breakdown"})
 
 
-def _run_script(name: str, *args: str) -> list[dict]:
-    env = toolkit.subprocess_env()
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / f"{name}.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+# The three scripts' commands, run once (each in its own process forked from one runner
+# that imported jax, toolkit.run_scripts); each test checks its script's JSON lines.
+_COMMANDS = {
+    # Two ranks: the same six schedule kinds (two of them with two stages per rank).
+    "schedules": [
+        *("--layers", "4", "--width", "8", "--microbatches", "4", "--microbatch-size", "2"),
+        *("--ranks", "2", "--steps", "1", "--warmup", "0"),
+    ],
+    "partition_scaling": ["--microbatches", "4,8", "--repeats", "1", "--width", "8"],
+    # The main job's own 8 microbatches: its stage programs are the ones other tests
+    # (checkpoint_cost.py, examples/train_mlp.py) compile, so the shared cache holds them once.
+    "train_step": [
+        *("--steps", "1", "--warmup", "0", "--microbatches", "8", "--schedules", "gpipe,1f1b"),
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def script_records(tmp_path_factory) -> dict[str, dict]:
+    jobs = []
+    for name, args in _COMMANDS.items():
+        jobs.append(([BENCHMARKS / f"{name}.py", *args], tmp_path_factory.mktemp(name)))
+    done = toolkit.run_scripts(jobs, timeout_s=300)
+    return {name: result for name, result in zip(_COMMANDS, done, strict=True)}
+
+
+def _records(script_records, name: str) -> list[dict]:
+    done = script_records[name]
+    assert done["returncode"] == 0 and not done["timed_out"], done["stderr"][-3000:]
+    return [json.loads(line) for line in done["stdout"].splitlines() if line.startswith("{")]
 
 
 @pytest.mark.slow
-def test_schedules_benchmark_runs_every_schedule_exactly():
-    # Two ranks: the same six schedule kinds (two of them with two stages per rank).
-    records = _run_script(
-        "schedules",
-        *("--layers", "4", "--width", "8", "--microbatches", "4", "--microbatch-size", "2"),
-        *("--ranks", "2", "--steps", "1", "--warmup", "0"),
-    )
+def test_schedules_benchmark_runs_every_schedule_exactly(script_records):
+    records = _records(script_records, "schedules")
     pipelined = [r for r in records if "max_abs_diff_params" in r]
     names = {r["name"] for r in pipelined}
     assert {
@@ -105,27 +119,15 @@ def test_schedules_benchmark_runs_every_schedule_exactly():
 
 
 @pytest.mark.slow
-def test_partition_scaling_benchmark_runs():
-    records = _run_script(
-        "partition_scaling", "--microbatches", "4,8", "--repeats", "1", "--width", "8"
-    )
+def test_partition_scaling_benchmark_runs(script_records):
+    records = _records(script_records, "partition_scaling")
     assert [r["microbatches"] for r in records] == [4, 8]
     assert records[1]["plan_instructions"] > records[0]["plan_instructions"]
 
 
 @pytest.mark.slow
-def test_train_step_benchmark_runs_the_main_job_exactly():
-    records = _run_script(
-        "train_step",
-        "--steps",
-        "1",
-        "--warmup",
-        "0",
-        "--microbatches",
-        "4",
-        "--schedules",
-        "gpipe,1f1b",
-    )
+def test_train_step_benchmark_runs_the_main_job_exactly(script_records):
+    records = _records(script_records, "train_step")
     assert [r["schedule"] for r in records] == ["gpipe", "1f1b"]
     for record in records:
         assert record["loss_rel_diff"] == 0.0

@@ -76,7 +76,8 @@ def test_older_jaxpp_time_grid():
 
 @pytest.fixture(scope="module")
 def readme_port():
-    return load_port("readme_example").build()
+    data = toolkit.normal((4, 2, 8), seed=1)  # the port's 4 microbatches of 2 rows of 8
+    return load_port("readme_example").build(data=data, init=numpy_init)
 
 
 def test_jaxpp_readme_train_step_matches_jax_jit(readme_port):
@@ -100,12 +101,33 @@ def test_a_new_input_signature_compiles_again(readme_port):
     assert len(pp_train_step._compiled) == before + 1
 
 
+def numpy_init(model, key, x):
+    """``model.init``'s parameters, drawn by numpy instead (it would compile a sampler
+    program for them, which these tests do not need), of the sizes flax's initializers give:
+    kernels over the square root of their input size, layer-norm scales near 1, small
+    biases."""
+    shapes = jax.eval_shape(model.init, key, x)
+    leaves, tree = jax.tree_util.tree_flatten_with_path(shapes)
+    params = []
+    for seed, (path, leaf) in enumerate(leaves):
+        name = jax.tree_util.keystr(path[-1:])
+        if name == "['kernel']":
+            fan_in = int(np.prod(leaf.shape[:-1]))
+            params.append(toolkit.normal(leaf.shape, seed=seed, scale=fan_in**-0.5))
+        else:
+            value = toolkit.normal(leaf.shape, seed=seed, scale=0.1)
+            params.append(value + 1 if name == "['scale']" else value)
+    return jax.tree_util.tree_unflatten(tree, params)
+
+
 @pytest.mark.slow
 def test_jaxpp_tutorial_train_step_matches_jax_jit():
     port = load_port("tutorial_example")
     # Two stages of one block each: what four would check, at half the stage compiles.
     xs = toolkit.normal(port.dummy_input.shape, seed=1)
-    mesh, pp_train_step, inputs = port.build(num_stages=2, fsdp=2, num_layers=2, xs=xs)
+    mesh, pp_train_step, inputs = port.build(
+        num_stages=2, fsdp=2, num_layers=2, xs=xs, init=numpy_init
+    )
     compiled = pp_train_step.compile(*inputs)
     state, loss = compiled(*inputs)
     state, loss = compiled(state, *inputs[1:])

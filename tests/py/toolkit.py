@@ -312,3 +312,38 @@ def assert_close(actual, expected, *, rtol: float, atol: float = 1e-7) -> None:
     """Same pytree structure and every leaf within ``rtol``/``atol``."""
     for a, e in _paired_leaves(actual, expected):
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
+
+
+# -- scripts run in forked processes (tests/py/script_runner.py) --------------------------
+
+SCRIPT_RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "script_runner.py")
+
+
+def run_scripts(
+    jobs: list[tuple[list[str], str]], *, timeout_s: float, env: dict[str, str] | None = None
+) -> list[dict]:
+    """Runs each ``(argv, cwd)`` job as ``python *argv`` in ``cwd``, each in a process of its
+    own forked from one runner that imported jax once (``script_runner.py``). Returns per
+    job, in order: ``returncode`` (negative: killed by that signal), ``timed_out`` (after
+    ``timeout_s``), and its ``stdout`` and ``stderr`` (kept in ``cwd`` as ``stdout.txt``
+    and ``stderr.txt``)."""
+    import json
+
+    spec = [{"argv": [str(a) for a in argv], "cwd": str(cwd)} for argv, cwd in jobs]
+    done = subprocess.run(
+        [sys.executable, SCRIPT_RUNNER, str(timeout_s), json.dumps(spec)],
+        env=subprocess_env() if env is None else env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s * len(spec) + 120,
+        check=False,
+    )
+    assert done.returncode == 0, f"the script runner failed:\n{done.stderr[-4000:]}"
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["argv"] for r in results] == [job["argv"] for job in spec], done.stderr[-4000:]
+    for result, job in zip(results, spec, strict=True):
+        for stream in ("stdout", "stderr"):
+            path = os.path.join(job["cwd"], f"{stream}.txt")
+            result[stream] = open(path).read() if os.path.exists(path) else ""
+    return results

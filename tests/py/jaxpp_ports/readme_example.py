@@ -53,15 +53,20 @@ class ManualStagesModel(nn.Module):
         return jaxpp.pipeline_enter_stage(hidden_states)
 
 
-def build(num_stages=2, num_mubatches=4, hidden=8, layers_per_stage=2, batch=2):
+def build(
+    num_stages=2, num_mubatches=4, hidden=8, layers_per_stage=2, batch=2, data=None, init=None
+):
     devices = np.array(jax.devices()[:num_stages]).reshape(num_stages, 1, 1)
     jax_mesh = jax.sharding.Mesh(devices, ("mpmd", "data", "model"))
     mpmd_mesh = jaxpp.MpmdMesh(jax_mesh, "mpmd")
 
     model = ManualStagesModel(layers_per_stage * num_stages, hidden, num_stages)
     batch_shape = (num_mubatches, batch, hidden)
-    data = jax.random.normal(jax.random.PRNGKey(1), batch_shape)
-    pars = model.init(jax.random.PRNGKey(0), data[0])
+    if data is None:  # tests pass inputs drawn by numpy (no sampler compile)
+        data = jax.random.normal(jax.random.PRNGKey(1), batch_shape)
+    if init is None:  # tests pass an init drawing the parameters by numpy
+        init = type(model).init
+    pars = init(model, jax.random.PRNGKey(0), data[0])
     optimizer = optax.adam(1e-2)
     opt_state = optimizer.init(pars)
 

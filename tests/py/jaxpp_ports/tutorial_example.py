@@ -58,9 +58,11 @@ class AnnotatedTransformer(nn.Module):
 dummy_input = jnp.ones((BATCH_SIZE, SEQ_LEN, D_MODEL))
 
 
-def init_state(model):
+def init_state(model, init=None):
     key = jax.random.PRNGKey(0)
-    params = model.init(key, dummy_input)["params"]
+    if init is None:  # tests pass an init drawing the parameters by numpy (no sampler compile)
+        init = type(model).init
+    params = init(model, key, dummy_input)["params"]
     optimizer = optax.adamw(learning_rate=0.001)
     return train_state.TrainState.create(apply_fn=model.apply, params=params, tx=optimizer)
 
@@ -107,12 +109,13 @@ def fsdp_in_shardings(state, mesh):
     )
 
 
-def build(num_stages=4, fsdp=2, num_layers=NUM_LAYERS, xs=None):
+def build(num_stages=4, fsdp=2, num_layers=NUM_LAYERS, xs=None, init=None):
     mesh = jax.sharding.Mesh(
         np.array(jax.devices())[: num_stages * fsdp].reshape(num_stages, -1), ("stage", "fsdp")
     )
     mpmd_mesh = jaxpp.api.MpmdMesh(mesh, "stage")
-    ann_state = init_state(AnnotatedTransformer(num_stages=num_stages, num_layers=num_layers))
+    model = AnnotatedTransformer(num_stages=num_stages, num_layers=num_layers)
+    ann_state = init_state(model, init)
     if xs is None:  # tests pass inputs drawn by numpy (no sampler compile)
         xs = jax.random.normal(jax.random.PRNGKey(1), dummy_input.shape)
     inputs = (ann_state, xs, dummy_input)
