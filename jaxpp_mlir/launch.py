@@ -21,7 +21,8 @@ exit), then every process still running is killed by PID; the launcher exits
 with the first failing process's code (128 + signal for a signal). At the end
 it prints a summary on stderr: which process failed first and how (exit code
 or signal), and what became of every other one (exited by itself, how long
-after, or killed by the launcher).
+after, or killed by the launcher). A process the launcher stops gets SIGTERM, then
+SIGKILL ``JAXPP_MLIR_KILL_GRACE`` seconds later (3 by default).
 """
 
 from __future__ import annotations
@@ -265,9 +266,11 @@ class Launch:
     def _peer_caused(self, process: int) -> bool:
         return os.path.exists(os.path.join(self._notes, f"peer_caused.{process}"))
 
-    def kill(self, grace_s: float = 3.0) -> None:
-        """SIGTERM, then SIGKILL after ``grace_s``, to every child still running (by PID,
-        with its process group)."""
+    def kill(self, grace_s: float | None = None) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s`` (default ``JAXPP_MLIR_KILL_GRACE``, 3 s),
+        to every child still running (by PID, with its process group)."""
+        if grace_s is None:
+            grace_s = options.KILL_GRACE.value()
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
             alive = [i for i, p in enumerate(self.procs) if p.poll() is None]
             if not alive:

@@ -203,10 +203,19 @@ FAILURE_NOTES = Option(
     "says so, so that the launcher names the peer as the first failure",
 )
 
+KILL_GRACE = Option(
+    "KILL_GRACE",
+    float,
+    3.0,
+    "the launcher",
+    "seconds a process the launcher stops gets between its SIGTERM and its SIGKILL",
+)
+
 OPTIONS: tuple[Option, ...] = (
     NUM_PROCESSES,
     PROCESS_ID,
     FAILURE_NOTES,
+    KILL_GRACE,
     HEARTBEAT_TIMEOUT,
     INIT_TIMEOUT,
     HEARTBEAT_INTERVAL,

@@ -8,11 +8,14 @@ same step in this process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import compilation_cache_worker as worker
 import jax
@@ -79,6 +82,9 @@ def _assert_outputs(path: pathlib.Path, want: list[np.ndarray]) -> None:
         np.testing.assert_array_equal(g, w)
 
 
+FIRST_PROCESS_CACHE = "cache_after_first"
+
+
 @pytest.fixture(scope="module")
 def populated(tmp_path_factory):
     """A cache filled by one process: the cache off, then under a compile-time
@@ -91,6 +97,7 @@ def populated(tmp_path_factory):
         {"width": 8},
     ]
     counts, _ = _run_single(cache_dir, root / "first", phases)
+    shutil.copytree(cache_dir, root / FIRST_PROCESS_CACHE)  # as the first process left it
     return root, cache_dir, counts
 
 
@@ -139,13 +146,28 @@ def _corrupt(entries: list[pathlib.Path]) -> None:
         path.write_bytes(bytes(data))
 
 
-def test_corrupted_entries_compile_again(tmp_path, reference):
-    cache_dir = tmp_path / "cache"
-    first, _ = _run_single(cache_dir, tmp_path / "first", [{"width": 8}])
-    entries = _entries(cache_dir)
-    assert len(entries) == first[0]["made"] >= 3
-    _corrupt(entries)
-    (again,), result = _run_single(cache_dir, tmp_path / "again", [{"width": 8}])
+@contextlib.contextmanager
+def _swapped_in(cache_dir: pathlib.Path, replacement: pathlib.Path) -> Iterator[None]:
+    """A copy of ``replacement`` at ``cache_dir``'s path for the block, the original back
+    afterwards: JAX's cache keys hold the directory's path, so a copy elsewhere would miss."""
+    kept = cache_dir.with_name(cache_dir.name + "_kept")
+    cache_dir.rename(kept)
+    shutil.copytree(replacement, cache_dir)
+    try:
+        yield
+    finally:
+        shutil.rmtree(cache_dir)
+        kept.rename(cache_dir)
+
+
+def test_corrupted_entries_compile_again(populated, tmp_path, reference):
+    # The cache as the first process left it (width 8), every entry broken.
+    root, cache_dir, (_, _, stored) = populated
+    with _swapped_in(cache_dir, root / FIRST_PROCESS_CACHE):
+        entries = _entries(cache_dir)
+        assert len(entries) == stored["made"] >= 3
+        _corrupt(entries)
+        (again,), result = _run_single(cache_dir, tmp_path / "again", [{"width": 8}])
     assert (again["hits"], again["misses"]) == (0, again["made"])
     assert result.stderr.count("is unusable") == again["made"]
     _assert_outputs(tmp_path / "again" / "phase0.npz", reference(8))
