@@ -99,6 +99,14 @@ PEER_TIMEOUT = _option(
     "watchdog",
     "seconds without a peer heartbeat before the peer is declared lost",
 )
+PEER_FAILURE_GRACE = Option(
+    "PEER_FAILURE_GRACE",
+    float,
+    3.0,
+    "watchdog",
+    "seconds a process whose peer failed lets its own main thread fail first (with the more "
+    "specific error) before it exits naming the peer",
+)
 TRANSFER_TIMEOUT = _option(
     "TRANSFER_TIMEOUT",
     float,
@@ -220,6 +228,7 @@ OPTIONS: tuple[Option, ...] = (
     INIT_TIMEOUT,
     HEARTBEAT_INTERVAL,
     PEER_TIMEOUT,
+    PEER_FAILURE_GRACE,
     TRANSFER_TIMEOUT,
     SETUP_TIMEOUT,
     DUMP_DIR,
