@@ -2,7 +2,8 @@
 
     python -m jaxpp_mlir.launch --nproc 2 --devices-per-proc 4 script.py args...
 
-starts ``script.py args...`` ``--nproc`` times, each process with
+starts ``script.py args...`` ``--nproc`` times (with this interpreter, or the command
+in ``JAXPP_MLIR_LAUNCH_PYTHON``), each process with
 ``--devices-per-proc`` CPU devices, a coordinator on 127.0.0.1 at a free port,
 and these environment variables:
 
@@ -31,6 +32,7 @@ import argparse
 import dataclasses
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -365,6 +367,13 @@ class Launch:
         return lines
 
 
+def python_command() -> list[str]:
+    """The command that starts a process's Python: ``JAXPP_MLIR_LAUNCH_PYTHON`` (split as a
+    shell would), else this interpreter."""
+    command = options.LAUNCH_PYTHON.value()
+    return shlex.split(command) if command else [sys.executable]
+
+
 def _signal(pid: int, sig: int, group_only: bool = False) -> None:
     try:
         os.killpg(pid, sig)
@@ -418,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not os.path.isfile(ns.script):
         parser.error(f"script {ns.script!r} is not a file")
     launch = Launch(
-        [sys.executable, ns.script, *ns.args],
+        [*python_command(), ns.script, *ns.args],
         ns.nproc,
         devices_per_proc=ns.devices_per_proc,
         port=ns.port,

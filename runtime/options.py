@@ -219,11 +219,21 @@ KILL_GRACE = Option(
     "seconds a process the launcher stops gets between its SIGTERM and its SIGKILL",
 )
 
+LAUNCH_PYTHON = Option(
+    "LAUNCH_PYTHON",
+    str,
+    None,
+    "the launcher",
+    "the command that starts each process's Python, the script and its arguments after it "
+    "(default: the launcher's own interpreter), e.g. a wrapper or a fork server's client",
+)
+
 OPTIONS: tuple[Option, ...] = (
     NUM_PROCESSES,
     PROCESS_ID,
     FAILURE_NOTES,
     KILL_GRACE,
+    LAUNCH_PYTHON,
     HEARTBEAT_TIMEOUT,
     INIT_TIMEOUT,
     HEARTBEAT_INTERVAL,

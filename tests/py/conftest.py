@@ -21,9 +21,13 @@ directory removed at the end instead; ``JAXPP_MLIR_TEST_CACHE=0`` or
 """
 
 import os
+import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -169,3 +173,55 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _shares_a_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+# -- the Python fork server of the tests' worker processes --------------------------------
+
+_PYTHON_SERVER_VAR = "JAXPP_MLIR_TEST_PYTHON_SERVER"  # 0: every child imports jax itself
+_PYTHON_SERVER_START_S = 120
+_TOOLS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "jaxpp_mlir", "tools"
+)
+
+
+class PythonServer:
+    """How tests start Python processes that import jax: ``command`` in place of
+    ``[sys.executable]`` and ``env`` added to the environment (the launcher's children go
+    through ``JAXPP_MLIR_LAUNCH_PYTHON`` in ``env``). Through the fork server
+    (``jaxpp_mlir/tools/python_server.py``) where it runs, else the plain interpreter."""
+
+    def __init__(self, command: list[str], env: dict[str, str]):
+        self.command = command
+        self.env = env
+
+
+@pytest.fixture(scope="session")
+def python_server(tmp_path_factory) -> Iterator[PythonServer]:
+    """One fork server per pytest process, started by the first test that asks for it and
+    stopped at the end of the session (it also exits when this process ends)."""
+    if os.environ.get(_PYTHON_SERVER_VAR, "1") == "0":
+        yield PythonServer([sys.executable], {})
+        return
+    socket_path = str(tmp_path_factory.mktemp("python_server") / "server.sock")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jaxpp_mlir.tools.python_server", socket_path],
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + _PYTHON_SERVER_START_S
+    while not os.path.exists(socket_path):
+        assert server.poll() is None, f"the Python fork server exited with {server.returncode}"
+        assert time.monotonic() < deadline, "the Python fork server did not come up"
+        time.sleep(0.05)
+    command = [sys.executable, "-I", "-S", os.path.join(_TOOLS, "python_client.py")]
+    try:
+        yield PythonServer(
+            command,
+            {"JAXPP_PYTHON_SERVER": socket_path, "JAXPP_MLIR_LAUNCH_PYTHON": shlex.join(command)},
+        )
+    finally:
+        os.unlink(socket_path)  # the server exits when its socket is gone
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=30)

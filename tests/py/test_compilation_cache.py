@@ -40,15 +40,17 @@ def _env(cache_dir: pathlib.Path) -> dict[str, str]:
 
 
 def _run_single(
-    cache_dir: pathlib.Path, out_dir: pathlib.Path, phases: list[dict]
+    python, cache_dir: pathlib.Path, out_dir: pathlib.Path, phases: list[dict]
 ) -> tuple[list[dict], subprocess.CompletedProcess]:
+    """Runs the worker's phases in one process, started through ``python`` (a
+    conftest.PythonServer)."""
     out_dir.mkdir()
     result = subprocess.run(
-        [sys.executable, WORKER, "single", str(out_dir), json.dumps(phases)],
+        [*python.command, WORKER, "single", str(out_dir), json.dumps(phases)],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        env=_env(cache_dir),
+        env={**_env(cache_dir), **python.env},
     )
     assert result.returncode == 0, result.stderr[-5000:]
     counts = [json.loads((out_dir / f"phase{i}.json").read_text()) for i in range(len(phases))]
@@ -86,7 +88,7 @@ FIRST_PROCESS_CACHE = "cache_after_first"
 
 
 @pytest.fixture(scope="module")
-def populated(tmp_path_factory):
+def populated(tmp_path_factory, python_server):
     """A cache filled by one process: the cache off, then under a compile-time
     threshold no stage beats, then on (twice the same program in one process)."""
     root = tmp_path_factory.mktemp("compilation_cache")
@@ -96,7 +98,7 @@ def populated(tmp_path_factory):
         {"width": 8, "min_compile_secs": 1e6},
         {"width": 8},
     ]
-    counts, _ = _run_single(cache_dir, root / "first", phases)
+    counts, _ = _run_single(python_server, cache_dir, root / "first", phases)
     shutil.copytree(cache_dir, root / FIRST_PROCESS_CACHE)  # as the first process left it
     return root, cache_dir, counts
 
@@ -118,10 +120,14 @@ def test_first_process_compiles_and_stores(populated, reference):
     _assert_outputs(root / "first" / "phase2.npz", reference(8))
 
 
-def test_second_process_loads_and_other_devices_or_modules_miss(populated, reference, tmp_path):
+def test_second_process_loads_and_other_devices_or_modules_miss(
+    populated, reference, tmp_path, python_server
+):
     root, cache_dir, (_, _, stored) = populated
     phases = [{"width": 8}, {"width": 8, "first": 2}, {"width": 16}]
-    same, other_devices, other_module = _run_single(cache_dir, tmp_path / "second", phases)[0]
+    same, other_devices, other_module = _run_single(
+        python_server, cache_dir, tmp_path / "second", phases
+    )[0]
     assert (same["made"], same["hits"], same["misses"]) == (stored["made"], stored["made"], 0)
     assert same["entries"] == stored["entries"]
     assert (other_devices["hits"], other_devices["misses"]) == (0, stored["made"])
@@ -160,14 +166,14 @@ def _swapped_in(cache_dir: pathlib.Path, replacement: pathlib.Path) -> Iterator[
         kept.rename(cache_dir)
 
 
-def test_corrupted_entries_compile_again(populated, tmp_path, reference):
+def test_corrupted_entries_compile_again(populated, tmp_path, reference, python_server):
     # The cache as the first process left it (width 8), every entry broken.
     root, cache_dir, (_, _, stored) = populated
     with _swapped_in(cache_dir, root / FIRST_PROCESS_CACHE):
         entries = _entries(cache_dir)
         assert len(entries) == stored["made"] >= 3
         _corrupt(entries)
-        (again,), result = _run_single(cache_dir, tmp_path / "again", [{"width": 8}])
+        (again,), result = _run_single(python_server, cache_dir, tmp_path / "again", [{"width": 8}])
     assert (again["hits"], again["misses"]) == (0, again["made"])
     assert result.stderr.count("is unusable") == again["made"]
     _assert_outputs(tmp_path / "again" / "phase0.npz", reference(8))
@@ -216,7 +222,7 @@ def test_key_covers_devices_and_module():
 
 
 @pytest.mark.slow  # two 2-process launches
-def test_two_processes_share_one_cache_dir(tmp_path, reference):
+def test_two_processes_share_one_cache_dir(tmp_path, reference, python_server):
     cache_dir = tmp_path / "cache"
     runs = []
     for name in ("first", "second"):
@@ -239,7 +245,11 @@ def test_two_processes_share_one_cache_dir(tmp_path, reference):
             str(out_dir),
         ]
         result = subprocess.run(
-            command, capture_output=True, text=True, timeout=TIMEOUT + 30, env=_env(cache_dir)
+            command,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT + 30,
+            env={**_env(cache_dir), **python_server.env},
         )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         runs.append([json.loads((out_dir / f"process{p}.json").read_text()) for p in (0, 1)])

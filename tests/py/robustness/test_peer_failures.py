@@ -79,7 +79,7 @@ def _env() -> dict[str, str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", list(CASES))
-def test_a_peer_that_leaves_or_stalls_ends_the_launch(mode):
+def test_a_peer_that_leaves_or_stalls_ends_the_launch(mode, python_server):
     code, message, first_failure = CASES[mode]
     command = [
         sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2", "--devices-per-proc", "2",
@@ -88,7 +88,11 @@ def test_a_peer_that_leaves_or_stalls_ends_the_launch(mode):
     ]  # fmt: skip
     start = time.monotonic()
     result = subprocess.run(
-        command, capture_output=True, text=True, timeout=TIMEOUT_S + 30, env=_env()
+        command,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S + 30,
+        env={**_env(), **python_server.env},
     )
     took = time.monotonic() - start
     output = result.stdout + result.stderr
