@@ -23,10 +23,8 @@ directory removed at the end instead; ``JAXPP_MLIR_TEST_CACHE=0`` or
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -156,11 +154,14 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a module-, package- or session-scoped fixture of its own file
+    (those of a conftest.py, such as ``python_server``, are built once per worker anyway)."""
     fixtures = getattr(item, "_fixtureinfo", None)
     if fixtures is None:
         return False
+    file = item.nodeid.split("::")[0]
     return any(
-        definitions[-1].scope in _SHARED_SCOPES and definitions[-1].baseid
+        definitions[-1].scope in _SHARED_SCOPES and definitions[-1].baseid == file
         for definitions in fixtures.name2fixturedefs.values()
     )
 
@@ -178,10 +179,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # -- the Python fork server of the tests' worker processes --------------------------------
 
 _PYTHON_SERVER_VAR = "JAXPP_MLIR_TEST_PYTHON_SERVER"  # 0: every child imports jax itself
-_PYTHON_SERVER_START_S = 120
-_TOOLS = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "jaxpp_mlir", "tools"
-)
 
 
 class PythonServer:
@@ -202,26 +199,12 @@ def python_server(tmp_path_factory) -> Iterator[PythonServer]:
     if os.environ.get(_PYTHON_SERVER_VAR, "1") == "0":
         yield PythonServer([sys.executable], {})
         return
-    socket_path = str(tmp_path_factory.mktemp("python_server") / "server.sock")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jaxpp_mlir.tools.python_server", socket_path],
-        stdin=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + _PYTHON_SERVER_START_S
-    while not os.path.exists(socket_path):
-        assert server.poll() is None, f"the Python fork server exited with {server.returncode}"
-        assert time.monotonic() < deadline, "the Python fork server did not come up"
-        time.sleep(0.05)
-    command = [sys.executable, "-I", "-S", os.path.join(_TOOLS, "python_client.py")]
-    try:
+    import toolkit  # imports jax: only where a test asks for the server
+
+    directory = str(tmp_path_factory.mktemp("python_server"))
+    with toolkit.running_python_server(directory) as socket_path:
+        command = [sys.executable, "-I", "-S", toolkit.PYTHON_CLIENT]
         yield PythonServer(
             command,
             {"JAXPP_PYTHON_SERVER": socket_path, "JAXPP_MLIR_LAUNCH_PYTHON": shlex.join(command)},
         )
-    finally:
-        os.unlink(socket_path)  # the server exits when its socket is gone
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=30)
