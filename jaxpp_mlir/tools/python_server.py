@@ -33,6 +33,7 @@ import builtins
 import contextlib
 import gc
 import importlib
+import io
 import logging
 import os
 import runpy
@@ -270,6 +271,11 @@ def become_child(request: dict, fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    if os.environ.get("PYTHONUNBUFFERED"):  # what `python -u` makes of stdout and stderr
+        for name, fd in (("stdout", 1), ("stderr", 2)):
+            old = getattr(sys, name)
+            raw = io.FileIO(fd, "w", closefd=False)
+            setattr(sys, name, io.TextIOWrapper(raw, old.encoding, old.errors, write_through=True))
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)

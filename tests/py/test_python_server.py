@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -173,6 +174,24 @@ def test_a_killed_client_takes_its_child_along(server, tmp_path):
     assert client.wait(timeout=30) == -signal.SIGKILL
     assert _wait_gone(child), f"child {child} still runs after its client was killed"
     client.stdout.close()
+
+
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_pythonunbuffered_is_honoured(server, tmp_path, unbuffered):
+    script = tmp_path / "partial.py"
+    script.write_text("import sys, time\nsys.stdout.write('partial line')\ntime.sleep(120)\n")
+    env = {**os.environ, **server}
+    env.pop("PYTHONUNBUFFERED", None)
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    client = subprocess.Popen([*CLIENT, str(script)], stdout=subprocess.PIPE, env=env)
+    try:
+        ready, _, _ = select.select([client.stdout], [], [], 5.0 if unbuffered else 1.0)
+        assert bool(ready) == unbuffered
+    finally:
+        client.kill()
+        client.wait(timeout=30)
+        client.stdout.close()
 
 
 def test_the_launcher_starts_its_processes_with_the_named_command(server, tmp_path):
