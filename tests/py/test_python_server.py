@@ -156,6 +156,11 @@ def _sleeper(server, tmp_path, code: str = "") -> tuple[subprocess.Popen, int]:
         text=True,
         env={**os.environ, **server},
     )
+    ready, _, _ = select.select([client.stdout], [], [], 60.0)
+    if not ready:
+        client.kill()
+        client.wait(timeout=30)
+        raise AssertionError("the sleeper printed no pid within 60 s")
     return client, int(client.stdout.readline())
 
 
@@ -186,7 +191,7 @@ def test_pythonunbuffered_is_honoured(server, tmp_path, unbuffered):
         env["PYTHONUNBUFFERED"] = "1"
     client = subprocess.Popen([*CLIENT, str(script)], stdout=subprocess.PIPE, env=env)
     try:
-        ready, _, _ = select.select([client.stdout], [], [], 5.0 if unbuffered else 1.0)
+        ready, _, _ = select.select([client.stdout], [], [], 30.0 if unbuffered else 1.0)
         assert bool(ready) == unbuffered
     finally:
         client.kill()
