@@ -45,8 +45,12 @@ SCRIPT = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> dict[str, str]:
-    """The environment that sends the client's runs to a fork server of this module."""
+def server(python_server, tmp_path_factory) -> dict[str, str]:
+    """The environment that sends the client's runs to a fork server: the session's (see
+    conftest.py), or one of this module where the session runs without it."""
+    if "JAXPP_PYTHON_SERVER" in python_server.env:
+        yield {"JAXPP_PYTHON_SERVER": python_server.env["JAXPP_PYTHON_SERVER"]}
+        return
     with toolkit.running_python_server(str(tmp_path_factory.mktemp("server"))) as socket_path:
         yield {"JAXPP_PYTHON_SERVER": socket_path}
 
