@@ -2,7 +2,8 @@
 
     python -m jaxpp_mlir.launch --nproc 2 --devices-per-proc 4 script.py args...
 
-starts ``script.py args...`` ``--nproc`` times, each process with
+starts ``script.py args...`` ``--nproc`` times (with this interpreter, or the command
+in ``JAXPP_MLIR_LAUNCH_PYTHON``), each process with
 ``--devices-per-proc`` CPU devices, a coordinator on 127.0.0.1 at a free port,
 and these environment variables:
 
@@ -21,7 +22,8 @@ exit), then every process still running is killed by PID; the launcher exits
 with the first failing process's code (128 + signal for a signal). At the end
 it prints a summary on stderr: which process failed first and how (exit code
 or signal), and what became of every other one (exited by itself, how long
-after, or killed by the launcher).
+after, or killed by the launcher). A process the launcher stops gets SIGTERM, then
+SIGKILL ``JAXPP_MLIR_KILL_GRACE`` seconds later (3 by default).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import argparse
 import dataclasses
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -265,9 +268,11 @@ class Launch:
     def _peer_caused(self, process: int) -> bool:
         return os.path.exists(os.path.join(self._notes, f"peer_caused.{process}"))
 
-    def kill(self, grace_s: float = 3.0) -> None:
-        """SIGTERM, then SIGKILL after ``grace_s``, to every child still running (by PID,
-        with its process group)."""
+    def kill(self, grace_s: float | None = None) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s`` (default ``JAXPP_MLIR_KILL_GRACE``, 3 s),
+        to every child still running (by PID, with its process group)."""
+        if grace_s is None:
+            grace_s = options.KILL_GRACE.value()
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
             alive = [i for i, p in enumerate(self.procs) if p.poll() is None]
             if not alive:
@@ -362,6 +367,13 @@ class Launch:
         return lines
 
 
+def python_command() -> list[str]:
+    """The command that starts a process's Python: ``JAXPP_MLIR_LAUNCH_PYTHON`` (split as a
+    shell would), else this interpreter."""
+    command = options.LAUNCH_PYTHON.value()
+    return shlex.split(command) if command else [sys.executable]
+
+
 def _signal(pid: int, sig: int, group_only: bool = False) -> None:
     try:
         os.killpg(pid, sig)
@@ -415,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not os.path.isfile(ns.script):
         parser.error(f"script {ns.script!r} is not a file")
     launch = Launch(
-        [sys.executable, ns.script, *ns.args],
+        [*python_command(), ns.script, *ns.args],
         ns.nproc,
         devices_per_proc=ns.devices_per_proc,
         port=ns.port,

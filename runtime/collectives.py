@@ -25,6 +25,7 @@ import numpy as np
 from . import _jax_compat as jc
 from .dtypes import element_type
 from .errors import RuntimeFailure
+from .exit_hooks import note_peer_caused_failure
 from .plan import TensorSpec
 
 
@@ -180,6 +181,9 @@ class TransferExecutable:
             peer = f"process {self.peer} is probably lost"
         else:
             peer = self._watchdog.peer_report(self.peer)
+            # The peer's end broke this transfer: the launcher names the peer first, though
+            # the heartbeat thread may not have read its final state yet.
+            note_peer_caused_failure(self._watchdog.process)
         return RuntimeFailure(f"the {self.description} failed: peer {peer}: {error}")
 
     def get_parameter_shardings(self) -> list[Any] | None:

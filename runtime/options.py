@@ -99,6 +99,14 @@ PEER_TIMEOUT = _option(
     "watchdog",
     "seconds without a peer heartbeat before the peer is declared lost",
 )
+PEER_FAILURE_GRACE = Option(
+    "PEER_FAILURE_GRACE",
+    float,
+    3.0,
+    "watchdog",
+    "seconds a process whose peer failed lets its own main thread fail first (with the more "
+    "specific error) before it exits naming the peer",
+)
 TRANSFER_TIMEOUT = _option(
     "TRANSFER_TIMEOUT",
     float,
@@ -212,14 +220,34 @@ FAILURE_NOTES = Option(
     "says so, so that the launcher names the peer as the first failure",
 )
 
+KILL_GRACE = Option(
+    "KILL_GRACE",
+    float,
+    3.0,
+    "the launcher",
+    "seconds a process the launcher stops gets between its SIGTERM and its SIGKILL",
+)
+
+LAUNCH_PYTHON = Option(
+    "LAUNCH_PYTHON",
+    str,
+    None,
+    "the launcher",
+    "the command that starts each process's Python, the script and its arguments after it "
+    "(default: the launcher's own interpreter), e.g. a wrapper or a fork server's client",
+)
+
 OPTIONS: tuple[Option, ...] = (
     NUM_PROCESSES,
     PROCESS_ID,
     FAILURE_NOTES,
+    KILL_GRACE,
+    LAUNCH_PYTHON,
     HEARTBEAT_TIMEOUT,
     INIT_TIMEOUT,
     HEARTBEAT_INTERVAL,
     PEER_TIMEOUT,
+    PEER_FAILURE_GRACE,
     TRANSFER_TIMEOUT,
     SETUP_TIMEOUT,
     DUMP_DIR,

@@ -64,18 +64,18 @@ class WatchdogOptions:
     interval_s: float = options.HEARTBEAT_INTERVAL.default
     peer_timeout_s: float = options.PEER_TIMEOUT.default
     transfer_timeout_s: float = options.TRANSFER_TIMEOUT.default
-    grace_s: float = 3.0
+    grace_s: float = options.PEER_FAILURE_GRACE.default
     shutdown_timeout_s: float = options.SHUTDOWN_TIMEOUT.default
 
     @classmethod
     def from_env(cls) -> WatchdogOptions:
         """From the environment (``runtime.options``: heartbeat interval, peer, transfer
-        and shutdown timeouts)."""
+        and shutdown timeouts, the grace after a peer's failure)."""
         return cls(
             interval_s=options.HEARTBEAT_INTERVAL.value(),
             peer_timeout_s=options.PEER_TIMEOUT.value(),
             transfer_timeout_s=options.TRANSFER_TIMEOUT.value(),
-            grace_s=cls.grace_s,
+            grace_s=options.PEER_FAILURE_GRACE.value(),
             shutdown_timeout_s=options.SHUTDOWN_TIMEOUT.value(),
         )
 
@@ -115,6 +115,9 @@ class Watchdog:
         self._peers: dict[int, _Peer] = {}
         self._pending: deque[tuple[float, Any, str, int]] = deque()
         self._lock = threading.Lock()
+        # Held while a heartbeat is written: the final state is never overwritten by a
+        # heartbeat of the thread that carried the state before it.
+        self._writing = threading.Lock()
         self._stop = threading.Event()
         self._exiting = False
         self._kv_down_since: float | None = None
@@ -166,7 +169,14 @@ class Watchdog:
             return
         self._exiting = True
         self._stop.set()
-        self._publish(state)
+        # Bounded: the thread may be inside a key-value call to a coordinator that is gone.
+        held = self._writing.acquire(timeout=2 * self.options.interval_s + 1.0)
+        try:
+            self._state = state
+            self._publish(state)
+        finally:
+            if held:
+                self._writing.release()
 
     def diagnose(self) -> str | None:
         """What went wrong, as far as the watchdog knows: a failed transfer or a lost peer."""
@@ -262,9 +272,10 @@ class Watchdog:
             return
         kv = coordination.client()
         try:
-            kv.key_value_set(
-                f"{_HEARTBEAT_DIR}{self.process}", f"{self._counter}|{self._state}", True
-            )
+            with self._writing:
+                kv.key_value_set(
+                    f"{_HEARTBEAT_DIR}{self.process}", f"{self._counter}|{self._state}", True
+                )
             entries = kv.key_value_dir_get(_HEARTBEAT_DIR)
         except Exception as e:
             if self._exiting:

@@ -21,9 +21,11 @@ directory removed at the end instead; ``JAXPP_MLIR_TEST_CACHE=0`` or
 """
 
 import os
+import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 
 import pytest
 
@@ -152,11 +154,14 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a module-, package- or session-scoped fixture of its own file
+    (those of a conftest.py, such as ``python_server``, are built once per worker anyway)."""
     fixtures = getattr(item, "_fixtureinfo", None)
     if fixtures is None:
         return False
+    file = item.nodeid.split("::")[0]
     return any(
-        definitions[-1].scope in _SHARED_SCOPES and definitions[-1].baseid
+        definitions[-1].scope in _SHARED_SCOPES and definitions[-1].baseid == file
         for definitions in fixtures.name2fixturedefs.values()
     )
 
@@ -169,3 +174,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _shares_a_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+# -- the Python fork server of the tests' worker processes --------------------------------
+
+_PYTHON_SERVER_VAR = "JAXPP_MLIR_TEST_PYTHON_SERVER"  # 0: every child imports jax itself
+
+
+class PythonServer:
+    """How tests start Python processes that import jax: ``command`` in place of
+    ``[sys.executable]`` and ``env`` added to the environment (the launcher's children go
+    through ``JAXPP_MLIR_LAUNCH_PYTHON`` in ``env``). Through the fork server
+    (``jaxpp_mlir/tools/python_server.py``) where it runs, else the plain interpreter."""
+
+    def __init__(self, command: list[str], env: dict[str, str]):
+        self.command = command
+        self.env = env
+
+
+@pytest.fixture(scope="session")
+def python_server(tmp_path_factory) -> Iterator[PythonServer]:
+    """One fork server per pytest process, started by the first test that asks for it and
+    stopped at the end of the session (it also exits when this process ends)."""
+    if os.environ.get(_PYTHON_SERVER_VAR, "1") == "0":
+        yield PythonServer([sys.executable], {})
+        return
+    import toolkit  # imports jax: only where a test asks for the server
+
+    directory = str(tmp_path_factory.mktemp("python_server"))
+    with toolkit.running_python_server(directory) as socket_path:
+        command = [sys.executable, "-I", "-S", toolkit.PYTHON_CLIENT]
+        yield PythonServer(
+            command,
+            {"JAXPP_PYTHON_SERVER": socket_path, "JAXPP_MLIR_LAUNCH_PYTHON": shlex.join(command)},
+        )

@@ -54,7 +54,7 @@ def flat(state) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, python_server):
     """The single-process side, then one launch of the two workers."""
     out = tmp_path_factory.mktemp("checkpoints")
     devices = np.array(jax.devices()).reshape(cm.NUM_RANKS, cm.DEVICES_PER_RANK)
@@ -68,7 +68,11 @@ def run(tmp_path_factory):
         "--grace", "20", "--timeout", "100", str(HERE / "checkpoint_worker.py"), str(out),
     ]  # fmt: skip
     result = subprocess.run(
-        command, capture_output=True, text=True, timeout=130, env={**os.environ, **LIMITS}
+        command,
+        capture_output=True,
+        text=True,
+        timeout=130,
+        env={**os.environ, **LIMITS, **python_server.env},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stdout.count("checkpoint worker: done") == 2

@@ -8,11 +8,14 @@ same step in this process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import compilation_cache_worker as worker
 import jax
@@ -37,15 +40,17 @@ def _env(cache_dir: pathlib.Path) -> dict[str, str]:
 
 
 def _run_single(
-    cache_dir: pathlib.Path, out_dir: pathlib.Path, phases: list[dict]
+    python, cache_dir: pathlib.Path, out_dir: pathlib.Path, phases: list[dict]
 ) -> tuple[list[dict], subprocess.CompletedProcess]:
+    """Runs the worker's phases in one process, started through ``python`` (a
+    conftest.PythonServer)."""
     out_dir.mkdir()
     result = subprocess.run(
-        [sys.executable, WORKER, "single", str(out_dir), json.dumps(phases)],
+        [*python.command, WORKER, "single", str(out_dir), json.dumps(phases)],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        env=_env(cache_dir),
+        env={**_env(cache_dir), **python.env},
     )
     assert result.returncode == 0, result.stderr[-5000:]
     counts = [json.loads((out_dir / f"phase{i}.json").read_text()) for i in range(len(phases))]
@@ -79,8 +84,11 @@ def _assert_outputs(path: pathlib.Path, want: list[np.ndarray]) -> None:
         np.testing.assert_array_equal(g, w)
 
 
+FIRST_PROCESS_CACHE = "cache_after_first"
+
+
 @pytest.fixture(scope="module")
-def populated(tmp_path_factory):
+def populated(tmp_path_factory, python_server):
     """A cache filled by one process: the cache off, then under a compile-time
     threshold no stage beats, then on (twice the same program in one process)."""
     root = tmp_path_factory.mktemp("compilation_cache")
@@ -90,7 +98,8 @@ def populated(tmp_path_factory):
         {"width": 8, "min_compile_secs": 1e6},
         {"width": 8},
     ]
-    counts, _ = _run_single(cache_dir, root / "first", phases)
+    counts, _ = _run_single(python_server, cache_dir, root / "first", phases)
+    shutil.copytree(cache_dir, root / FIRST_PROCESS_CACHE)  # as the first process left it
     return root, cache_dir, counts
 
 
@@ -111,10 +120,14 @@ def test_first_process_compiles_and_stores(populated, reference):
     _assert_outputs(root / "first" / "phase2.npz", reference(8))
 
 
-def test_second_process_loads_and_other_devices_or_modules_miss(populated, reference, tmp_path):
+def test_second_process_loads_and_other_devices_or_modules_miss(
+    populated, reference, tmp_path, python_server
+):
     root, cache_dir, (_, _, stored) = populated
     phases = [{"width": 8}, {"width": 8, "first": 2}, {"width": 16}]
-    same, other_devices, other_module = _run_single(cache_dir, tmp_path / "second", phases)[0]
+    same, other_devices, other_module = _run_single(
+        python_server, cache_dir, tmp_path / "second", phases
+    )[0]
     assert (same["made"], same["hits"], same["misses"]) == (stored["made"], stored["made"], 0)
     assert same["entries"] == stored["entries"]
     assert (other_devices["hits"], other_devices["misses"]) == (0, stored["made"])
@@ -139,13 +152,28 @@ def _corrupt(entries: list[pathlib.Path]) -> None:
         path.write_bytes(bytes(data))
 
 
-def test_corrupted_entries_compile_again(tmp_path, reference):
-    cache_dir = tmp_path / "cache"
-    first, _ = _run_single(cache_dir, tmp_path / "first", [{"width": 8}])
-    entries = _entries(cache_dir)
-    assert len(entries) == first[0]["made"] >= 3
-    _corrupt(entries)
-    (again,), result = _run_single(cache_dir, tmp_path / "again", [{"width": 8}])
+@contextlib.contextmanager
+def _swapped_in(cache_dir: pathlib.Path, replacement: pathlib.Path) -> Iterator[None]:
+    """A copy of ``replacement`` at ``cache_dir``'s path for the block, the original back
+    afterwards: JAX's cache keys hold the directory's path, so a copy elsewhere would miss."""
+    kept = cache_dir.with_name(cache_dir.name + "_kept")
+    cache_dir.rename(kept)
+    shutil.copytree(replacement, cache_dir)
+    try:
+        yield
+    finally:
+        shutil.rmtree(cache_dir)
+        kept.rename(cache_dir)
+
+
+def test_corrupted_entries_compile_again(populated, tmp_path, reference, python_server):
+    # The cache as the first process left it (width 8), every entry broken.
+    root, cache_dir, (_, _, stored) = populated
+    with _swapped_in(cache_dir, root / FIRST_PROCESS_CACHE):
+        entries = _entries(cache_dir)
+        assert len(entries) == stored["made"] >= 3
+        _corrupt(entries)
+        (again,), result = _run_single(python_server, cache_dir, tmp_path / "again", [{"width": 8}])
     assert (again["hits"], again["misses"]) == (0, again["made"])
     assert result.stderr.count("is unusable") == again["made"]
     _assert_outputs(tmp_path / "again" / "phase0.npz", reference(8))
@@ -194,7 +222,7 @@ def test_key_covers_devices_and_module():
 
 
 @pytest.mark.slow  # two 2-process launches
-def test_two_processes_share_one_cache_dir(tmp_path, reference):
+def test_two_processes_share_one_cache_dir(tmp_path, reference, python_server):
     cache_dir = tmp_path / "cache"
     runs = []
     for name in ("first", "second"):
@@ -217,7 +245,11 @@ def test_two_processes_share_one_cache_dir(tmp_path, reference):
             str(out_dir),
         ]
         result = subprocess.run(
-            command, capture_output=True, text=True, timeout=TIMEOUT + 30, env=_env(cache_dir)
+            command,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT + 30,
+            env={**_env(cache_dir), **python_server.env},
         )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         runs.append([json.loads((out_dir / f"process{p}.json").read_text()) for p in (0, 1)])

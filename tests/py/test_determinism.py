@@ -1,28 +1,43 @@
 """The same input partitions to byte-identical IR, dumps and plan (also across processes)."""
 
+import hashlib
 import os
 import pathlib
 import subprocess
 import sys
 import textwrap
+import threading
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxpp_mlir as pp
 
 SCRIPT = textwrap.dedent(
     """
-    import hashlib, os, pathlib, sys
+    import os, pathlib, sys
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
     sys.path.insert(0, {tests_dir!r})
     import test_determinism as t
     out = pathlib.Path(sys.argv[1])
-    for name, text in sorted(t.partition_outputs(out).items()):
-        print(name, hashlib.sha256(text.encode()).hexdigest())
+    print(t.hash_probe())
+    print(t.digests(t.partition_in_a_thread(out)), end="")
     """
 )
+
+
+def hash_probe() -> int:
+    """A str hash: it differs between two processes whose hash seeds differ."""
+    return hash("jaxpp_mlir determinism")
+
+
+def digests(texts: dict[str, str]) -> str:
+    return "".join(
+        f"{name} {hashlib.sha256(text.encode()).hexdigest()}\n"
+        for name, text in sorted(texts.items())
+    )
 
 
 def _model(params, x):
@@ -61,29 +76,44 @@ def partition_outputs(dump_dir: pathlib.Path) -> dict[str, str]:
     return texts
 
 
-def test_partitioning_twice_gives_identical_texts(tmp_path):
-    first = partition_outputs(tmp_path / "first")
-    second = partition_outputs(tmp_path / "second")
+def partition_in_a_thread(dump_dir: pathlib.Path) -> dict[str, str]:
+    """``partition_outputs`` called from a thread of its own: the call stack, which the
+    lowering's locations record, is then the same in pytest and in a plain script."""
+    texts: list[dict[str, str]] = []
+    thread = threading.Thread(target=lambda: texts.append(partition_outputs(dump_dir)))
+    thread.start()
+    thread.join(timeout=300)
+    assert texts, "the partition in a thread raised or did not end"
+    return texts[0]
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory) -> dict[str, str]:
+    """The texts of one partition in this process."""
+    return partition_in_a_thread(tmp_path_factory.mktemp("first"))
+
+
+def test_partitioning_twice_gives_identical_texts(first, tmp_path):
+    second = partition_in_a_thread(tmp_path / "second")
     assert sorted(first) == sorted(second)
     assert len([name for name in first if name.startswith("dump:")]) > 5
     for name in first:
         assert first[name] == second[name], f"{name} differs between two partitions"
 
 
-def test_partitioning_in_processes_with_different_hash_seeds_gives_identical_texts(tmp_path):
+def test_partitioning_in_a_process_with_another_hash_seed_gives_identical_texts(first, tmp_path):
     script = SCRIPT.format(tests_dir=str(pathlib.Path(__file__).parent))
-    digests = []
-    for seed in ("1", "4242"):
-        env = dict(os.environ, PYTHONHASHSEED=seed)
-        result = subprocess.run(
-            [sys.executable, "-c", script, str(tmp_path / seed)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=env,
-            cwd=tmp_path,
-        )
-        assert result.returncode == 0, result.stderr[-4000:]
-        digests.append(result.stdout)
-    assert digests[0].count("\n") > 8
-    assert digests[0] == digests[1]
+    seed = "4242" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "other")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONHASHSEED=seed),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    probe, other = result.stdout.split("\n", 1)
+    assert int(probe) != hash_probe(), "the two processes hash strings alike"
+    assert other.count("\n") > 8
+    assert other == digests(first)

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import jaxpp_mlir
 
 # Everything under jaxpp_mlir that is compiler side: the runtime must load none.
@@ -33,25 +35,40 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("jaxpp_mlir"))))
 """
 
 
-def _modules_loaded_by(code: str) -> list[str]:
+# Then the compiler, in the same process: the check must see its modules.
+_THEN_THE_COMPILER = """
+import jaxpp_mlir.partition
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("jaxpp_mlir"))))
+"""
+
+
+def _modules_loaded_by(code: str) -> list[list[str]]:
+    """The module lists ``code`` prints, one JSON line each, in a fresh interpreter."""
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
 
 
 def _compiler_modules(loaded: list[str]) -> list[str]:
     return [m for m in loaded if m.startswith(COMPILER_PREFIXES)]
 
 
-def test_runtime_loads_no_compiler_module():
-    loaded = _modules_loaded_by(_LOAD_ALL_OF_RUNTIME)
+@pytest.fixture(scope="module")
+def runtime_then_compiler() -> tuple[list[str], list[str]]:
+    """The modules loaded by all of the runtime, then also by the compiler."""
+    runtime, both = _modules_loaded_by(_LOAD_ALL_OF_RUNTIME + _THEN_THE_COMPILER)
+    return runtime, both
+
+
+def test_runtime_loads_no_compiler_module(runtime_then_compiler):
+    loaded, _ = runtime_then_compiler
     assert "jaxpp_mlir.runtime.executor" in loaded
     assert _compiler_modules(loaded) == []
 
 
 def test_reading_a_plan_loads_neither_executor_nor_xla():
-    loaded = _modules_loaded_by(
+    (loaded,) = _modules_loaded_by(
         "import json, sys\n"
         "from jaxpp_mlir.runtime.plan import ExecutionPlan\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('jaxpp_mlir', 'jax')))))"
@@ -61,13 +78,8 @@ def test_reading_a_plan_loads_neither_executor_nor_xla():
     assert "jax" not in loaded and "jaxlib" not in loaded
 
 
-def test_the_check_sees_a_compiler_module_when_one_loads():
-    loaded = _modules_loaded_by(
-        _LOAD_ALL_OF_RUNTIME.replace(
-            "import jaxpp_mlir.runtime as runtime",
-            "import jaxpp_mlir.partition\nimport jaxpp_mlir.runtime as runtime",
-        )
-    )
+def test_the_check_sees_a_compiler_module_when_one_loads(runtime_then_compiler):
+    _, loaded = runtime_then_compiler
     assert "jaxpp_mlir.passes.pipeline" in _compiler_modules(loaded)
 
 

@@ -213,7 +213,7 @@ def test_donated_state_with_a_replicated_count():
 
 
 @pytest.mark.slow
-def test_two_processes_keep_the_count_right():
+def test_two_processes_keep_the_count_right(python_server):
     """Several processes keep the earlier behaviour (the count on its first rank,
     forwarded between processes at each call) and the same numbers."""
     worker = pathlib.Path(__file__).parent / "multiprocess" / "replicated_count_worker.py"
@@ -223,7 +223,11 @@ def test_two_processes_keep_the_count_right():
     ]  # fmt: skip
     limits = {"JAXPP_MLIR_SETUP_TIMEOUT": "60", "JAXPP_MLIR_TRANSFER_TIMEOUT": "60"}
     result = subprocess.run(
-        command, capture_output=True, text=True, timeout=180, env={**os.environ, **limits}
+        command,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **limits, **python_server.env},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for process in range(2):
@@ -231,10 +235,14 @@ def test_two_processes_keep_the_count_right():
 
 
 @pytest.mark.slow
-def test_benchmark_runs_and_checks_its_numbers():
+def test_benchmark_runs_and_checks_its_numbers(python_server):
     script = pathlib.Path(__file__).parents[2] / "benchmarks" / "replicated_step_values.py"
     result = subprocess.run(
-        [sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=300
+        [*python_server.command, str(script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **python_server.env},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads(result.stdout.strip().splitlines()[-1])

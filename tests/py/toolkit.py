@@ -347,3 +347,40 @@ def run_scripts(
             path = os.path.join(job["cwd"], f"{stream}.txt")
             result[stream] = open(path).read() if os.path.exists(path) else ""
     return results
+
+# -- the Python fork server (jaxpp_mlir/tools/python_server.py) ----------------------------
+
+PYTHON_CLIENT = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "jaxpp_mlir",
+    "tools",
+    "python_client.py",
+)
+
+
+@contextlib.contextmanager
+def running_python_server(directory: str, *, start_seconds: float = 120.0) -> Iterator[str]:
+    """A Python fork server on a socket in ``directory``, started with this process's
+    environment; yields the socket's path, and at the end removes it (the server exits
+    then) and checks that the server exited cleanly."""
+    socket_path = os.path.join(directory, "server.sock")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jaxpp_mlir.tools.python_server", socket_path],
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + start_seconds
+        while not os.path.exists(socket_path):
+            assert server.poll() is None, f"the Python server exited with {server.returncode}"
+            assert time.monotonic() < deadline, "the Python server did not come up"
+            time.sleep(0.05)
+        yield socket_path
+    finally:
+        if os.path.exists(socket_path):
+            os.unlink(socket_path)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=30)
+    assert server.returncode == 0, f"the Python server exited with {server.returncode}"

@@ -1,6 +1,5 @@
 """One process of the multi-process tests (started directly by the tests).
 
-worker.py loop               train forever, printing "step N" (to be killed)
 worker.py all OUT_DIR        train STEPS steps per schedule (process 0 writes
                              OUT_DIR/<schedule>.npz: parameters and losses), two ranks of
                              two devices (OUT_DIR/sharded.npz), a per-process-ordered plan
@@ -71,11 +70,8 @@ def sharded(out_dir: str) -> None:
     print("sharded: done", flush=True)
 
 
-def loop(step: pp.CompiledProgram | None = None) -> None:
-    """Steps forever (until killed), printing "step N" before each; ``step`` None: the
-    Std1F1B step, partitioned and compiled here."""
-    if step is None:
-        step = model.partition("std1f1b", pipeline_devices(model.NUM_RANKS)).compile()
+def loop(step: pp.CompiledProgram) -> None:
+    """Steps forever (until killed), printing "step N" before each."""
     params, batch = model.make_params(model.NUM_RANKS), model.make_batch()
     for n in range(100000):
         print(f"step {n}", flush=True)
@@ -110,9 +106,7 @@ def scenarios_then_loop(out_dir: str, *, all_scenarios: bool) -> None:
 
 if __name__ == "__main__":
     mode = sys.argv[1]
-    if mode == "loop":
-        loop()
-    elif mode in ("all", "train_loop"):
+    if mode in ("all", "train_loop"):
         scenarios_then_loop(sys.argv[2], all_scenarios=mode == "all")
     else:
         raise SystemExit(f"unknown mode {mode}")

@@ -16,7 +16,6 @@ import os
 import pathlib
 import queue
 import subprocess
-import sys
 import threading
 
 import pytest
@@ -34,17 +33,21 @@ def _read_lines(stream, lines: queue.Queue) -> None:
     lines.put(None)  # end of output
 
 
-def _run_batch(names: list[str], timeout_s: float, module: str) -> tuple[list[str], str, bool]:
-    """Runs ``names`` in one runner process: its output lines, how it ended, whether it
-    failed. A case that gives no result ``timeout_s`` after the previous one (or after
-    the runner's imports) is a hang: the runner is killed."""
+def _run_batch(
+    python, names: list[str], timeout_s: float, module: str
+) -> tuple[list[str], str, bool]:
+    """Runs ``names`` in one runner process (started through ``python``, a
+    conftest.PythonServer): its output lines, how it ended, whether it failed. A case that
+    gives no result ``timeout_s`` after the previous one (or after the runner's imports)
+    is a hang: the runner is killed."""
     runner = subprocess.Popen(
-        [sys.executable, RUNNER, *names],
+        [*python.command, RUNNER, *names],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         env={
             **os.environ,
+            **python.env,
             "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
             "JAXPP_CORPUS_MODULE": module,
         },
@@ -73,12 +76,12 @@ def _run_batch(names: list[str], timeout_s: float, module: str) -> tuple[list[st
 
 
 def _run_batches(
-    names: list[str], *, timeout_s: float = CASE_TIMEOUT_S, module: str = "corpus_cases"
+    python, names: list[str], *, timeout_s: float = CASE_TIMEOUT_S, module: str = "corpus_cases"
 ) -> dict[str, dict]:
     results: dict[str, dict] = {}
     remaining = list(names)
     while remaining:
-        output, ending, failed = _run_batch(remaining, timeout_s, module)
+        output, ending, failed = _run_batch(python, remaining, timeout_s, module)
         for line in output:
             if line.startswith("{"):
                 record = json.loads(line)
@@ -92,8 +95,8 @@ def _run_batches(
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[str, dict]:
-    return _run_batches(list(CASES))
+def results(python_server) -> dict[str, dict]:
+    return _run_batches(python_server, list(CASES))
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -124,8 +127,9 @@ def test_corpus_size_and_classes():
 
 
 @pytest.mark.slow
-def test_the_harness_survives_a_crash_and_a_hang():
+def test_the_harness_survives_a_crash_and_a_hang(python_server):
     results = _run_batches(
+        python_server,
         ["returns", "aborts", "raises", "hangs", "returns_too"],
         timeout_s=HARNESS_TIMEOUT_S,
         module="harness_cases",

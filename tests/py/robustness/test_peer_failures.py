@@ -33,8 +33,16 @@ LIMITS = {
     "JAXPP_MLIR_SHUTDOWN_TIMEOUT": str(LIMIT_S),
     # jax's own liveness check stays later than the watchdog's, which names the peer.
     "JAXPP_MLIR_HEARTBEAT_TIMEOUT": str(LIMIT_S + 3),
+    # A process told of a peer's failure gives its main thread a second to fail first.
+    "JAXPP_MLIR_PEER_FAILURE_GRACE": "1",
+    # A process the launcher stops is killed half a second after its SIGTERM (a frozen
+    # one never ends by itself, and jax.distributed takes SIGTERM as a preemption notice).
+    "JAXPP_MLIR_KILL_GRACE": "0.5",
 }
 GRACE_S = 2 * LIMIT_S  # the launcher's wait for the others after the first failure
+# A frozen process 1 cannot end by itself (process 0 fails first, naming it): the grace
+# would only delay the launcher's kill.
+GRACE_S_BY_MODE = {"freeze": 0.5}
 TIMEOUT_S = 150  # the launcher's own limit: reaching it fails the test (exit 124)
 
 PEER = r"process 1 \(ranks 1\)"
@@ -71,15 +79,20 @@ def _env() -> dict[str, str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", list(CASES))
-def test_a_peer_that_leaves_or_stalls_ends_the_launch(mode):
+def test_a_peer_that_leaves_or_stalls_ends_the_launch(mode, python_server):
     code, message, first_failure = CASES[mode]
     command = [
         sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2", "--devices-per-proc", "2",
-        "--grace", str(GRACE_S), "--timeout", str(TIMEOUT_S), WORKER, mode,
+        "--grace", str(GRACE_S_BY_MODE.get(mode, GRACE_S)), "--timeout", str(TIMEOUT_S),
+        WORKER, mode,
     ]  # fmt: skip
     start = time.monotonic()
     result = subprocess.run(
-        command, capture_output=True, text=True, timeout=TIMEOUT_S + 30, env=_env()
+        command,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S + 30,
+        env={**_env(), **python_server.env},
     )
     took = time.monotonic() - start
     output = result.stdout + result.stderr
