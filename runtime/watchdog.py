@@ -50,34 +50,12 @@ from typing import Any
 from . import coordination, options
 from .errors import RuntimeFailure
 from .stderr import write as _write
+from .watchdog_options import WatchdogOptions
 
 EXIT_CODE = 70
 STATE_GAP_S = 0.1  # the least time between two heartbeats published for a change of state
 _HEARTBEAT_DIR = f"{coordination.ROOT}/hb/"
 _REPORT_TIMEOUT_MS = 500
-
-
-@dataclasses.dataclass(frozen=True)
-class WatchdogOptions:
-    """Timeouts of the failure detection (seconds); environment variables override."""
-
-    interval_s: float = options.HEARTBEAT_INTERVAL.default
-    peer_timeout_s: float = options.PEER_TIMEOUT.default
-    transfer_timeout_s: float = options.TRANSFER_TIMEOUT.default
-    grace_s: float = options.PEER_FAILURE_GRACE.default
-    shutdown_timeout_s: float = options.SHUTDOWN_TIMEOUT.default
-
-    @classmethod
-    def from_env(cls) -> WatchdogOptions:
-        """From the environment (``runtime.options``: heartbeat interval, peer, transfer
-        and shutdown timeouts, the grace after a peer's failure)."""
-        return cls(
-            interval_s=options.HEARTBEAT_INTERVAL.value(),
-            peer_timeout_s=options.PEER_TIMEOUT.value(),
-            transfer_timeout_s=options.TRANSFER_TIMEOUT.value(),
-            grace_s=options.PEER_FAILURE_GRACE.value(),
-            shutdown_timeout_s=options.SHUTDOWN_TIMEOUT.value(),
-        )
 
 
 @dataclasses.dataclass

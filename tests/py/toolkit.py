@@ -348,6 +348,7 @@ def run_scripts(
             result[stream] = open(path).read() if os.path.exists(path) else ""
     return results
 
+
 # -- the Python fork server (jaxpp_mlir/tools/python_server.py) ----------------------------
 
 PYTHON_CLIENT = os.path.join(
