@@ -293,7 +293,8 @@ def running_opt_server(directory: str, *, start_seconds: float = 120.0) -> Itera
     assert server.returncode == 0, f"the jaxpp-opt server exited with {server.returncode}"
 
 
-def _paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
+def paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The leaves of two pytrees of the same structure, pairwise, as numpy arrays."""
     actual_leaves, actual_tree = jax.tree_util.tree_flatten(actual)
     expected_leaves, expected_tree = jax.tree_util.tree_flatten(expected)
     assert actual_tree == expected_tree, f"{actual_tree} != {expected_tree}"
@@ -304,11 +305,11 @@ def _paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def assert_bit_exact(actual, expected) -> None:
     """Same pytree structure and every leaf equal bit for bit."""
-    for a, e in _paired_leaves(actual, expected):
+    for a, e in paired_leaves(actual, expected):
         np.testing.assert_array_equal(a, e)
 
 
 def assert_close(actual, expected, *, rtol: float, atol: float = 1e-7) -> None:
     """Same pytree structure and every leaf within ``rtol``/``atol``."""
-    for a, e in _paired_leaves(actual, expected):
+    for a, e in paired_leaves(actual, expected):
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
