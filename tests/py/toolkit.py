@@ -111,7 +111,7 @@ def biased_layers_inputs(
     params = [
         (
             jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) * scale),
-            jnp.full((width,), 0.01),
+            jnp.asarray(np.full((width,), 0.01, np.float32)),
         )
         for _ in range(num_layers)
     ]
@@ -196,7 +196,7 @@ def adam_mlp_state(num_layers: int, width: int, num_microbatches: int = 4):
     params = [
         {
             "w": jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) / 2),
-            "b": jnp.zeros((width,)),
+            "b": jnp.asarray(np.zeros((width,), np.float32)),
         }
         for _ in range(num_layers)
     ]
