@@ -106,7 +106,7 @@ def init_mlp(sizes: tuple[int, ...] = (4, 5, 3)) -> list[tuple[jax.Array, jax.Ar
     return [
         (
             toolkit.normal((m, n), seed=i, scale=1 / np.sqrt(m)),
-            jnp.asarray(np.full(n, 0.1, np.float32)),
+            toolkit.on_device(np.full(n, 0.1, np.float32)),
         )
         for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))
     ]
