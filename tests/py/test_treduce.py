@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import toolkit
 from jax import lax
+from toolkit import on_device
 
 from jaxpp_mlir.dialect import ops as dops
 from jaxpp_mlir.dialect.ops import (
@@ -173,7 +174,7 @@ def test_single_operation_matches_references(xs, op):
 
 
 def test_concat_stacks_along_a_new_axis():
-    xs = jnp.arange(24.0).reshape(NUM_MB, 3)
+    xs = on_device(np.arange(24, dtype=np.float32).reshape(NUM_MB, 3))
     np.testing.assert_array_equal(treduce(lambda x: x, xs, operation=Concat()), xs)
     np.testing.assert_array_equal(treduce(lambda x: x, xs, operation=Concat(1)), xs.T)
     np.testing.assert_array_equal(treduce(lambda x: x, xs, operation=Concat(-1)), xs.T)
@@ -182,10 +183,10 @@ def test_concat_stacks_along_a_new_axis():
 
 
 def test_max_and_add_on_integers():
-    xs = jnp.array([[3, -7], [-2, 5], [1, 1]], jnp.int32)
-    assert_trees_equal(treduce(lambda x: x, xs, operation=Max), jnp.array([3, 5], jnp.int32))
-    assert_trees_equal(treduce(lambda x: x, xs, operation=Add), jnp.array([2, -1], jnp.int32))
-    neg = -jnp.ones((4, 2), jnp.float32) * jnp.inf
+    xs = on_device(np.array([[3, -7], [-2, 5], [1, 1]], np.int32))
+    assert_trees_equal(treduce(lambda x: x, xs, operation=Max), np.array([3, 5], np.int32))
+    assert_trees_equal(treduce(lambda x: x, xs, operation=Add), np.array([2, -1], np.int32))
+    neg = on_device(np.full((4, 2), -np.inf, np.float32))
     assert_trees_equal(treduce(lambda x: x, neg, operation=Max), neg[0])
 
 
@@ -245,7 +246,10 @@ def test_default_operation_otherwise_adds(xs):
 
 
 def test_axis_one():
-    xs = {"x": toolkit.normal((3, NUM_MB, 4), seed=3), "y": jnp.arange(2.0 * NUM_MB).reshape(2, -1)}
+    xs = {
+        "x": toolkit.normal((3, NUM_MB, 4), seed=3),
+        "y": on_device(np.arange(2 * NUM_MB, dtype=np.float32).reshape(2, -1)),
+    }
 
     def fun(mb):
         assert mb["x"].shape == (3, 4) and mb["y"].shape == (2,)
@@ -256,15 +260,19 @@ def test_axis_one():
     assert_trees_equal(got, jax.jit(lambda xs: fori_reference(fun, xs, ops, axis=1))(xs))
     assert_trees_close(got, python_reference(fun, xs, ops, axis=1))
     # A negative axis counts from each leaf's end: axis -1 of y is axis 1.
-    same = treduce(lambda mb: mb, jnp.arange(6.0).reshape(2, 3), axis=-1, operation=Concat(1))
-    np.testing.assert_array_equal(same, jnp.arange(6.0).reshape(2, 3))
+    six = np.arange(6, dtype=np.float32).reshape(2, 3)
+    same = treduce(lambda mb: mb, on_device(six), axis=-1, operation=Concat(1))
+    np.testing.assert_array_equal(same, six)
 
 
 # ------------------------------------------------------------------- errors
 
 
 def test_mismatched_microbatch_sizes_raise():
-    xs = {"a": jnp.zeros((8, 2)), "b": jnp.zeros((4, 2))}
+    xs = {
+        "a": on_device(np.zeros((8, 2), np.float32)),
+        "b": on_device(np.zeros((4, 2), np.float32)),
+    }
     with pytest.raises(TreduceError, match=r"same size along axis 0.*\['a'\]: 8.*\['b'\]: 4"):
         treduce(lambda mb: mb["a"], xs)
     # Also a MarkerError and a ValueError.
@@ -278,13 +286,25 @@ def test_mismatched_microbatch_sizes_raise():
     ("xs", "kwargs", "pattern"),
     [
         ((), {}, "no array leaves"),
-        (jnp.float32(1.0), {}, "out of range"),
-        (jnp.zeros((2, 3)), {"axis": 2}, "out of range"),
-        (jnp.zeros((0, 3)), {}, "at least one microbatch"),
-        (jnp.zeros((2, 3)), {"axis": 1.0}, "axis must be an int"),
-        (jnp.zeros((2, 3)), {"operation": (Add, Add)}, "does not match the structure"),
-        (jnp.zeros((2, 3)), {"operation": "add"}, "must be Add, Max or Concat"),
-        (jnp.zeros((2, 3)), {"operation": Concat(3)}, r"Concat\(axis=3\) is out of range"),
+        (on_device(np.float32(1.0)), {}, "out of range"),
+        (on_device(np.zeros((2, 3), np.float32)), {"axis": 2}, "out of range"),
+        (on_device(np.zeros((0, 3), np.float32)), {}, "at least one microbatch"),
+        (on_device(np.zeros((2, 3), np.float32)), {"axis": 1.0}, "axis must be an int"),
+        (
+            on_device(np.zeros((2, 3), np.float32)),
+            {"operation": (Add, Add)},
+            "does not match the structure",
+        ),
+        (
+            on_device(np.zeros((2, 3), np.float32)),
+            {"operation": "add"},
+            "must be Add, Max or Concat",
+        ),
+        (
+            on_device(np.zeros((2, 3), np.float32)),
+            {"operation": Concat(3)},
+            r"Concat\(axis=3\) is out of range",
+        ),
     ],
 )
 def test_bad_inputs_raise(xs, kwargs, pattern):
@@ -294,12 +314,12 @@ def test_bad_inputs_raise(xs, kwargs, pattern):
 
 def test_max_rejects_complex():
     with pytest.raises(TreduceError, match="Max cannot reduce"):
-        treduce(lambda mb: mb, jnp.zeros((2, 3), jnp.complex64), operation=Max)
+        treduce(lambda mb: mb, on_device(np.zeros((2, 3), np.complex64)), operation=Max)
 
 
 def test_add_rejects_booleans():
     with pytest.raises(TreduceError, match="Add cannot sum boolean results: use Max"):
-        treduce(lambda mb: mb > 0, jnp.zeros((2, 3)), operation=Add)
+        treduce(lambda mb: mb > 0, on_device(np.zeros((2, 3), np.float32)), operation=Add)
 
 
 # ---------------------------------------------------------------- lowering
@@ -367,7 +387,7 @@ def test_marker_survives_canonicalize(xs):
 
 
 def test_loop_marker_in_jaxpr_and_identity():
-    jaxpr = jax.make_jaxpr(lambda xs: treduce(lambda x: x * 2, xs))(jnp.ones((4, 2)))
+    jaxpr = jax.make_jaxpr(lambda xs: treduce(lambda x: x * 2, xs))(np.ones((4, 2), np.float32))
     assert loop_marker_p.name in str(jaxpr)
     i = jnp.int32(3)
     out = loop_marker_p.bind(i, num_microbatches=4, schedule="", reductions=("add",))
@@ -482,32 +502,31 @@ def test_grad_through_max_and_concat():
             mx = jnp.maximum(mx, r)
         return jnp.sum(mx) + jnp.sum(jnp.stack([jnp.sin(r) for r in rs], 1) ** 2)
 
-    w = jnp.array([0.5, -1.0, 2.0])
+    w = on_device(np.array([0.5, -1.0, 2.0], np.float32))
     # Both jitted: eagerly, each of the reference's ops would be compiled on its own.
     assert_trees_close(jax.jit(jax.grad(f))(w), jax.jit(jax.grad(g))(w), rtol=1e-5, atol=1e-6)
 
 
 def test_vmap_of_treduce():
-    xs = jnp.arange(24.0).reshape(2, 4, 3)
-    got = jax.vmap(lambda xs: treduce(lambda x: x.sum(), xs, operation=Max))(xs)
-    np.testing.assert_array_equal(got, xs.sum(-1).max(-1))
+    values = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    got = jax.vmap(lambda xs: treduce(lambda x: x.sum(), xs, operation=Max))(on_device(values))
+    np.testing.assert_array_equal(got, values.sum(-1).max(-1))
 
 
 def test_treduce_i_passes_the_index():
     got = jax.jit(lambda: treduce_i(lambda i: i * 2, 5, operation=Concat()))()
-    np.testing.assert_array_equal(got, jnp.arange(5, dtype=jnp.int32) * 2)
+    np.testing.assert_array_equal(got, np.arange(5, dtype=np.int32) * 2)
     assert got.dtype == jnp.int32
 
 
 def test_warns_when_fun_ignores_its_microbatch():
-    w = jnp.arange(3.0)
+    w = on_device(np.arange(3, dtype=np.float32))
+    zeros = on_device(np.zeros((4, 3), np.float32))
     with pytest.warns(RuntimeWarning, match="does not depend on its microbatch"):
-        got = jax.jit(lambda xs: treduce(lambda mb: w * 2, xs))(jnp.zeros((4, 3)))
-    np.testing.assert_array_equal(got, w * 8)
+        got = jax.jit(lambda xs: treduce(lambda mb: w * 2, xs))(zeros)
+    np.testing.assert_array_equal(got, np.arange(3, dtype=np.float32) * 8)
     # Concat reads the counter itself: the marker stays, no warning.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        text = jax.jit(lambda xs: treduce(lambda mb: w, xs, operation=Concat())).lower(
-            jnp.zeros((4, 3))
-        )
+        text = jax.jit(lambda xs: treduce(lambda mb: w, xs, operation=Concat())).lower(zeros)
         assert len(LOOP_MARKER_RE.findall(text.as_text())) == 1
