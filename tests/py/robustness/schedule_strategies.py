@@ -135,9 +135,10 @@ def random_schedules(
     ranks = num_ranks or draw(st.integers(1, min(max_ranks, stages)))
     microbatches = num_microbatches or draw(st.integers(1, max_microbatches))
     # A seeded random.Random: hypothesis's own (use_true_random=False) makes each of the
-    # hundreds of calls per schedule a recorded draw, which cost most of the test's time.
-    # So do per-element hypothesis draws (a placement per stage, a backward form per
-    # task): they are drawn from it too, hypothesis choosing only how the backwards split.
+    # hundreds of calls per schedule a recorded draw, which cost most of the test's time;
+    # per-element hypothesis draws (a rank per stage, a backward form per task) cost the
+    # same, so those come from it too: hypothesis picks whether the backwards are all
+    # whole, all split, or each one at random.
     rnd = draw(st.randoms(use_true_random=True))
     placement = [rnd.randrange(ranks) for _ in range(stages)]
     backwards = draw(st.sampled_from(BACKWARD_FORMS))
