@@ -25,7 +25,7 @@ from jaxpp_mlir.runtime import options
 
 import jaxpp_mlir as pp
 
-WIDTH = 8
+WIDTH = 4  # the small MLP: XLA compiles narrower rows faster
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
 
 
