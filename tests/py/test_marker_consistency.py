@@ -15,8 +15,9 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.frontend.markers import enter_stage_p
 from jaxpp_mlir.passes import ir_utils
 
-WEIGHTS = [jnp.full((4, 4), 0.1 * (i + 1), jnp.float32) for i in range(4)]
-BATCH = (jnp.ones((2, 3, 4), jnp.float32), jnp.ones((2, 3, 4), jnp.float32))
+# From numpy (toolkit.on_device): an eager jnp.full or jnp.ones is an XLA compilation.
+WEIGHTS = [toolkit.on_device(np.full((4, 4), 0.1 * (i + 1), np.float32)) for i in range(4)]
+BATCH = tuple(toolkit.on_device(np.ones((2, 3, 4), np.float32)) for _ in range(2))
 
 
 @pytest.fixture(scope="module")

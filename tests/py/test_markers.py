@@ -35,7 +35,10 @@ def directions(text: str) -> list[str]:
 
 def init_mlp(sizes: tuple[int, ...] = (4, 5, 6, 3)) -> list[tuple[jax.Array, jax.Array]]:
     return [
-        (toolkit.normal((m, n), seed=i, scale=1 / np.sqrt(m)), jnp.full((n,), 0.1))
+        (
+            toolkit.normal((m, n), seed=i, scale=1 / np.sqrt(m)),
+            toolkit.on_device(np.full(n, 0.1, np.float32)),
+        )
         for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:], strict=True))
     ]
 
@@ -184,7 +187,7 @@ def test_grad_of_grad_scalar():
 
     x = jnp.float32(0.3)
     ggf = jax.jit(jax.grad(jax.grad(f)))
-    expected = jax.grad(jax.grad(lambda x: jnp.sin(x) ** 2))(x)
+    expected = jax.jit(jax.grad(jax.grad(lambda x: jnp.sin(x) ** 2)))(x)
     np.testing.assert_allclose(ggf(x), expected, rtol=1e-6)
     assert FORWARD in directions(ggf.lower(x).as_text())
 

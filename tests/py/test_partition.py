@@ -137,14 +137,16 @@ def test_grad_without_the_last_forward_marker(batch):
 
 
 def test_layernorm_softmax_model_within_float_tolerance():
-    """Reductions (layer norm, softmax, logsumexp) on both sides of the boundaries.
+    """Reductions (layer norm, softmax, logsumexp) on both sides of the boundary.
 
     XLA fuses and reassociates reductions differently in a stage program than in
     the whole step (so does jax.jit itself with and without the markers): results
     agree to a few float32 ulps, not bit for bit. Tolerance: 1e-6 relative.
     """
-    params = [toolkit.normal((32, 32), seed=11 + i, scale=0.2) for i in range(4)]
-    x = toolkit.normal((8, 32), seed=15)
+    # Two stages, 16 wide: one boundary shows it, and XLA:CPU's compile time grows with
+    # the stage count and the width of such rows.
+    params = [toolkit.normal((16, 16), seed=11 + i, scale=0.2) for i in range(2)]
+    x = toolkit.normal((4, 16), seed=15)
 
     def model(params, x):
         for w in params:
@@ -154,14 +156,10 @@ def test_layernorm_softmax_model_within_float_tolerance():
         return jnp.log(jnp.sum(jnp.exp(x)))
 
     step = jax.value_and_grad(model)
-    _, result = run_pipelined(step, params, x, num_ranks=4)
+    _, result = run_pipelined(step, params, x, num_ranks=2)
     expected = jax.jit(step)(params, x)
-    for a, e in zip(
-        jax.tree_util.tree_leaves(result), jax.tree_util.tree_leaves(expected), strict=True
-    ):
-        np.testing.assert_allclose(
-            np.asarray(a), np.asarray(e), rtol=1e-6, atol=1e-6 * float(jnp.max(jnp.abs(e)))
-        )
+    for a, e in toolkit.paired_leaves(result, expected):
+        np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-6 * np.abs(e).max())
 
 
 @pytest.mark.parametrize("num_stages", [2, 4])

@@ -11,9 +11,8 @@ from __future__ import annotations
 import pathlib
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
+import toolkit
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.schedules.csv_format import schedule_from_csv, schedule_to_csv
@@ -77,37 +76,17 @@ def test_a_pytorch_1f1b_file_with_a_wrong_microbatch_is_rejected():
         schedule_from_csv(DATA / "torch_1f1b_4ranks_8mb.csv")
 
 
-WIDTH = 8
-
-
-def _loss(params, microbatch):
-    x, y = microbatch
-    for w in params:
-        x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
-    return jnp.mean((x - y) ** 2)
-
-
-def _step(params, batch):
-    losses, grads = pp.treduce(
-        lambda mb: jax.value_and_grad(_loss)(params, mb), batch, operation=(pp.Concat(), pp.Add)
-    )
-    return [p - 0.1 * g for p, g in zip(params, grads, strict=True)], losses
-
-
 def test_a_pytorch_interleaved_file_runs_like_jit():
     schedule = schedule_from_csv(DATA / "torch_interleaved1f1b_4ranks_8stages_8mb.csv")
-    keys = jax.random.split(jax.random.PRNGKey(0), 8)
-    params = [jax.random.normal(k, (WIDTH, WIDTH)) / np.sqrt(WIDTH) for k in keys]
-    kx, ky = jax.random.split(jax.random.PRNGKey(1))
-    batch = jax.random.normal(kx, (8, 2, WIDTH)), jax.random.normal(ky, (8, 2, WIDTH))
-    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:4]), ("stage",)), "stage")
-    program = pp.partition(jax.jit(_step).lower(params, batch), mesh=mesh, schedule=schedule)
+    # toolkit's MLP step, inputs from numpy: the stages and the jitted step are those of
+    # the other tests of Interleaved1F1B(8, 4) over 8 microbatches (compiled once a run).
+    params, batch = toolkit.mlp_params(8), toolkit.mlp_batch(8)
+    lowered = toolkit.lower_cached(toolkit.mlp_train_step, params, batch)
+    program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=schedule)
     got = program.compile()(params, batch)
-    expected = jax.jit(_step)(params, batch)
+    expected = jax.jit(toolkit.mlp_train_step)(params, batch)
     # Same ops per stage and gradients summed in microbatch order: bit for bit.
-    leaves = zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected), strict=True)
-    for a, b in leaves:
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    toolkit.assert_bit_exact(got, expected)
 
 
 @pytest.mark.parametrize(

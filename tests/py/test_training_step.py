@@ -32,7 +32,7 @@ def shared_stage_compiles():
 def make_params(num_stages: int = NUM_STAGES):
     return {
         "w": toolkit.mlp_params(num_stages, WIDTH, seed=0),
-        "b": [jnp.zeros((WIDTH,)) for _ in range(num_stages)],
+        "b": [toolkit.on_device(np.zeros(WIDTH, np.float32)) for _ in range(num_stages)],
     }
 
 

@@ -25,7 +25,7 @@ from jaxpp_mlir.runtime import options
 
 import jaxpp_mlir as pp
 
-WIDTH = 8
+WIDTH = 4  # the small MLP: XLA compiles narrower rows faster
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
 
 
@@ -33,6 +33,17 @@ def subprocess_env(**overrides: str) -> dict[str, str]:
     """This process's environment for a child Python: 8 CPU devices (as conftest.py gives
     this process), plus ``overrides``."""
     return dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", CPU_DEVICES_FLAG), **overrides)
+
+
+def on_device(values: np.ndarray) -> jax.Array:
+    """``values`` as an array on the default device, uncommitted, like ``jnp.asarray``.
+
+    Test inputs come from numpy and ``jax.device_put``: every ``jax.random`` call, every
+    eager op, and even ``jnp.asarray`` (jax 0.10 stages the copy as a ``jit(stage)``
+    program) is an XLA compilation per new shape, which costs more than most tests'
+    own work; ``jax.device_put`` compiles nothing.
+    """
+    return jax.device_put(values)
 
 
 # -- meshes -------------------------------------------------------------------------------
@@ -58,7 +69,7 @@ def mlp_params(num_stages: int, width: int = WIDTH, seed: int = 0) -> list[jax.A
     rng = np.random.default_rng(seed)
     scale = np.float32(1 / np.sqrt(width))
     return [
-        jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) * scale)
+        on_device(rng.standard_normal((width, width), dtype=np.float32) * scale)
         for _ in range(num_stages)
     ]
 
@@ -74,16 +85,15 @@ def mlp_batch(
 def normal(shape: tuple[int, ...], *, seed: int, scale: float = 1.0, dtype=np.float32) -> jax.Array:
     """Normal values (mean 0, standard deviation ``scale``) from numpy on the default device.
 
-    Test inputs come from numpy: every ``jax.random`` call (and every eager op) on
-    a new shape is an XLA compilation, which costs more than most tests' own work.
+    Drawn by numpy, put on the device by ``on_device`` (no XLA compilation).
     """
     values = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
-    return jnp.asarray((values * np.float32(scale)).astype(dtype))
+    return on_device((values * np.float32(scale)).astype(dtype))
 
 
 def uniform_ints(shape: tuple[int, ...], high: int, *, seed: int) -> jax.Array:
     """Integers in ``[0, high)`` from numpy (int32) on the default device."""
-    return jnp.asarray(np.random.default_rng(seed).integers(0, high, shape, dtype=np.int32))
+    return on_device(np.random.default_rng(seed).integers(0, high, shape, dtype=np.int32))
 
 
 def mlp_loss(params, microbatch):
@@ -110,13 +120,13 @@ def biased_layers_inputs(
     scale = np.float32(1 / np.sqrt(width))
     params = [
         (
-            jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) * scale),
-            jnp.full((width,), 0.01),
+            on_device(rng.standard_normal((width, width), dtype=np.float32) * scale),
+            on_device(np.full((width,), 0.01, np.float32)),
         )
         for _ in range(num_layers)
     ]
     shape = (num_microbatches, 2, width)
-    xs, ys = (jnp.asarray(rng.standard_normal(shape, dtype=np.float32)) for _ in range(2))
+    xs, ys = (on_device(rng.standard_normal(shape, dtype=np.float32)) for _ in range(2))
     return params, xs, ys
 
 
@@ -195,8 +205,8 @@ def adam_mlp_state(num_layers: int, width: int, num_microbatches: int = 4):
     rng = np.random.default_rng(0)
     params = [
         {
-            "w": jnp.asarray(rng.standard_normal((width, width), dtype=np.float32) / 2),
-            "b": jnp.zeros((width,)),
+            "w": on_device(rng.standard_normal((width, width), dtype=np.float32) / 2),
+            "b": on_device(np.zeros((width,), np.float32)),
         }
         for _ in range(num_layers)
     ]
@@ -293,7 +303,8 @@ def running_opt_server(directory: str, *, start_seconds: float = 120.0) -> Itera
     assert server.returncode == 0, f"the jaxpp-opt server exited with {server.returncode}"
 
 
-def _paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
+def paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The leaves of two pytrees of the same structure, pairwise, as numpy arrays."""
     actual_leaves, actual_tree = jax.tree_util.tree_flatten(actual)
     expected_leaves, expected_tree = jax.tree_util.tree_flatten(expected)
     assert actual_tree == expected_tree, f"{actual_tree} != {expected_tree}"
@@ -304,13 +315,13 @@ def _paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def assert_bit_exact(actual, expected) -> None:
     """Same pytree structure and every leaf equal bit for bit."""
-    for a, e in _paired_leaves(actual, expected):
+    for a, e in paired_leaves(actual, expected):
         np.testing.assert_array_equal(a, e)
 
 
 def assert_close(actual, expected, *, rtol: float, atol: float = 1e-7) -> None:
     """Same pytree structure and every leaf within ``rtol``/``atol``."""
-    for a, e in _paired_leaves(actual, expected):
+    for a, e in paired_leaves(actual, expected):
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
 
 

@@ -21,6 +21,7 @@ MUTATIONS = (
     "stage_out_of_range",
     "both_backward_forms",
 )
+BACKWARD_FORMS = ("whole", "split", "mixed")  # every task's backward, or each at random
 
 
 @dataclasses.dataclass
@@ -46,25 +47,27 @@ def _topological_rows(
 ) -> list[list[Task | FusedTask]]:
     """Each rank's tasks in the order of one random run that respects every read.
 
-    Each step picks at random among the (sorted) tasks whose reads have all run; the
-    set of such tasks is kept up to date as tasks run rather than recomputed.
+    Each step picks at random among the tasks whose reads have all run; the list of
+    such tasks is kept up to date as tasks run rather than recomputed (built in sorted
+    order, so that the run does not depend on the hash order of the set ``keys``).
     """
     rows: list[list[Task | FusedTask]] = [[] for _ in range(num_ranks)]
     unmet: dict[Key, int] = {}
     readers: dict[Key, list[Key]] = {}
-    for key in keys:
+    for key in sorted(keys):
         needs = set(reads(key, num_stages, keys))
         unmet[key] = len(needs)
         for need in needs:
             readers.setdefault(need, []).append(key)
-    ready = {key for key, count in unmet.items() if count == 0}
+    ready = [key for key, count in unmet.items() if count == 0]
     while ready:
-        key = rnd.choice(sorted(ready))
-        ready.discard(key)
+        index = rnd.randrange(len(ready))
+        ready[index], ready[-1] = ready[-1], ready[index]
+        key = ready.pop()
         for reader in readers.get(key, ()):
             unmet[reader] -= 1
             if unmet[reader] == 0:
-                ready.add(reader)
+                ready.append(reader)
         rows[placement[key[0]]].append(_task(key))
     if any(unmet.values()):
         raise AssertionError("the tasks' reads form a cycle or leave the task set")
@@ -131,18 +134,19 @@ def random_schedules(
     stages = num_stages or draw(st.integers(1, max_stages))
     ranks = num_ranks or draw(st.integers(1, min(max_ranks, stages)))
     microbatches = num_microbatches or draw(st.integers(1, max_microbatches))
-    placement = draw(st.lists(st.integers(0, ranks - 1), min_size=stages, max_size=stages))
-    split = draw(
-        st.lists(st.booleans(), min_size=stages * microbatches, max_size=stages * microbatches)
-    )
     # A seeded random.Random: hypothesis's own (use_true_random=False) makes each of the
-    # hundreds of calls per schedule a recorded draw, which cost most of the test's time.
+    # hundreds of calls per schedule a recorded draw, which cost most of the test's time;
+    # per-element hypothesis draws (a rank per stage, a backward form per task) cost the
+    # same, so those come from it too: hypothesis picks whether the backwards are all
+    # whole, all split, or each one at random.
     rnd = draw(st.randoms(use_true_random=True))
+    placement = [rnd.randrange(ranks) for _ in range(stages)]
+    backwards = draw(st.sampled_from(BACKWARD_FORMS))
     keys: set[Key] = set()
     for s in range(stages):
         for m in range(microbatches):
             keys.add((s, "fwd", m))
-            if split[s * microbatches + m]:
+            if backwards == "split" or (backwards == "mixed" and rnd.random() < 0.5):
                 keys.update({(s, "bwd_i", m), (s, "bwd_w", m)})
             else:
                 keys.add((s, "bwd", m))
