@@ -13,37 +13,19 @@ the slow way.
 way (``python -m filecheck ARGS...`` without the server).
 """
 
-import array
-import json
 import os
 import socket
 import sys
 
+# `python -I` leaves the script's directory off sys.path: the sibling module is found there.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fork_client  # noqa: E402 - stdlib only; importing jaxpp_mlir would import jax
+
 SERVER_ENV = "JAXPP_OPT_SERVER"
-LENGTH_BYTES = 8
 TOOL_MODULE = "jaxpp_mlir.tools.opt"
 TOOL_FLAG = "--tool="
 TOOL_MODULES = {"jaxpp-opt": TOOL_MODULE, "filecheck": "filecheck"}
 EXIT_NO_STATUS = 3  # the server lost the run without a status: an internal error
-
-
-def connect(path: str) -> socket.socket | None:
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        client.connect(path)
-    except OSError:
-        client.close()
-        return None
-    return client
-
-
-def send_request(client: socket.socket, tool: str, argv: list[str]) -> None:
-    header = {"tool": tool, "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
-    body = json.dumps(header).encode("utf-8")
-    message = len(body).to_bytes(LENGTH_BYTES, "big") + body
-    fds = array.array("i", [0, 1, 2])
-    sent = client.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
-    client.sendall(message[sent:])
 
 
 def receive_status(client: socket.socket) -> int:
@@ -67,11 +49,11 @@ def main() -> int:
             sys.stderr.write(f"opt_client: unknown tool {tool!r} (one of {sorted(TOOL_MODULES)})\n")
             return 2
     path = os.environ.get(SERVER_ENV, "")
-    client = connect(path) if path else None
+    client = fork_client.connect(path) if path else None
     if client is None:
         run_plain_tool(tool, argv)
     with client:
-        send_request(client, tool, argv)
+        fork_client.send_request(client, {"tool": tool, "argv": argv})
         return receive_status(client)
 
 

@@ -14,15 +14,15 @@ environment differs where jax reads it at import), the client replaces itself wi
 ``python ARGS...``: the same run, started the slow way.
 """
 
-import array
-import json
 import os
 import signal
-import socket
 import sys
 
+# `python -I` leaves the script's directory off sys.path: the sibling module is found there.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fork_client  # noqa: E402 - stdlib only; importing jaxpp_mlir would import jax
+
 SERVER_ENV = "JAXPP_PYTHON_SERVER"
-LENGTH_BYTES = 8
 EXIT_NO_STATUS = 3  # the server lost the run without a status: an internal error
 FORWARDED_SIGNALS = (
     signal.SIGTERM,
@@ -32,26 +32,6 @@ FORWARDED_SIGNALS = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
-
-
-def connect(path: str) -> socket.socket | None:
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        client.connect(path)
-    except OSError:
-        client.close()
-        return None
-    return client
-
-
-def send_request(client: socket.socket, argv: list[str]) -> None:
-    header = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
-    body = json.dumps(header).encode("utf-8")
-    message = len(body).to_bytes(LENGTH_BYTES, "big") + body
-    fds = array.array("i", [0, 1, 2])
-    sent = client.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
-    if sent < len(message):
-        client.sendall(message[sent:])
 
 
 def run_plain(argv: list[str]) -> None:
@@ -75,12 +55,12 @@ def end_like(ending: str) -> int:
 def main() -> int:
     argv = sys.argv[1:]
     path = os.environ.get(SERVER_ENV, "")
-    client = connect(path) if path else None
+    client = fork_client.connect(path) if path else None
     if client is None:
         run_plain(argv)
     with client:
         try:
-            send_request(client, argv)
+            fork_client.send_request(client, {"argv": argv})
             replies = client.makefile("r", encoding="ascii")
             first = replies.readline().strip()
         except OSError:  # the server went away

@@ -28,28 +28,21 @@ Run: ``python -m jaxpp_mlir.tools.python_server SOCKET_PATH``.
 
 from __future__ import annotations
 
-import argparse
 import builtins
 import contextlib
 import gc
 import importlib
 import io
-import logging
 import os
 import runpy
-import selectors
 import signal
 import socket
 import sys
-import time
-import traceback
 import types
 import warnings
 from collections.abc import Callable
 
-from jaxpp_mlir.tools import opt_server
-
-logger = logging.getLogger("jaxpp_mlir.tools.python_server")
+from jaxpp_mlir.tools import fork_server
 
 #: Imported by the server, so that no child imports them again.
 WARM_MODULES = (
@@ -75,9 +68,6 @@ UPDATABLE: dict[str, Callable[[str], object]] = {
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": int,
 }
 SERVER_FILES = (__file__, "<frozen runpy>", runpy.__file__)  # frames above the script's
-POLL_SECONDS = 0.2
-DEFAULT_IDLE_TIMEOUT = 1800.0
-ACCEPT_BACKLOG = 64
 
 
 def _jax_variables(env: dict[str, str]) -> dict[str, str]:
@@ -113,164 +103,42 @@ def python_argv(argv: list[str]) -> tuple[str, str]:
     return "path", argv[0]
 
 
-class PythonForkServer:
-    """Accepts requests on ``listener``; one forked child per request. ``serve`` returns
-    None in the server when it stops, and the request in each child."""
+class PythonForkServer(fork_server.ForkServer):
+    """A child per request runs ``python ARGV``: the client first learns the child's pid
+    (``pid N``), then how it ended (``exit N`` or ``signal N``); a request whose jax
+    environment differs is refused (``refused REASON``). ``serve`` returns the request in
+    each child, which runs it once out of the server's loop."""
 
-    def __init__(self, listener: socket.socket, socket_path: str, idle_timeout: float):
-        self.listener = listener
-        self.socket_path = socket_path
-        self.idle_timeout = idle_timeout
-        self.parent = os.getppid()
-        self.children: dict[int, socket.socket] = {}  # pid -> the client's connection
-        self.exit_pipes: dict[int, int] = {}  # pid -> read end of a pipe the child holds
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(listener, selectors.EVENT_READ)
-        self.last_activity = time.monotonic()
-
-    def serve(self) -> dict | None:
-        try:
-            return self._serve()
-        except BaseException:
-            if self.selector.get_map() is not None:  # in the server, not in a child
-                self.shutdown()
-            raise
-
-    def _serve(self) -> dict | None:
-        while self.should_continue():
-            for key, _ in self.selector.select(POLL_SECONDS):
-                if key.fileobj is self.listener:
-                    request = self.accept()
-                    if request is not None:
-                        return request  # in a child
-                elif key.data is not None:
-                    self.child_ended(key.data)
-                else:
-                    self.client_left(key.fileobj)
-            self.reap()
-        self.shutdown()
-        return None
-
-    def should_continue(self) -> bool:
-        if os.getppid() != self.parent or not os.path.exists(self.socket_path):
-            return False
-        return bool(self.children) or time.monotonic() - self.last_activity < self.idle_timeout
-
-    def accept(self) -> dict | None:
-        conn, _ = self.listener.accept()
-        self.last_activity = time.monotonic()
-        conn.settimeout(opt_server.REQUEST_TIMEOUT_S)
-        try:
-            request, fds = opt_server.receive_request(conn)
-            kind_and_target = python_argv(request["argv"])
-            conn.settimeout(None)
-        except (OSError, ValueError, KeyError) as exc:
-            logger.warning("dropped a malformed request: %s", exc)
-            conn.close()
-            return None
+    def admit(self, conn: socket.socket, request: dict) -> bool:
+        request["run"] = python_argv(request["argv"])
         reason = refusal(request["env"], dict(os.environ))
-        if reason is not None:
-            for fd in fds:
-                os.close(fd)
-            with contextlib.suppress(OSError):
-                conn.sendall(f"refused {reason}\n".encode())
-            conn.close()
-            return None
-        sys.stdout.flush()
-        sys.stderr.flush()
-        exit_read, exit_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.close(exit_read)  # exit_write stays open until the child exits
-                self.close_inherited(conn)
-                become_child(request, fds)
-            except BaseException:  # noqa: BLE001 - the child must never return into the server
-                traceback.print_exc()
-                os._exit(opt_server.EXIT_USAGE)
-            request["run"] = kind_and_target
-            return request
-        os.close(exit_write)
-        for fd in fds:
-            os.close(fd)
+        if reason is None:
+            return True
+        with contextlib.suppress(OSError):
+            conn.sendall(f"refused {reason}\n".encode())
+        return False
+
+    def start_child(self, request: dict, fds: list[int]) -> dict:
+        become_child(request, fds)
+        return request
+
+    def child_started(self, conn: socket.socket, pid: int) -> None:
         try:
             conn.sendall(f"pid {pid}\n".encode())
         except OSError:
             os.kill(pid, signal.SIGKILL)  # the client is gone already
-        self.children[pid] = conn
-        self.exit_pipes[pid] = exit_read
-        self.selector.register(conn, selectors.EVENT_READ)
-        self.selector.register(exit_read, selectors.EVENT_READ, pid)
-        return None
 
-    def close_inherited(self, conn: socket.socket) -> None:
-        """In a child: closes the server's sockets and pipes."""
-        self.selector.close()
-        self.listener.close()
-        conn.close()
-        for other in self.children.values():
-            other.close()
-        for exit_read in self.exit_pipes.values():
-            os.close(exit_read)
-
-    def client_left(self, conn) -> None:
-        """The client closed its connection before its child ended (it was killed)."""
-        for pid, child_conn in self.children.items():
-            if child_conn is conn:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                self.selector.unregister(conn)
-                return
-
-    def reap(self) -> None:
-        for pid in list(self.children):
-            done, wait_status = os.waitpid(pid, os.WNOHANG)
-            if done != 0:
-                self.finish(pid, wait_status)
-
-    def child_ended(self, pid: int) -> None:
-        """The child's end of its exit pipe closed, which happens when it exits."""
-        _, wait_status = os.waitpid(pid, 0)
-        self.finish(pid, wait_status)
-
-    def finish(self, pid: int, wait_status: int) -> None:
-        conn = self.children.pop(pid)
-        exit_read = self.exit_pipes.pop(pid)
-        with contextlib.suppress(KeyError):
-            self.selector.unregister(exit_read)
-        os.close(exit_read)
-        if conn in (key.fileobj for key in self.selector.get_map().values()):
-            self.selector.unregister(conn)
+    def ending(self, wait_status: int) -> bytes:
         if os.WIFSIGNALED(wait_status):
-            ending = f"signal {os.WTERMSIG(wait_status)}"
-        else:
-            ending = f"exit {os.WEXITSTATUS(wait_status)}"
-        with contextlib.suppress(OSError):
-            conn.sendall(f"{ending}\n".encode())
-        conn.close()
-        self.last_activity = time.monotonic()
-
-    def shutdown(self) -> None:
-        for pid in self.children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        self.listener.close()
-        if os.path.exists(self.socket_path):
-            os.unlink(self.socket_path)
+            return f"signal {os.WTERMSIG(wait_status)}\n".encode()
+        return f"exit {os.WEXITSTATUS(wait_status)}\n".encode()
 
 
 def become_child(request: dict, fds: list[int]) -> None:
     """In the forked child: the client's session-less process, streams, directory,
     environment and signal dispositions, and jax's updatable options."""
     os.setsid()  # not in the server's process group: only its client's signals reach it
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    opt_server.reopen_standard_streams()
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
+    fork_server.adopt_client(request, fds)
     if os.environ.get("PYTHONUNBUFFERED"):  # what `python -u` makes of stdout and stderr
         for name, fd in (("stdout", 1), ("stderr", 2)):
             old = getattr(sys, name)
@@ -322,23 +190,11 @@ def warm_up() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxpp_mlir.tools.python_server", description=__doc__.split("\n")[0]
+    args = fork_server.server_arguments(
+        "python -m jaxpp_mlir.tools.python_server", __doc__.split("\n")[0], argv
     )
-    parser.add_argument("socket_path", help="the Unix socket to listen on (must not exist)")
-    parser.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=DEFAULT_IDLE_TIMEOUT,
-        help="exit after this many seconds without a request",
-    )
-    args = parser.parse_args(argv)
     warm_up()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    pending_path = f"{args.socket_path}.pending"
-    listener.bind(pending_path)
-    listener.listen(ACCEPT_BACKLOG)
-    os.rename(pending_path, args.socket_path)
+    listener = fork_server.listen(args.socket_path)
     request = PythonForkServer(listener, args.socket_path, args.idle_timeout).serve()
     if request is None:
         return 0
