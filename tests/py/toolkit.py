@@ -282,27 +282,6 @@ def shared_stage_compiles() -> Iterator[dict]:
 # -- comparisons --------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def running_opt_server(directory: str, *, start_seconds: float = 120.0) -> Iterator[str]:
-    """A ``jaxpp-opt`` fork server (``jaxpp_mlir/tools/opt_server.py``) on a socket in
-    ``directory``, as the lit suite starts it; yields the socket's path, and at the end
-    removes it (the server exits then) and checks that the server exited cleanly."""
-    socket_path = os.path.join(directory, "server.sock")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jaxpp_mlir.tools.opt_server", socket_path, "--idle-timeout", "300"],
-        stdin=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + start_seconds
-    while not os.path.exists(socket_path):
-        assert server.poll() is None, f"the jaxpp-opt server exited with {server.returncode}"
-        assert time.monotonic() < deadline, "the jaxpp-opt server did not come up"
-        time.sleep(0.05)
-    yield socket_path
-    os.unlink(socket_path)
-    server.wait(timeout=30)
-    assert server.returncode == 0, f"the jaxpp-opt server exited with {server.returncode}"
-
-
 def paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
     """The leaves of two pytrees of the same structure, pairwise, as numpy arrays."""
     actual_leaves, actual_tree = jax.tree_util.tree_flatten(actual)
@@ -371,20 +350,22 @@ PYTHON_CLIENT = os.path.join(
 
 
 @contextlib.contextmanager
-def running_python_server(directory: str, *, start_seconds: float = 120.0) -> Iterator[str]:
-    """A Python fork server on a socket in ``directory``, started with this process's
-    environment; yields the socket's path, and at the end removes it (the server exits
-    then) and checks that the server exited cleanly."""
+def _running_fork_server(
+    module: str, options: list[str], what: str, directory: str, start_seconds: float
+) -> Iterator[str]:
+    """``python -m module SOCKET *options`` (a fork server of ``jaxpp_mlir/tools``) on a
+    socket in ``directory``, started with this process's environment; yields the socket's
+    path, and at the end removes it (the server exits then) and checks that the server
+    exited cleanly."""
     socket_path = os.path.join(directory, "server.sock")
     server = subprocess.Popen(
-        [sys.executable, "-m", "jaxpp_mlir.tools.python_server", socket_path],
-        stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", module, socket_path, *options], stdin=subprocess.DEVNULL
     )
     try:
         deadline = time.monotonic() + start_seconds
         while not os.path.exists(socket_path):
-            assert server.poll() is None, f"the Python server exited with {server.returncode}"
-            assert time.monotonic() < deadline, "the Python server did not come up"
+            assert server.poll() is None, f"the {what} exited with {server.returncode}"
+            assert time.monotonic() < deadline, f"the {what} did not come up"
             time.sleep(0.05)
         yield socket_path
     finally:
@@ -395,4 +376,24 @@ def running_python_server(directory: str, *, start_seconds: float = 120.0) -> It
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(timeout=30)
-    assert server.returncode == 0, f"the Python server exited with {server.returncode}"
+    assert server.returncode == 0, f"the {what} exited with {server.returncode}"
+
+
+def running_opt_server(directory: str, *, start_seconds: float = 120.0):
+    """A ``jaxpp-opt`` fork server (``jaxpp_mlir/tools/opt_server.py``) on a socket in
+    ``directory``, as the lit suite starts it (see ``_running_fork_server``)."""
+    return _running_fork_server(
+        "jaxpp_mlir.tools.opt_server",
+        ["--idle-timeout", "300"],
+        "jaxpp-opt server",
+        directory,
+        start_seconds,
+    )
+
+
+def running_python_server(directory: str, *, start_seconds: float = 120.0):
+    """A Python fork server (``jaxpp_mlir/tools/python_server.py``) on a socket in
+    ``directory`` (see ``_running_fork_server``)."""
+    return _running_fork_server(
+        "jaxpp_mlir.tools.python_server", [], "Python server", directory, start_seconds
+    )
