@@ -111,19 +111,27 @@ def numpy_params(shapes, seed: int = 0):
     return jax.tree_util.tree_map_with_path(draw, shapes)
 
 
-def make_inputs(args):
+def initial_params(args, model, tokens):
+    """The model's parameters: flax's initializers (``--init flax``) or numpy's draw of the
+    same shapes and dtypes (``--init numpy``)."""
+    if args.init == "numpy":
+        return numpy_params(jax.eval_shape(model.init, jax.random.PRNGKey(0), tokens))["params"]
+    # Initialized under jit: eagerly, each of init's many small ops is compiled on its own.
+    return jax.jit(model.init)(jax.random.PRNGKey(0), tokens)["params"]
+
+
+def make_model(args):
     dtype = jnp.dtype(args.dtype)
-    model = GPT2(args.vocab, args.seq, args.d_model, args.heads, args.layers, args.stages, dtype)
+    return GPT2(args.vocab, args.seq, args.d_model, args.heads, args.layers, args.stages, dtype)
+
+
+def make_inputs(args):
+    model = make_model(args)
     shape = (args.microbatches, args.microbatch_size, args.seq + 1)
     # Drawn by numpy: jax.random would compile a sampler for this shape first.
     tokens = jnp.asarray(np.random.default_rng(1).integers(0, args.vocab, shape, dtype=np.int32))
     batch = (tokens[..., :-1], tokens[..., 1:])  # predict the next token
-    if args.init == "numpy":
-        params = numpy_params(jax.eval_shape(model.init, jax.random.PRNGKey(0), batch[0][0]))
-        params = params["params"]
-    else:
-        # Initialized under jit: eagerly, each of init's many small ops is compiled on its own.
-        params = jax.jit(model.init)(jax.random.PRNGKey(0), batch[0][0])["params"]
+    params = initial_params(args, model, batch[0][0])
     create = jax.jit(
         lambda p: train_state.TrainState.create(
             apply_fn=model.apply, params=p, tx=optax.adamw(args.lr)
@@ -132,7 +140,7 @@ def make_inputs(args):
     return create(params), batch
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--stages", type=int, default=4)
@@ -154,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.layers % args.stages:
         parser.error("--layers must be a multiple of --stages")
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     state, batch = make_inputs(args)
     mesh = pp.MpmdMesh(
         jax.sharding.Mesh(np.array(jax.devices()[: args.stages]), ("stage",)), "stage"

@@ -100,7 +100,7 @@ def make_step(graphdef, optimizer):
     return train_step
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--stages", type=int, default=4)
@@ -122,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.layers % args.stages:
         parser.error("--layers must be a multiple of --stages")
+    return args
+
+
+def initial_params(args):
+    """The model split into its graph and its parameters: flax's initializers (``--init
+    flax``) or numpy's draw of the same shapes and dtypes (``--init numpy``)."""
 
     def build():
         return GPT2(
@@ -136,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         # Built and initialized under jit: eagerly, each of the many small ops is compiled
         # on its own.
         graphdef, params = nnx.split(nnx.jit(build)())
+    return graphdef, params
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    graphdef, params = initial_params(args)
     optimizer = optax.adamw(args.lr)
     opt_state = jax.jit(optimizer.init)(params)
     shape = (args.microbatches, args.microbatch_size, args.seq + 1)
