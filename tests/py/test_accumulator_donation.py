@@ -35,11 +35,7 @@ NUM_STAGES, NUM_MICROBATCHES, WIDTH = 4, 4, 8
 ALIAS = re.compile(r"tf\.aliasing_output = (\d+)")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def shared_stage_compiles():
-    """Programs of this file share identical stage modules: compile each once."""
-    with toolkit.shared_stage_compiles() as cache:
-        yield cache
+shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 
 
 # One layer (weight and bias) per stage.

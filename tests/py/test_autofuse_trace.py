@@ -12,11 +12,7 @@ from toolkit import assert_bit_exact, lower_cached, make_mesh, mlp_batch, mlp_pa
 import jaxpp_mlir as pp
 from jaxpp_mlir.schedules import Task
 
-
-@pytest.fixture(scope="module", autouse=True)
-def shared_stage_compiles():
-    with toolkit.shared_stage_compiles() as cache:
-        yield cache
+shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 
 
 def measured_rank_order(events: list[dict]) -> dict[int, list[tuple[Task, ...]]]:

@@ -18,11 +18,7 @@ pytest.importorskip("tensorstore")
 SPECS = [{"w": P(None, "model"), "b": P("model")}] * 2
 
 
-@pytest.fixture(scope="module", autouse=True)
-def shared_stage_compiles():
-    """The Std1F1B and GPipe programs share their stage modules: compile each once."""
-    with toolkit.shared_stage_compiles() as cache:
-        yield cache
+shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 
 
 def make_state():

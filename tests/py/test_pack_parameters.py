@@ -43,10 +43,7 @@ PACKINGS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def shared_stage_compiles():
-    with toolkit.shared_stage_compiles():
-        yield
+shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 
 
 def _partition(lowered, schedule_name: str, packing: dict[str, str]) -> pp.PartitionedProgram:

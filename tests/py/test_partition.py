@@ -18,11 +18,7 @@ import jaxpp_mlir as pp
 # sit in: results are compared bit for bit.
 
 
-@pytest.fixture(scope="module", autouse=True)
-def shared_stage_compiles():
-    """Programs of this file share identical stage modules: compile each once."""
-    with toolkit.shared_stage_compiles() as cache:
-        yield cache
+shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 
 
 def run_pipelined(fn, *args, num_ranks):

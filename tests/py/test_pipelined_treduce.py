@@ -22,11 +22,7 @@ import jaxpp_mlir as pp
 # accumulated in microbatch order on every schedule: results are compared bit for bit.
 
 
-@pytest.fixture(scope="module", autouse=True)
-def shared_stage_compiles():
-    """Schedules of one stage count give many identical stage modules: compile each once."""
-    with toolkit.shared_stage_compiles() as cache:
-        yield cache
+shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 
 
 CASES = [

@@ -39,11 +39,7 @@ MESH_222 = {"stage": 2, "data": 2, "model": 2}
 MESH_42 = {"stage": 4, "data": 2}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def shared_stage_compiles():
-    """Programs of this file share identical stage modules: compile each once."""
-    with toolkit.shared_stage_compiles() as cache:
-        yield cache
+shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 
 
 def make_inputs(seed: int = 0):

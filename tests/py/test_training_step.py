@@ -22,11 +22,7 @@ NUM_STAGES = 4
 RTOL = 1e-5
 
 
-@pytest.fixture(scope="module", autouse=True)
-def shared_stage_compiles():
-    """Programs of this file share identical stage modules: compile each once."""
-    with toolkit.shared_stage_compiles() as cache:
-        yield cache
+shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 
 
 def make_params(num_stages: int = NUM_STAGES):

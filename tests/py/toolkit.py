@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from jax.sharding import Mesh
 from jaxpp_mlir.runtime import compile as runtime_compile
 from jaxpp_mlir.runtime import options
@@ -277,6 +278,19 @@ def shared_stage_compiles() -> Iterator[dict]:
         yield cache
     finally:
         runtime_compile.compile_stage, runtime_compile._rebind = original, original_rebind
+
+
+def stage_compiles_shared_by_file():
+    """A module-scoped autouse fixture that runs a test file inside ``shared_stage_compiles``
+    (its programs share identical stage modules: each compiles once). A test file assigns
+    it: ``shared_stage_compiles = toolkit.stage_compiles_shared_by_file()``."""
+
+    @pytest.fixture(scope="module", autouse=True, name="shared_stage_compiles")
+    def fixture() -> Iterator[dict]:
+        with shared_stage_compiles() as cache:
+            yield cache
+
+    return fixture
 
 
 # -- comparisons --------------------------------------------------------------------------
