@@ -85,6 +85,8 @@ CHAIN_BUFFERS = (64, 16)
 
 
 def _load_reference():
+    if "benchmark_reference" in sys.modules:
+        return sys.modules["benchmark_reference"]
     path = Path(__file__).resolve().with_name("reference.py")
     spec = importlib.util.spec_from_file_location("benchmark_reference", path)
     module = importlib.util.module_from_spec(spec)
@@ -244,19 +246,10 @@ def aliases_shape(plan) -> dict:
     }
 
 
-@contextlib.contextmanager
 def accumulators_packed():
     """Partitions inside also run jaxpp-pack-accumulators (``JAXPP_MLIR_PACK_ACCUMULATORS=1``;
     it is not in the default pipeline: see benchmarks/RESULTS.md)."""
-    previous = os.environ.get("JAXPP_MLIR_PACK_ACCUMULATORS")
-    os.environ["JAXPP_MLIR_PACK_ACCUMULATORS"] = "1"
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ["JAXPP_MLIR_PACK_ACCUMULATORS"]
-        else:
-            os.environ["JAXPP_MLIR_PACK_ACCUMULATORS"] = previous
+    return _load_reference().environment("JAXPP_MLIR_PACK_ACCUMULATORS", "1")
 
 
 def task_shape(plan) -> dict:
@@ -276,18 +269,9 @@ def task_shape(plan) -> dict:
     }
 
 
-@contextlib.contextmanager
 def parameters_packed(level: int = 1):
     """Partitions inside also run jaxpp-pack-parameters (``JAXPP_MLIR_PACK_PARAMETERS=level``)."""
-    previous = os.environ.get("JAXPP_MLIR_PACK_PARAMETERS")
-    os.environ["JAXPP_MLIR_PACK_PARAMETERS"] = str(level)
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ["JAXPP_MLIR_PACK_PARAMETERS"]
-        else:
-            os.environ["JAXPP_MLIR_PACK_PARAMETERS"] = previous
+    return _load_reference().environment("JAXPP_MLIR_PACK_PARAMETERS", str(level))
 
 
 @contextlib.contextmanager
@@ -366,17 +350,13 @@ def workload_rows(
                 switches.enter_context(accumulators_not_donated())
             programs.append(pp.partition(lowered, mesh=mesh, schedule=schedule))
     compiled = [program.compile() for program in programs]
-    ref_state = jax.device_put((params, xs, ys), devices[0])
-    ref_compiled = jax.jit(reference.reference_step_fn(spec)).lower(*ref_state).compile()
-    states = [reference.place_pipelined_inputs(p, (params, xs, ys)) for p in programs]
-    *ours, (theirs, _, _, (ref_params, ref_loss)) = reference.timed_steps(
-        [*compiled, ref_compiled], [*states, ref_state], steps, warmup
+    timings = _timed_against_jit(
+        reference, spec, devices, (params, xs, ys), programs, compiled, steps, warmup
     )
     rows = []
-    for (packed, donated, params_packed), program, fn, state, (step, dispatch, _, result) in zip(
-        configs, programs, compiled, states, ours, strict=True
+    for (packed, donated, params_packed), program, timing in zip(
+        configs, programs, timings, strict=True
     ):
-        out_params, out_loss = result
         rows.append(
             {
                 "row": "workload",
@@ -390,6 +370,30 @@ def workload_rows(
                 "config": dataclasses.asdict(spec),
                 **launch_shape(program.plan),
                 **task_shape(program.plan),
+                **timing,
+            }
+        )
+    return rows
+
+
+def _timed_against_jit(
+    reference, spec, devices, data, programs, compiled, steps: int, warmup: int
+) -> list[dict]:
+    """The step figures of each compiled program (step and dispatch time, over plain jit,
+    the largest differences from plain jit, host time per launch), all of them and plain
+    jit timed alternately on ``data`` (params, xs, ys)."""
+    ref_state = jax.device_put(data, devices[0])
+    ref_compiled = jax.jit(reference.reference_step_fn(spec)).lower(*ref_state).compile()
+    states = [reference.place_pipelined_inputs(p, data) for p in programs]
+    *ours, (theirs, _, _, (ref_params, ref_loss)) = reference.timed_steps(
+        [*compiled, ref_compiled], [*states, ref_state], steps, warmup
+    )
+    figures = []
+    for fn, state, (step, dispatch, _, (out_params, out_loss)) in zip(
+        compiled, states, ours, strict=True
+    ):
+        figures.append(
+            {
                 "step_ms": step * 1e3,
                 "dispatch_ms": dispatch * 1e3,
                 "jit_step_ms": theirs * 1e3,
@@ -400,14 +404,16 @@ def workload_rows(
                 **_launch_figures(reference, fn, (out_params, state[1], state[2])),
             }
         )
-    return rows
+    return figures
 
 
 def _compile_seconds(plan, name: str, device: jax.Device) -> float:
-    """Seconds to compile one executable of ``plan`` alone (cache bypassed by a fresh name)."""
-    t0 = time.perf_counter()
-    compile_stage(f"timed_{name}", plan.executables[name].mlir_module, [device])
-    return time.perf_counter() - t0
+    """Seconds to compile one executable of ``plan`` alone (the in-memory executable cache
+    off; JAX's persistent cache is not on in the benchmarks)."""
+    with _load_reference().environment("JAXPP_MLIR_EXECUTABLE_MEMORY_CACHE", "0"):
+        t0 = time.perf_counter()
+        compile_stage(f"timed_{name}", plan.executables[name].mlir_module, [device])
+        return time.perf_counter() - t0
 
 
 def _fused_compile_figures(plain_plan, fused_plan, devices) -> dict:
@@ -454,20 +460,14 @@ def fusion_rows(reference, spec, steps: int, warmup: int) -> list[dict]:
     for fuse in (False, True):
         program = pp.partition(lowered, mesh=mesh, schedule=schedule, fuse_tasks=fuse)
         t0 = time.perf_counter()
-        compiled.append(program.compile())
+        compiled.append(reference.compile_uncached(program))
         compile_s.append(time.perf_counter() - t0)
         programs.append(program)
-    ref_state = jax.device_put((params, xs, ys), devices[0])
-    ref_compiled = jax.jit(reference.reference_step_fn(spec)).lower(*ref_state).compile()
-    states = [reference.place_pipelined_inputs(p, (params, xs, ys)) for p in programs]
-    *ours, (theirs, _, _, (ref_params, ref_loss)) = reference.timed_steps(
-        [*compiled, ref_compiled], [*states, ref_state], steps, warmup
+    timings = _timed_against_jit(
+        reference, spec, devices, (params, xs, ys), programs, compiled, steps, warmup
     )
     rows = []
-    for fuse, program, fn, state, (step, dispatch, _, result) in zip(
-        (False, True), programs, compiled, states, ours, strict=True
-    ):
-        out_params, out_loss = result
+    for fuse, program, timing in zip((False, True), programs, timings, strict=True):
         simulated = program.schedule.simulate(
             spec.num_microbatches, launch_cost=DEFAULT_LAUNCH_COST
         )
@@ -482,14 +482,7 @@ def fusion_rows(reference, spec, steps: int, warmup: int) -> list[dict]:
             "compile_s": compile_s[fuse],
             "peak_bytes_per_rank": program.peak_bytes_per_rank(),
             "simulated_makespan": simulated.makespan,
-            "step_ms": step * 1e3,
-            "dispatch_ms": dispatch * 1e3,
-            "jit_step_ms": theirs * 1e3,
-            "step_ratio": step / theirs,
-            "max_abs_diff_params": reference.max_abs_diff(out_params, ref_params),
-            "max_abs_diff_loss": reference.max_abs_diff(out_loss, ref_loss),
-            "steps": steps,
-            **_launch_figures(reference, fn, (out_params, state[1], state[2])),
+            **timing,
         }
         if fuse:
             row.update(_fused_compile_figures(programs[0].plan, program.plan, devices))

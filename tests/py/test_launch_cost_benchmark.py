@@ -116,3 +116,26 @@ def _check_workload_row(w1):
     assert w1["buffers_in_max"] >= 2 * layers_per_stage
     assert w1["host_us_per_launch"] is not None and w1["host_us_per_launch"] > 0
     assert w1["step_ms"] > 0 and w1["jit_step_ms"] > 0
+
+
+def test_compile_timings_compile_instead_of_reusing_an_executable(launch_cost, monkeypatch):
+    """The fusion rows time compiles of executables the same process compiled before; the
+    runtime's in-memory executable cache must not answer them (JAX's persistent cache, on in
+    the tests, is not in the benchmarks: kept out here too)."""
+    import types
+
+    import jax
+    import numpy as np
+    from jaxpp_mlir.runtime import compile as runtime_compile
+    from jaxpp_mlir.runtime import executable_memo
+
+    monkeypatch.setenv("JAXPP_MLIR_COMPILATION_CACHE", "0")
+    text = jax.jit(lambda x: x * 3.0 + 1.0).lower(np.zeros(5, np.float32)).as_text()
+    plan = types.SimpleNamespace(executables={"tiny": types.SimpleNamespace(mlir_module=text)})
+    device = jax.devices("cpu")[0]
+    runtime_compile.compile_stage("tiny_first", text, [device])  # now in memory
+    reuses, compiles = executable_memo.reuses, runtime_compile.compile_count
+    launch_cost._compile_seconds(plan, "tiny", device)
+    launch_cost._compile_seconds(plan, "tiny", device)
+    assert executable_memo.reuses == reuses
+    assert runtime_compile.compile_count == compiles + 2
