@@ -71,7 +71,7 @@ def test_reference_reports_every_figure(reference, tiny_w1_record, capsys):
     json.dumps({k: v for k, v in tiny_w1_record.items() if k != "breakdown"})
 
 
-# The three scripts' commands, run once (each in its own process forked from one runner
+# The scripts' commands, run once (each in its own process forked from one runner
 # that imported jax, toolkit.run_scripts); each test checks its script's JSON lines.
 _COMMANDS = {
     # Two ranks: the same six schedule kinds (two of them with two stages per rank).
@@ -85,6 +85,7 @@ _COMMANDS = {
     "train_step": [
         *("--steps", "1", "--warmup", "0", "--microbatches", "8", "--schedules", "gpipe,1f1b"),
     ],
+    "recompile": ["--schedules", "1f1b"],
 }
 
 
@@ -132,3 +133,11 @@ def test_train_step_benchmark_runs_the_main_job_exactly(script_records):
     for record in records:
         assert record["loss_rel_diff"] == 0.0
         assert len(record["peak_bytes_per_rank"]) == 4
+
+
+@pytest.mark.slow
+def test_recompile_benchmark_runs_every_program_exactly(script_records):
+    (record,) = _records(script_records, "recompile")
+    assert record["schedule"] == "1f1b" and record["max_abs_diff"] == 0.0
+    for key in ("first_s", "again_s", "again_without_cache_s", "other_devices_s"):
+        assert record[key] > 0, key
