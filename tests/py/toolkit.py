@@ -17,6 +17,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numerics
 import numpy as np
 import optax
 import pytest
@@ -304,6 +305,15 @@ def paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
     return [
         (np.asarray(a), np.asarray(e)) for a, e in zip(actual_leaves, expected_leaves, strict=True)
     ]
+
+
+# The suite's one rule for numerical assertions: numerics.py (bit for bit only between the
+# same programs by construction, a tolerance in ulps against a different program).
+assert_same_program = numerics.assert_same_program
+assert_matches_reference = numerics.assert_matches_reference
+SEPARATE_PROGRAMS = numerics.SEPARATE_PROGRAMS
+SEVERAL_STEPS = numerics.SEVERAL_STEPS
+Tolerance = numerics.Tolerance
 
 
 def assert_bit_exact(actual, expected) -> None:
