@@ -13,7 +13,9 @@ Three kinds of rows, one JSON line each, all measured in one process:
   median time until the launch call returns (the host's cost; execution is
   asynchronous), ``ready_us`` until its results are ready; ``jit_host_us`` and
   ``jit_ready_us`` are the same for plain ``jax.jit`` of the same function,
-  timed alternately with it. Done on the CPU backend and on the default
+  timed alternately with it; ``results_equal_jit``: the launch computes jax.jit's
+  results bit for bit (the executable is compiled from the very module jax.jit lowers:
+  the same program). Done on the CPU backend and on the default
   backend when that is an accelerator.
 - ``chain``: ``tasks`` launches back to back, each reading the previous one's
   outputs (a step of ``tasks`` tasks with 64 inputs and 16 outputs each):
@@ -380,7 +382,8 @@ def _timed_against_jit(
     reference, spec, devices, data, programs, compiled, steps: int, warmup: int
 ) -> list[dict]:
     """The step figures of each compiled program (step and dispatch time, over plain jit,
-    the largest differences from plain jit, host time per launch), all of them and plain
+    the largest differences from plain jit, absolute and in ulps of each leaf's largest
+    magnitude, after all the steps; host time per launch), all of them and plain
     jit timed alternately on ``data`` (params, xs, ys)."""
     ref_state = jax.device_put(data, devices[0])
     ref_compiled = jax.jit(reference.reference_step_fn(spec)).lower(*ref_state).compile()
@@ -400,6 +403,8 @@ def _timed_against_jit(
                 "step_ratio": step / theirs,
                 "max_abs_diff_params": reference.max_abs_diff(out_params, ref_params),
                 "max_abs_diff_loss": reference.max_abs_diff(out_loss, ref_loss),
+                "max_ulps_params": reference.max_ulps(out_params, ref_params),
+                "max_ulps_loss": reference.max_ulps(out_loss, ref_loss),
                 "steps": steps,
                 **_launch_figures(reference, fn, (out_params, state[1], state[2])),
             }

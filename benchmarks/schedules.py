@@ -20,8 +20,8 @@ the default costs: forward 1, backward 2, split backward 1 + 1 per task,
 whatever the stage size) and with costs scaled by the layers per stage (the
 work a task really does), the simulated bubble fraction, the partition and
 compile seconds, and the max abs difference of the first step's parameters and
-losses against plain ``jax.jit`` of the same step; then one JSON line per
-schedule.
+losses against plain ``jax.jit`` of the same step, and the same in ulps of each leaf's
+largest magnitude (``max_ulps_*``); then one JSON line per schedule.
 """
 
 from __future__ import annotations
@@ -42,7 +42,12 @@ import numpy as np  # noqa: E402
 import jaxpp_mlir as pp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import compile_uncached, place_pipelined_inputs  # noqa: E402
+from reference import (  # noqa: E402
+    compile_uncached,
+    max_abs_diff,
+    max_ulps,
+    place_pipelined_inputs,
+)
 
 
 def make_schedules(ranks: int) -> list[pp.Schedule]:
@@ -95,13 +100,6 @@ def make_step(num_layers: int, num_stages: int):
         return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), losses
 
     return step
-
-
-def max_abs_diff(a, b) -> float:
-    return max(
-        float(np.max(np.abs(np.asarray(x) - np.asarray(y))))
-        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True)
-    )
 
 
 def simulated_makespan(schedule: pp.Schedule, num_microbatches: int, scale: float | None):
@@ -166,6 +164,8 @@ def main() -> None:
                     "compile_s": t3 - t2,
                     "max_abs_diff_params": max_abs_diff(first[0], reference[0]),
                     "max_abs_diff_losses": max_abs_diff(first[1], reference[1]),
+                    "max_ulps_params": max_ulps(first[0], reference[0]),
+                    "max_ulps_losses": max_ulps(first[1], reference[1]),
                     "sim_default": simulated_makespan(schedule, args.microbatches, None),
                     "sim_scaled": simulated_makespan(
                         schedule, args.microbatches, layers_per_stage / base_layers_per_stage
@@ -227,7 +227,7 @@ def main() -> None:
     header = (
         f"{'schedule':<20} {'st':>3} {'step ms':>8} {'/GPipe':>7} {'sim /GPipe':>10} "
         f"{'sim(work) /GPipe':>16} {'bubble':>7} {'/jit':>6} {'part s':>7} {'comp s':>7} "
-        f"{'max|diff|':>9}"
+        f"{'max|diff|':>9} {'ulps':>5}"
     )
     print(header)
     for r in records:
@@ -237,7 +237,8 @@ def main() -> None:
                 f"{r['step_ratio_to_gpipe']:>7.3f} {r['sim_ratio_to_gpipe']:>10.3f} "
                 f"{r['sim_scaled_ratio_to_gpipe']:>16.3f} {r['sim_scaled_bubble_fraction']:>7.3f} "
                 f"{r['step_ratio_to_jit']:>6.2f} {r['partition_s']:>7.3f} {r['compile_s']:>7.3f} "
-                f"{max(r['max_abs_diff_params'], r['max_abs_diff_losses']):>9.3g}"
+                f"{max(r['max_abs_diff_params'], r['max_abs_diff_losses']):>9.3g} "
+                f"{max(r['max_ulps_params'], r['max_ulps_losses']):>5.3g}"
             )
         else:
             print(

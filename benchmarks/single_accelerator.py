@@ -16,7 +16,8 @@ mpmd axis has size 1 and the schedule is ``Interleaved1F1B(num_stages, mpmd_dim=
 Per workload, one JSON line: device, lower / partition / compile seconds, the
 median step time of the pipelined program and of plain jit (measured alternately
 in this process) and their ratio, plain jit's compile time, and the max abs
-difference of parameters and loss after all steps.
+difference of parameters and loss after all steps, absolute and in ulps of each
+leaf's largest magnitude (``max_ulps_*``).
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ def run(spec: ref.Workload, dtype, device: jax.Device, *, steps: int, warmup: in
         "step_ratio": ours / theirs,
         "max_abs_diff_params": ref.max_abs_diff(our_params, their_params),
         "max_abs_diff_loss": ref.max_abs_diff(our_loss, their_loss),
+        "max_ulps_params": ref.max_ulps(our_params, their_params),
+        "max_ulps_loss": ref.max_ulps(our_loss, their_loss),
         "steps": steps,
         "warmup": warmup,
         "jax": jax.__version__,

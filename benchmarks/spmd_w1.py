@@ -9,7 +9,8 @@ with Std1F1B. The baseline is the same step under plain ``jax.jit``,
 data-parallel over all 8 devices (``lax.scan`` microbatch loop, no markers).
 Prints both step times (median, parameters fed back, alternating the two
 programs step by step), their ratio and the max abs difference of the
-results; then one JSON line.
+results after all steps, absolute and in ulps of each leaf's largest magnitude
+(``max_ulps``); then one JSON line.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from reference import (  # noqa: E402
     WORKLOADS,
     init,
     max_abs_diff,
+    max_ulps,
     pipelined_step_fn,
     reference_step_fn,
     timed_steps,
@@ -81,6 +83,7 @@ def main() -> None:
         "jit_data_parallel_step_ms": theirs * 1e3,
         "ratio": ours / theirs,
         "max_abs_diff": max_abs_diff(our_result, their_result),
+        "max_ulps": max_ulps(our_result, their_result),
     }
     for key, value in record.items():
         print(f"{key:>28}: {value:.4f}" if isinstance(value, float) else f"{key:>28}: {value}")

@@ -7,8 +7,10 @@ stage), ``treduce`` over microbatches of 8 of ``value_and_grad`` of the MSE, the
 optax Adam, on 4 CPU devices. For each schedule and microbatch count it prints
 the median step time (parameters and optimizer state fed back, the pipelined
 step and plain ``jax.jit`` of the same step on one device alternating), their
-ratio, and ``peak_bytes_per_rank()`` (each rank's peak live bytes during a
-step); then one JSON line per row.
+ratio, ``peak_bytes_per_rank()`` (each rank's peak live bytes during a
+step), and how far the last step's loss and the state after all steps are from plain
+jit's: the loss's relative difference and ``max_ulps_*`` in ulps of each leaf's largest
+magnitude (reference.py's ``max_ulps``); then one JSON line per row.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import sys
 import time
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import train_mlp as job  # noqa: E402
+from reference import max_ulps  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402
 
@@ -66,6 +70,8 @@ def measure(schedule_name: str, num_microbatches: int, steps: int, warmup: int) 
         "step_ratio": ours_s / jit_s,
         "peak_bytes_per_rank": program.peak_bytes_per_rank(),
         "loss_rel_diff": abs(float(loss) - float(reference_loss)) / abs(float(reference_loss)),
+        "max_ulps_state": max_ulps(ours, theirs),
+        "max_ulps_loss": max_ulps(loss, reference_loss),
         "steps": steps,
     }
 
@@ -91,12 +97,13 @@ def main() -> None:
     )
     print(
         f"{'schedule':<11} {'mb':>3} {'step ms':>8} {'jit ms':>7} {'ratio':>6} "
-        f"{'loss rel diff':>13}  peak bytes per rank"
+        f"{'loss rel diff':>13} {'ulps':>5}  peak bytes per rank"
     )
     for r in records:
         print(
             f"{r['schedule']:<11} {r['microbatches']:>3} {r['step_s'] * 1e3:>8.2f} "
             f"{r['jit_step_s'] * 1e3:>7.2f} {r['step_ratio']:>6.2f} {r['loss_rel_diff']:>13.1e}"
+            f" {max(r['max_ulps_state'], r['max_ulps_loss']):>5.3g}"
             f"  {r['peak_bytes_per_rank']}"
         )
     for r in records:

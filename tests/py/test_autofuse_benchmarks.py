@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import toolkit
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -36,7 +37,9 @@ def test_fusion_rows_count_fewer_launches_and_match_jit(tiny_w1):
     plain, fused = launch_cost.fusion_rows(reference, spec, steps=2, warmup=1)
     assert (plain["fused"], fused["fused"]) == (False, True)
     for row in (plain, fused):
-        assert row["max_abs_diff_params"] == 0.0 and row["max_abs_diff_loss"] == 0.0
+        # After a warm-up and 2 timed SGD steps, against jax.jit (separate programs).
+        assert row["max_ulps_params"] <= toolkit.SEVERAL_STEPS.ulps
+        assert row["max_ulps_loss"] <= toolkit.SEVERAL_STEPS.ulps
         assert row["compile_s"] > 0 and row["step_ms"] > 0
     # Std1F1B(4), 8 microbatches: the last rank's 8 (fwd, bwd) pairs and rank 0's 4
     # steady-state (bwd, fwd) pairs are fused (tests/py/test_autofuse.py).

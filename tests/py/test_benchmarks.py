@@ -4,8 +4,10 @@
 function its command line calls; the schedule, partition-scaling and train-step
 scripts run as the commands README.md gives, with tiny sizes, each in a process
 of its own (forked from one that imported jax once: ``toolkit.run_scripts``).
-Every benchmark also checks its pipelined numbers against plain ``jax.jit``:
-those checks are asserted here.
+Every benchmark also checks its pipelined numbers against plain ``jax.jit``, in ulps of
+each leaf's largest magnitude (``max_ulps_*``): those checks are asserted here, by the
+rule of numerics.py (within ``SEPARATE_PROGRAMS`` after one step, ``SEVERAL_STEPS`` after
+several; bit for bit only between the same programs).
 """
 
 import dataclasses
@@ -45,14 +47,12 @@ def tiny_w1_record(reference):
     return reference.run_workload(spec, steps=2, warmup=1, breakdown=True)
 
 
-def test_reference_matches_plain_jit_bit_for_bit(tiny_w1_record):
-    for key in (
-        "max_abs_diff_params_first_step",
-        "max_abs_diff_loss_first_step",
-        "max_abs_diff_params",
-        "max_abs_diff_loss",
-    ):
-        assert tiny_w1_record[key] == 0.0, key
+def test_reference_matches_plain_jit_within_rounding(tiny_w1_record):
+    for key in ("max_ulps_params_first_step", "max_ulps_loss_first_step"):
+        assert tiny_w1_record[key] <= toolkit.SEPARATE_PROGRAMS.ulps, key
+    # After the warm-up and the timed steps: several SGD steps.
+    for key in ("max_ulps_params", "max_ulps_loss"):
+        assert tiny_w1_record[key] <= toolkit.SEVERAL_STEPS.ulps, key
 
 
 def test_reference_reports_every_figure(reference, tiny_w1_record, capsys):
@@ -105,7 +105,7 @@ def _records(script_records, name: str) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_schedules_benchmark_runs_every_schedule_exactly(script_records):
+def test_schedules_benchmark_runs_every_schedule_within_rounding(script_records):
     records = _records(script_records, "schedules")
     pipelined = [r for r in records if "max_abs_diff_params" in r]
     names = {r["name"] for r in pipelined}
@@ -114,8 +114,9 @@ def test_schedules_benchmark_runs_every_schedule_exactly(script_records):
         "DualPipeV(4,2)",
     } <= names  # fmt: skip
     for record in pipelined:
-        assert record["max_abs_diff_params"] == 0.0, record["name"]
-        assert record["max_abs_diff_losses"] == 0.0, record["name"]
+        # The first step's numbers, against jax.jit's: one step.
+        assert record["max_ulps_params"] <= toolkit.SEPARATE_PROGRAMS.ulps, record["name"]
+        assert record["max_ulps_losses"] <= toolkit.SEPARATE_PROGRAMS.ulps, record["name"]
         assert record["sim_ratio_to_gpipe"] > 0
 
 
@@ -127,17 +128,22 @@ def test_partition_scaling_benchmark_runs(script_records):
 
 
 @pytest.mark.slow
-def test_train_step_benchmark_runs_the_main_job_exactly(script_records):
+def test_train_step_benchmark_runs_the_main_job_within_rounding(script_records):
     records = _records(script_records, "train_step")
     assert [r["schedule"] for r in records] == ["gpipe", "1f1b"]
     for record in records:
-        assert record["loss_rel_diff"] == 0.0
+        # --steps 1 --warmup 0: one Adam step against jax.jit's.
+        assert record["max_ulps_state"] <= toolkit.SEPARATE_PROGRAMS.ulps
+        assert record["max_ulps_loss"] <= toolkit.SEPARATE_PROGRAMS.ulps
         assert len(record["peak_bytes_per_rank"]) == 4
 
 
 @pytest.mark.slow
-def test_recompile_benchmark_runs_every_program_exactly(script_records):
-    (record,) = _records(script_records, "recompile")
-    assert record["schedule"] == "1f1b" and record["max_abs_diff"] == 0.0
+def test_recompile_benchmark_runs_every_program_like_its_first_compile(script_records):
+    (record,) = _records(script_records, "recompile")  # exit status 0: _records checks it
+    assert record["schedule"] == "1f1b"
+    # The same programs, from memory or compiled again: bit for bit; against jax.jit: one step.
+    assert record["same_as_first_compile"] is True
+    assert record["max_ulps"] <= toolkit.SEPARATE_PROGRAMS.ulps
     for key in ("first_s", "again_s", "again_without_cache_s", "other_devices_s"):
         assert record[key] > 0, key

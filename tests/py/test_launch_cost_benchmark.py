@@ -2,9 +2,10 @@
 that it cannot rot.
 
 The launch-cost rows must be measured on launches that compute what plain
-``jax.jit`` computes, and the workload rows on a pipelined step that matches
-plain ``jax.jit`` bit for bit; the launch and buffer counts are checked against
-the workload's structure.
+``jax.jit`` computes (bit for bit: the launcher compiles the very module jax.jit lowers),
+and the workload rows on a pipelined step within ``toolkit.SEVERAL_STEPS`` of plain
+``jax.jit`` after its steps (separate programs: numerics.py); the launch and buffer
+counts are checked against the workload's structure.
 """
 
 import importlib.util
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import toolkit
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -80,7 +82,8 @@ def test_packed_parameter_rows_match_jit_and_pass_fewer_buffers(quick_rows):
     by_config = {(r["packed"], r["params_packed"]): r for r in workload}
     assert sorted(by_config) == [(False, 0), (False, 1), (True, 0), (True, 1), (True, 2)]
     for row in workload:
-        assert row["max_abs_diff_params"] == 0.0 and row["max_abs_diff_loss"] == 0.0, row
+        assert row["max_ulps_params"] <= toolkit.SEVERAL_STEPS.ulps, row
+        assert row["max_ulps_loss"] <= toolkit.SEVERAL_STEPS.ulps, row
         assert len(row["peak_bytes_per_rank"]) == row["config"]["num_stages"]
         assert row["launches_per_step"] == by_config[(False, 0)]["launches_per_step"]
     # W1 has 2 layers (a weight and a bias each) per stage: a forward task's 4
@@ -106,8 +109,9 @@ def test_workload_row_matches_jit_and_counts_launches(quick_rows):
 
 
 def _check_workload_row(w1):
-    assert w1["max_abs_diff_params"] == 0.0
-    assert w1["max_abs_diff_loss"] == 0.0
+    # The state after the quick run's warm-up and timed steps: several SGD steps.
+    assert w1["max_ulps_params"] <= toolkit.SEVERAL_STEPS.ulps
+    assert w1["max_ulps_loss"] <= toolkit.SEVERAL_STEPS.ulps
     config = w1["config"]
     # At least one forward and one backward launch per (stage, microbatch).
     assert w1["launches_per_step"] >= 2 * config["num_stages"] * config["num_microbatches"]

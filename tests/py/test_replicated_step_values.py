@@ -253,7 +253,10 @@ def test_benchmark_runs_and_checks_its_numbers(python_server):
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["count_copies"]["replicated"] == 0
     assert record["count_copies"]["baseline"] > 0
-    assert record["same_numbers"] and record["count_matches_jit"]
+    assert record["count_matches_jit"]
+    # Different stage programs (the count returned on every rank, or copied from rank 0),
+    # after 12 Adam steps.
+    assert record["max_ulps_replicated_from_baseline"] <= toolkit.SEVERAL_STEPS.ulps
 
 
 def test_count_over_ranks_of_two_devices_each():

@@ -9,6 +9,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+import toolkit
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -32,10 +33,11 @@ def test_all_stages_on_one_device_match_plain_jit(bench):
     assert record["platform"] == jax.devices()[0].platform
     assert record["config"]["num_stages"] == 4 and not record["shrunk"]
     assert record["step_s"] > 0 and record["jit_step_s"] > 0 and record["compile_s"] > 0
-    # Same per-microbatch ops in the same order as the jit baseline; the SGD update runs as
-    # a separate small program, where XLA may contract the multiply-add differently (1 ulp).
-    assert record["max_abs_diff_params"] <= 1e-6
-    assert record["max_abs_diff_loss"] <= 1e-6
+    # Same per-microbatch ops in the same order as the jit baseline, but separate stage
+    # programs (and the SGD update a small program of its own, where XLA may contract the
+    # multiply-add differently), over a warm-up and 2 timed steps.
+    assert record["max_ulps_params"] <= toolkit.SEVERAL_STEPS.ulps
+    assert record["max_ulps_loss"] <= toolkit.SEVERAL_STEPS.ulps
 
 
 def test_large_workload_is_shrunk_only_without_an_accelerator(bench):
