@@ -1,0 +1,309 @@
+"""The corpus, part 2: checkpoints, schedule files, traces, options, caches and packing
+under hostile input (issue 27). Same table as ``corpus_cases.py`` (``Case``: what each
+case must give), run by ``test_hostile_inputs.py`` through the same harness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import tempfile
+
+import numpy as np
+from corpus_cases import Case, gradient_step, make_inputs, mesh
+
+CASES: dict[str, Case] = {}
+
+
+def case(name: str, expect: str, kind: str = "", message: str | tuple[str, ...] = ""):
+    def register(fn):
+        assert name not in CASES, name
+        CASES[name] = Case(name, expect, kind, message, fn)
+        return fn
+
+    return register
+
+
+@contextlib.contextmanager
+def environment(**values: str):
+    """``JAXPP_MLIR_<NAME>`` set to each value for the block."""
+    saved = {name: os.environ.get(f"JAXPP_MLIR_{name}") for name in values}
+    os.environ.update({f"JAXPP_MLIR_{name}": value for name, value in values.items()})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(f"JAXPP_MLIR_{name}", None)
+            else:
+                os.environ[f"JAXPP_MLIR_{name}"] = value
+
+
+def scratch() -> pathlib.Path:
+    """A fresh directory (removed when the runner's process ends)."""
+    return pathlib.Path(tempfile.mkdtemp(prefix="jaxpp_hostile_"))
+
+
+# ------------------------------------------------------------------ checkpoints
+
+
+def _sharding(rank: int):
+    import jax
+
+    return jax.sharding.SingleDeviceSharding(jax.devices()[rank])
+
+
+def _state() -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    return {
+        "w": jax.device_put(jnp.arange(16.0, dtype=jnp.float32).reshape(4, 4), _sharding(0)),
+        "b": jax.device_put(jnp.ones(4, jnp.float32), _sharding(1)),
+        "step": 3,
+        "lr": 0.5,
+        "name": "adam",
+    }
+
+
+def _saved() -> tuple[pathlib.Path, dict]:
+    from jaxpp_mlir import checkpoint
+
+    state = _state()
+    path = scratch() / "ckpt"
+    checkpoint.save(path, state)
+    return path, state
+
+
+def _leaf_folder(path: pathlib.Path, leaf: str) -> pathlib.Path:
+    metadata = json.loads((path / "metadata.json").read_text())
+    item = next(item for item in metadata["leaves"] if item["path"] == leaf)
+    return path / item["file"]
+
+
+def _restore(path: pathlib.Path, like: dict):
+    from jaxpp_mlir import checkpoint
+
+    return checkpoint.restore(path, like)
+
+
+@case(
+    "checkpoint_chunk_deleted",
+    "error",
+    "CheckpointError",
+    ("leaf ['w'] of the checkpoint", "ckpt: its file", "is missing"),
+)
+def _():
+    path, state = _saved()
+    chunk = next(f for f in _leaf_folder(path, "['w']").iterdir() if f.name != ".zarray")
+    chunk.unlink()
+    _restore(path, state)
+
+
+@case(
+    "checkpoint_dtype_edited_in_zarray",
+    "error",
+    "CheckpointError",
+    ("leaf ['w'] of the checkpoint", "/.zarray does not match its checksum"),
+)
+def _():
+    path, state = _saved()
+    zarray = _leaf_folder(path, "['w']") / ".zarray"
+    zarray.write_text(zarray.read_text().replace("<f4", "<i4"))
+    _restore(path, state)
+
+
+@case(
+    "checkpoint_dtype_edited_everywhere_but_the_manifest",
+    "error",
+    "CheckpointError",
+    (
+        "leaf ['w'] of the checkpoint",
+        "holds shape (4, 4) and dtype int32, but the checkpoint's metadata says shape (4, 4) "
+        "and dtype float32",
+    ),
+)
+def _():
+    from jaxpp_mlir import checkpoint_manifest
+
+    path, state = _saved()
+    zarray = _leaf_folder(path, "['w']") / ".zarray"
+    zarray.write_text(zarray.read_text().replace("<f4", "<i4"))
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["files"] = checkpoint_manifest.checksums(str(path), ["group_0", "group_1"])
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    _restore(path, state)
+
+
+@case(
+    "checkpoint_chunk_corrupted",
+    "error",
+    "CheckpointError",
+    ("leaf ['b'] of the checkpoint", "does not match its checksum in manifest.json"),
+)
+def _():
+    path, state = _saved()
+    chunk = next(f for f in _leaf_folder(path, "['b']").iterdir() if f.name != ".zarray")
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    _restore(path, state)
+
+
+@case(
+    "checkpoint_force_on_a_directory_of_user_files",
+    "error",
+    "CheckpointError",
+    ("exists and is not a checkpoint", "force=True replaces only a checkpoint"),
+)
+def _():
+    from jaxpp_mlir import checkpoint
+
+    path = scratch() / "mine"
+    (path / "data").mkdir(parents=True)
+    (path / "notes.txt").write_text("keep me")
+    (path / "data" / "results.csv").write_text("1,2\n")
+    try:
+        checkpoint.save(path, _state(), force=True)
+    finally:
+        assert (path / "notes.txt").read_text() == "keep me", "the user's file was deleted"
+        assert (path / "data" / "results.csv").exists(), "the user's file was deleted"
+
+
+@case("checkpoint_force_replaces_a_checkpoint", "correct")
+def _():
+    from jaxpp_mlir import checkpoint
+
+    path, state = _saved()
+    checkpoint.save(path, dict(state, step=4), force=True)
+    assert _restore(path, state)["step"] == 4
+    return "same as jax.jit"
+
+
+@case(
+    "checkpoint_int_restored_into_a_float",
+    "error",
+    "CheckpointError",
+    "leaf ['step'] of the checkpoint",
+)
+def _():
+    path, state = _saved()
+    _restore(path, dict(state, step=3.0))
+
+
+@case(
+    "checkpoint_float_restored_into_a_str",
+    "error",
+    "CheckpointError",
+    (
+        "leaf ['lr'] of the checkpoint",
+        "is the Python float 0.5, but the tree to restore into has a str there",
+    ),
+)
+def _():
+    path, state = _saved()
+    _restore(path, dict(state, lr="0.5"))
+
+
+@case(
+    "checkpoint_metadata_truncated",
+    "error",
+    "CheckpointError",
+    ("metadata.json does not match its checksum in manifest.json", "ckpt was changed or damaged"),
+)
+def _():
+    path, state = _saved()
+    metadata = path / "metadata.json"
+    metadata.write_bytes(metadata.read_bytes()[:60])
+    _restore(path, state)
+
+
+@case(
+    "checkpoint_interrupted_before_the_manifest",
+    "error",
+    "CheckpointError",
+    ("is an incomplete checkpoint: it has no manifest.json", "interrupted part-way"),
+)
+def _():
+    path, state = _saved()
+    (path / "manifest.json").unlink()
+    _restore(path, state)
+
+
+@case(
+    "checkpoint_manifest_not_json",
+    "error",
+    "CheckpointError",
+    ("manifest.json of the checkpoint", "is unreadable"),
+)
+def _():
+    path, state = _saved()
+    (path / "manifest.json").write_bytes(b"\x80\x81 not json")
+    _restore(path, state)
+
+
+@case(
+    "checkpoint_save_of_donated_arrays",
+    "error",
+    "CheckpointError",
+    "leaf ['w'] is an array that was deleted (donated to an earlier call",
+)
+def _():
+    import jax
+
+    from jaxpp_mlir import checkpoint
+
+    state = _state()
+    jax.jit(lambda w: w + 1, donate_argnums=0)(state["w"])
+    checkpoint.save(scratch() / "ckpt", state)
+
+
+@case("checkpoint_round_trip_is_exact", "correct")
+def _():
+    path, state = _saved()
+    restored = _restore(path, state)
+    for key in ("w", "b"):
+        np.testing.assert_array_equal(np.asarray(restored[key]), np.asarray(state[key]))
+    assert restored["step"] == 3 and restored["lr"] == 0.5 and restored["name"] == "adam"
+    return "same as jax.jit"
+
+
+# ------------------------------------------------------------------ options
+
+
+def _option_case(name: str, text: str, allowed: str) -> None:
+    message = (f"JAXPP_MLIR_{name}='{text}' is not allowed: {allowed}",)
+
+    @case(f"option_{name.lower()}_{text}", "error", "ValueError", message)
+    def _():
+        from jaxpp_mlir.runtime import options
+
+        with environment(**{name: text}):
+            getattr(options, name).value()
+
+
+_option_case("PACK_PARAMETERS", "3", "one of 0, 1, 2")
+_option_case("PACK_PARAMETERS", "-1", "one of 0, 1, 2")
+_option_case("REPLICATE_MAX_BYTES", "-1", "an integer of at least 0")
+_option_case("PROGRESS", "banana", "one of 0, 1, tqdm")
+_option_case("HEARTBEAT_INTERVAL", "nan", "a finite number greater than 0")
+_option_case("TRANSFER_TIMEOUT", "-1", "a finite number greater than 0")
+
+
+@case(
+    "option_bad_pack_parameters_at_partition",
+    "error",
+    "ValueError",
+    "JAXPP_MLIR_PACK_PARAMETERS='3' is not allowed",
+)
+def _():
+    import jax
+
+    import jaxpp_mlir as pp
+
+    with environment(PACK_PARAMETERS="3"):
+        pp.partition(
+            jax.jit(gradient_step).lower(*make_inputs()), mesh=mesh(2), schedule=pp.Std1F1B(2)
+        )
