@@ -307,3 +307,44 @@ def _():
         pp.partition(
             jax.jit(gradient_step).lower(*make_inputs()), mesh=mesh(2), schedule=pp.Std1F1B(2)
         )
+
+
+# ------------------------------------------------------------------ schedule files
+
+
+def _schedule_file(content: bytes, **kwargs):
+    from jaxpp_mlir.schedules.csv_format import schedule_from_csv
+
+    path = scratch() / "order.csv"
+    path.write_bytes(content)
+    return schedule_from_csv(path, **kwargs)
+
+
+@case(
+    "schedule_file_huge_stage_index",
+    "error",
+    "ScheduleError",
+    ("row 1 (rank 0), column 2: stage 99999999 is out of range: stages are numbered 0 to 1",),
+)
+def _():
+    _schedule_file(b"0F0,99999999F0\n")
+
+
+@case(
+    "schedule_file_huge_declared_stage_count",
+    "error",
+    "ScheduleError",
+    "num_stages=100000000, but its actions use only 2 stages",
+)
+def _():
+    _schedule_file(b"0F0,1F0\n", num_stages=100_000_000)
+
+
+@case(
+    "schedule_file_not_utf8",
+    "error",
+    "ScheduleError",
+    ("order.csv', line 2: byte 0xff is not UTF-8 text",),
+)
+def _():
+    _schedule_file(b"0F0,1F0\n\xff\xfe0B0\n")
