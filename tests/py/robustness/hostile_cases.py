@@ -12,7 +12,7 @@ import pathlib
 import tempfile
 
 import numpy as np
-from corpus_cases import Case, gradient_step, make_inputs, mesh
+from corpus_cases import Case, compiled_step, gradient_step, make_inputs, mesh
 
 CASES: dict[str, Case] = {}
 
@@ -348,3 +348,68 @@ def _():
 )
 def _():
     _schedule_file(b"0F0,1F0\n\xff\xfe0B0\n")
+
+
+# ------------------------------------------------------------------ traces
+
+
+def _trace_file(folder: pathlib.Path, name: str, pid: int) -> str:
+    path = folder / name
+    event = {"name": "stage0_fwd", "ph": "X", "pid": pid, "tid": 0, "ts": 0, "dur": 1}
+    path.write_text(json.dumps({"traceEvents": [event]}))
+    return str(path)
+
+
+def _merge(*args: str) -> str:
+    import io
+
+    from jaxpp_mlir import trace as trace_cli
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = trace_cli.main(["merge", *args])
+    return f"exit {code}: {err.getvalue()}"
+
+
+@case(
+    "trace_merge_of_two_runs_of_process_0",
+    "exit",
+    "1",
+    ("second.json' holds the events of process 0, and so does trace", "not traces of separate"),
+)
+def _():
+    folder = scratch()
+    first, second = _trace_file(folder, "first.json", 0), _trace_file(folder, "second.json", 0)
+    return _merge(str(folder / "out.json"), first, second)
+
+
+@case("trace_merge_of_a_binary_file", "exit", "1", ("cannot read trace", "binary.bin': byte 0"))
+def _():
+    folder = scratch()
+    (folder / "binary.bin").write_bytes(b"\x80\x00\xff")
+    return _merge(
+        str(folder / "out.json"), _trace_file(folder, "a.json", 0), str(folder / "binary.bin")
+    )
+
+
+@case("trace_merge_to_an_unwritable_output", "exit", "1", "cannot write the trace '/proc/out.json'")
+def _():
+    folder = scratch()
+    return _merge("/proc/out.json", _trace_file(folder, "a.json", 0))
+
+
+@case(
+    "trace_unwritable_while_the_step_raises",
+    "error",
+    "CallError",
+    "dtype int32, but the program expects",
+)
+def _():
+    from jaxpp_mlir.runtime.trace import program_trace
+
+    step = compiled_step()
+    params, batch = make_inputs()
+    folder = scratch()
+    (folder / "file").write_text("")
+    with program_trace(folder / "file" / "trace.json"):
+        step([p.astype(np.int32) for p in params], batch)
