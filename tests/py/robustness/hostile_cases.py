@@ -12,7 +12,7 @@ import pathlib
 import tempfile
 
 import numpy as np
-from corpus_cases import Case, compiled_step, gradient_step, make_inputs, mesh
+from corpus_cases import Case, compiled_step, gradient_step, make_inputs, mesh, run_tool
 
 CASES: dict[str, Case] = {}
 
@@ -455,3 +455,32 @@ def _():
     for unpacked, packed in zip(results["0"], results["1"], strict=True):
         np.testing.assert_array_equal(np.asarray(packed), np.asarray(unpacked))
     return "same as jax.jit"  # the harness's word for "the right result": here, bit for bit
+
+
+# ------------------------------------------------------------------ the launcher
+
+STALLS_BEFORE_ITS_FIRST_CALL = """\
+import os, sys, time
+import jax
+from jaxpp_mlir.launch import initialize_from_env
+initialize_from_env()
+if jax.process_index() == 1:
+    while True:  # plain Python, no jaxpp call yet
+        time.sleep(0.1)
+sys.stdout.flush()
+os._exit(0)  # process 0 leaves without waiting for its peer
+"""
+
+
+@case(
+    "launch_process_stalls_before_its_first_jaxpp_call",
+    "exit",
+    "124",
+    "process 1 still running 2 s after process 0 exited with 0 (limit "
+    "JAXPP_MLIR_SHUTDOWN_TIMEOUT): stalled, maybe before its first jaxpp call",
+)
+def _():
+    script = scratch() / "stalls.py"
+    script.write_text(STALLS_BEFORE_ITS_FIRST_CALL)
+    with environment(SHUTDOWN_TIMEOUT="2"):
+        return run_tool("-m", "jaxpp_mlir.launch", "--nproc", "2", str(script))
