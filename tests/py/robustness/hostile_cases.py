@@ -464,11 +464,11 @@ import os, sys, time
 import jax
 from jaxpp_mlir.launch import initialize_from_env
 initialize_from_env()
-if jax.process_index() == 1:
+if jax.process_index() == 0:
     while True:  # plain Python, no jaxpp call yet
         time.sleep(0.1)
 sys.stdout.flush()
-os._exit(0)  # process 0 leaves without waiting for its peer
+os._exit(0)  # process 1 leaves without waiting for its peer
 """
 
 
@@ -476,7 +476,7 @@ os._exit(0)  # process 0 leaves without waiting for its peer
     "launch_process_stalls_before_its_first_jaxpp_call",
     "exit",
     "124",
-    "process 1 still running 2 s after process 0 exited with 0 (limit "
+    "process 0 still running 2 s after process 1 exited with 0 (limit "
     "JAXPP_MLIR_SHUTDOWN_TIMEOUT): stalled, maybe before its first jaxpp call",
 )
 def _():
@@ -484,3 +484,52 @@ def _():
     script.write_text(STALLS_BEFORE_ITS_FIRST_CALL)
     with environment(SHUTDOWN_TIMEOUT="2"):
         return run_tool("-m", "jaxpp_mlir.launch", "--nproc", "2", str(script))
+
+
+# ------------------------------------------------------------------ threads and donation
+
+
+@case("two_threads_call_a_step_with_the_same_donated_arrays", "correct")
+def _():
+    """Each call either gives the right result or a CallError naming the donated input,
+    never XLA's bare 'Invalid buffer passed to Execute()' (which call wins is a race)."""
+    import threading
+
+    import jax
+
+    import jaxpp_mlir as pp
+
+    params, batch = make_inputs()
+    step = jax.jit(gradient_step, donate_argnums=0)
+    program = pp.partition(step.lower(params, batch), mesh=mesh(2), schedule=pp.Std1F1B(2))
+    compiled = program.compile()
+
+    def on_device():
+        return [jax.device_put(p, jax.devices()[0]) for p in params]
+
+    want = [np.asarray(x) for x in jax.tree_util.tree_leaves(compiled(on_device(), batch))]
+    for _ in range(10):
+        shared, barrier, outcomes = on_device(), threading.Barrier(2), []
+
+        def call(shared=shared, barrier=barrier, outcomes=outcomes):
+            barrier.wait()
+            try:
+                outcomes.append(jax.tree_util.tree_leaves(compiled(shared, batch)))
+            except Exception as e:  # noqa: BLE001 - judged below
+                outcomes.append(e)
+
+        threads = [threading.Thread(target=call) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(outcomes) == 2, outcomes
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                assert type(outcome).__name__ == "CallError", repr(outcome)
+                assert "argument params[0] (input 0)" in str(outcome), str(outcome)
+                assert "donated" in str(outcome), str(outcome)
+            else:
+                for got, expected in zip(outcome, want, strict=True):
+                    np.testing.assert_array_equal(np.asarray(got), expected)
+    return "same as jax.jit"  # the harness's word for "the right result"
