@@ -7,15 +7,19 @@ makes the process count irrelevant:
 
 ```
 path/
-  metadata.json        written last, by process 0: format, version, and per leaf (in
-                       flattening order) its key path, kind, shape, dtype, file,
-                       PartitionSpec, device group and rank when known
+  .jaxpp_mlir_checkpoint  written first: marks the directory as a checkpoint
+  metadata.json        by process 0 once every leaf is written: format, version, and
+                       per leaf (in flattening order) its key path, kind, shape, dtype,
+                       file, PartitionSpec, device group and rank when known
+  manifest.json        written last, by process 0: the checksum of every other file
   group_0/leaf_3/      one Zarr array per array leaf, in the directory of the device
   group_1/leaf_7/      group (a rank's submesh) that holds it, written shard by shard
   host/leaf_9/         numpy leaves, written by process 0
 ```
 
-Python scalars (bool, int, float, str) live in ``metadata.json``. Each
+Python scalars (bool, int, float, str) live in ``metadata.json``. ``restore``
+checks every file it reads against the manifest first (``checkpoint_manifest``),
+and each leaf's type, shape and dtype against the metadata and the target. Each
 process writes only the arrays it holds, each shard from its device (see
 ``checkpoint_store``); nothing is gathered. With several processes ``save``
 is collective (every process calls it with the same path and a tree of the
@@ -49,7 +53,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxpp_mlir.checkpoint_leaves import CheckpointError, Leaf, describe, entry, match
+from jaxpp_mlir import checkpoint_manifest as manifests
+from jaxpp_mlir.checkpoint_leaves import CheckpointError, Leaf, LeafFile, describe, entry, match
 from jaxpp_mlir.checkpoint_leaves import python_value as _python_value
 from jaxpp_mlir.placement import ArrayPlacement
 from jaxpp_mlir.runtime import options as _options
@@ -61,8 +66,9 @@ __all__ = ["CheckpointError", "restore", "save"]
 logger = logging.getLogger(__name__)
 
 FORMAT = "jaxpp_mlir.checkpoint"
-VERSION = 1
+VERSION = 2  # 2: with a manifest
 METADATA = "metadata.json"
+MARKER = ".jaxpp_mlir_checkpoint"
 _saves = itertools.count()  # every process saves in the same order: names the meetings
 
 
@@ -72,7 +78,7 @@ def save(
     """Writes ``tree`` (arrays where they live, ``RemoteOutput``s, numpy arrays, Python
     scalars) to the directory ``path``; every process calls it.
 
-    ``force`` overwrites an existing checkpoint; ``timeout_s`` bounds each wait
+    ``force`` replaces an existing checkpoint (and nothing else); ``timeout_s`` bounds each wait
     for the other processes (default: ``JAXPP_MLIR_SETUP_TIMEOUT``).
     """
     path = os.path.abspath(os.fspath(path))
@@ -119,11 +125,14 @@ def _save(path: str, leaves: list[Leaf], parts: list[dict], me: int, exchange: A
     """Writes this process's leaves, then (process 0, once all have written) the metadata."""
     owners = _owners(leaves, parts)
     groups = {i: tuple(parts[p]["held"][str(i)]["devices"]) for i, p in owners.items()}
-    _write(path, leaves, owners, groups, me)
+    written = _write(path, leaves, owners, groups, me)
+    files = manifests.checksums(path, written)
     if exchange is not None:
-        exchange.gather("written", "ok")
+        everyone = exchange.gather("written", json.dumps(files))
+        files = {f: c for part in everyone for f, c in json.loads(part).items()}
     if me == 0:
         _write_metadata(path, leaves, owners, groups, parts)
+        manifests.write(path, files, METADATA)  # the checkpoint is complete
     if exchange is not None:
         exchange.gather("committed", "ok", processes=[0])
 
@@ -135,27 +144,26 @@ def restore(path: str | os.PathLike, like: Any) -> Any:
     structure, shape or dtype than the checkpoint.
     """
     path = os.path.abspath(os.fspath(path))
-    metadata = _read_metadata(path)
+    manifest = manifests.read(path)
+    metadata = _read_metadata(path, manifest)
     pairs, treedef = match(metadata["leaves"], like, path)
     reads, result = [], []
     for index, (item, target) in enumerate(pairs):
         if item["kind"] == "python":
             result.append(_python_value(item))
         elif _sharding(target) is None:  # a numpy array (or shape) wanted: on the host
-            result.append(_host(path, item))
+            result.append(_host(path, manifest, item))
         elif not _here(_sharding(target)):
-            result.append(_placeholder(path, item, target, index))
+            result.append(_placeholder(path, manifest, item, target, index))
         else:
+            manifests.verify_leaf(path, manifest, item)
             reads.append((index, item, _sharding(target)))
             result.append(None)
     if reads:
         from jaxpp_mlir import checkpoint_store
 
         arrays = checkpoint_store.read_arrays(
-            [
-                (os.path.join(path, item["file"]), tuple(item["shape"]), item["dtype"], sh)
-                for _, item, sh in reads
-            ]
+            [(_where(path, item), tuple(item["shape"]), item["dtype"], sh) for _, item, sh in reads]
         )
         for (index, _, _), array in zip(reads, arrays, strict=True):
             result[index] = array
@@ -166,15 +174,32 @@ def restore(path: str | os.PathLike, like: Any) -> Any:
 
 
 def _start(path: str, force: bool) -> None:
-    """An empty directory at ``path`` (an existing one only with ``force``)."""
-    if os.path.exists(path):
+    """An empty directory at ``path``, marked as a checkpoint (an existing checkpoint is
+    replaced only with ``force``; anything else is never)."""
+    if os.path.lexists(path):
         if not force:
             raise CheckpointError(f"{path} exists; pass force=True to overwrite it")
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        else:
-            os.remove(path)
+        if not _is_checkpoint(path):
+            raise CheckpointError(
+                f"{path} exists and is not a checkpoint (no {MARKER} or {METADATA} in it): "
+                f"force=True replaces only a checkpoint; remove it yourself or save elsewhere"
+            )
+        shutil.rmtree(path)
     os.makedirs(path)
+    with open(os.path.join(path, MARKER), "w") as handle:
+        handle.write(f"{FORMAT} {VERSION}\n")
+
+
+def _is_checkpoint(path: str) -> bool:
+    if os.path.islink(path) or not os.path.isdir(path):
+        return False
+    if not os.listdir(path) or os.path.isfile(os.path.join(path, MARKER)):
+        return True
+    try:
+        with open(os.path.join(path, METADATA), "rb") as handle:
+            return json.loads(handle.read()).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _check_same_save(parts: list[dict], path: str) -> None:
@@ -225,7 +250,8 @@ def _file(leaves: list[Leaf], groups: dict, i: int) -> str | None:
     return f"{_group_names(groups)[groups[i]]}/leaf_{i}"
 
 
-def _write(path: str, leaves: list[Leaf], owners: dict, groups: dict, me: int) -> None:
+def _write(path: str, leaves: list[Leaf], owners: dict, groups: dict, me: int) -> list[str]:
+    """Writes this process's leaves; returns their folders, relative to ``path``."""
     from jaxpp_mlir import checkpoint_store
 
     names = _group_names(groups)
@@ -242,6 +268,8 @@ def _write(path: str, leaves: list[Leaf], owners: dict, groups: dict, me: int) -
             if leaf.kind == "host"
         ]
         checkpoint_store.write_host_arrays(host)
+        arrays += host
+    return [os.path.relpath(file, path) for file, _ in arrays]
 
 
 def _write_metadata(
@@ -269,19 +297,24 @@ def _write_metadata(
     temporary = os.path.join(path, METADATA + ".tmp")
     with open(temporary, "w") as handle:
         json.dump(metadata, handle, indent=1)
-    os.replace(temporary, os.path.join(path, METADATA))  # the checkpoint is complete
+    os.replace(temporary, os.path.join(path, METADATA))
 
 
 # ----------------------------------------------------------------- restoring
 
 
-def _read_metadata(path: str) -> dict[str, Any]:
+def _read_metadata(path: str, manifest: dict[str, Any]) -> dict[str, Any]:
     file = os.path.join(path, METADATA)
     if not os.path.exists(file):
-        what = "an incomplete checkpoint" if os.path.isdir(path) else "no checkpoint"
-        raise CheckpointError(f"{path} is {what}: it has no {METADATA}")
-    with open(file) as handle:
-        metadata = json.load(handle)
+        raise CheckpointError(f"{path} is an incomplete checkpoint: it has no {METADATA}")
+    manifests.verify_metadata(path, manifest, METADATA)
+    try:
+        with open(file, "rb") as handle:
+            metadata = json.loads(handle.read().decode("utf-8"))
+        if not isinstance(metadata, dict):
+            raise ValueError(f"a JSON {type(metadata).__name__}, not an object")
+    except ValueError as e:
+        raise CheckpointError(f"{file} of the checkpoint {path} is unreadable: {e}") from None
     if metadata.get("format") != FORMAT or metadata.get("version") != VERSION:
         raise CheckpointError(
             f"{file} is not a {FORMAT} checkpoint of version {VERSION} (format "
@@ -310,13 +343,21 @@ def _here(sharding: Any) -> bool:
     return any(d.process_index == me for d in sharding.device_set)
 
 
-def _host(path: str, item: dict) -> np.ndarray:
+def _where(path: str, item: dict) -> LeafFile:
+    """Where leaf ``item`` is, with what names it in errors."""
+    return LeafFile(
+        os.path.join(path, item["file"]), f"leaf {item['path']} of the checkpoint {path}"
+    )
+
+
+def _host(path: str, manifest: dict, item: dict) -> np.ndarray:
     from jaxpp_mlir import checkpoint_store
 
-    return checkpoint_store.read_host_array(os.path.join(path, item["file"]))
+    manifests.verify_leaf(path, manifest, item)
+    return checkpoint_store.read_host_array(_where(path, item), tuple(item["shape"]), item["dtype"])
 
 
-def _placeholder(path: str, item: dict, target: Any, index: int) -> RemoteOutput:
+def _placeholder(path: str, manifest: dict, item: dict, target: Any, index: int) -> RemoteOutput:
     """A leaf of another process: a ``RemoteOutput`` that reads it here if needed here."""
     sharding = None if _sharding(target) is _Elsewhere else _sharding(target)
     if isinstance(target, RemoteOutput):
@@ -326,4 +367,6 @@ def _placeholder(path: str, item: dict, target: Any, index: int) -> RemoteOutput
         ranks = getattr(target, "mpmd_idxs", ())
         rank = ranks[0] if ranks else -1
     spec = TensorSpec(tuple(item["shape"]), item["dtype"])
-    return RemoteOutput(-1, -1, index, rank, process, spec, sharding, lambda: _host(path, item))
+    return RemoteOutput(
+        -1, -1, index, rank, process, spec, sharding, lambda: _host(path, manifest, item)
+    )

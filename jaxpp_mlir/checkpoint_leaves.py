@@ -14,6 +14,7 @@ A leaf is one of:
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 import jax
@@ -44,6 +45,13 @@ class Leaf:
         return {"devices": list(self.devices), "spec": self.spec, "rank": self.rank}
 
 
+class LeafFile(typing.NamedTuple):
+    """A leaf's Zarr array: its folder, and the words naming the leaf in errors."""
+
+    folder: str
+    name: str
+
+
 def spec_json(sharding: Any) -> list | None:
     """A ``NamedSharding``'s PartitionSpec as a JSON list (None for other shardings)."""
     if not isinstance(sharding, NamedSharding):
@@ -72,6 +80,11 @@ def _describe_leaf(path: str, x: Any) -> Leaf:
             rank=x.rank,
         )
     if isinstance(x, jax.Array):
+        if x.is_deleted():
+            raise CheckpointError(
+                f"leaf {path} is an array that was deleted (donated to an earlier call, or "
+                f"deleted): save the arrays that call returned instead"
+            )
         if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
             raise CheckpointError(
                 f"leaf {path} is an array of typed PRNG keys; save jax.random.key_data(key) instead"
@@ -154,6 +167,11 @@ def _check_like(item: dict[str, Any], x: Any, where: str) -> None:
             raise CheckpointError(
                 f"leaf {path} of the checkpoint {where} is the Python {item['type']} "
                 f"{item['value']!r}, but the tree to restore into has an array there"
+            )
+        if type(x).__name__ != item["type"]:
+            raise CheckpointError(
+                f"leaf {path} of the checkpoint {where} is the Python {item['type']} "
+                f"{item['value']!r}, but the tree to restore into has a {type(x).__name__} there"
             )
         return
     if not (hasattr(x, "shape") and hasattr(x, "dtype")):

@@ -20,6 +20,8 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
+from jaxpp_mlir.checkpoint_leaves import CheckpointError, LeafFile
+
 
 def _tensorstore() -> Any:
     try:
@@ -102,26 +104,45 @@ def write_host_arrays(items: Sequence[tuple[str, np.ndarray]]) -> None:
         write.result()
 
 
-def _open(path: str) -> Any:
-    return _tensorstore().open(_spec(path), open=True)
+def _open(leaf: LeafFile, shape: tuple[int, ...], dtype: str) -> Any:
+    """The Zarr array of ``leaf``, once its shape and dtype are the ones expected."""
+    try:
+        store = _tensorstore().open(_spec(leaf.folder), open=True).result()
+    except Exception as e:  # noqa: BLE001 - TensorStore raises ValueError, OSError, ...
+        raise CheckpointError(f"{leaf.name}: cannot open {leaf.folder}: {e}") from e
+    found = (tuple(store.shape), np.dtype(store.dtype.numpy_dtype).name)
+    if found != (tuple(shape), np.dtype(dtype).name):
+        raise CheckpointError(
+            f"{leaf.name}: {leaf.folder} holds shape {found[0]} and dtype {found[1]}, but the "
+            f"checkpoint's metadata says shape {tuple(shape)} and dtype {np.dtype(dtype).name}"
+        )
+    return store
+
+
+def _result(leaf: LeafFile, future: Any) -> np.ndarray:
+    try:
+        return np.asarray(future.result())
+    except Exception as e:  # noqa: BLE001 - TensorStore raises ValueError, OSError, ...
+        raise CheckpointError(f"{leaf.name}: cannot read {leaf.folder}: {e}") from e
 
 
 def read_arrays(
-    items: Sequence[tuple[str, tuple[int, ...], np.dtype, Sharding]],
+    items: Sequence[tuple[LeafFile, tuple[int, ...], np.dtype, Sharding]],
 ) -> list[jax.Array]:
-    """Reads each ``(path, shape, dtype, sharding)`` onto ``sharding``'s addressable devices."""
+    """Reads each ``(leaf, shape, dtype, sharding)`` onto ``sharding``'s addressable devices."""
     sizes = [int(np.prod(shape)) * np.dtype(dtype).itemsize for _, shape, dtype, _ in items]
     arrays: list[jax.Array] = []
     for batch in _batches(items, sizes):
-        arrays += _read_batch([(path, shape, sharding) for path, shape, _, sharding in batch])
+        arrays += _read_batch(batch)
     return arrays
 
 
-def _read_batch(items: Sequence[tuple[str, tuple[int, ...], Sharding]]) -> list[jax.Array]:
-    stores = [_open(path) for path, _, _ in items]
+def _read_batch(
+    items: Sequence[tuple[LeafFile, tuple[int, ...], np.dtype, Sharding]],
+) -> list[jax.Array]:
     reads: list[list[tuple[jax.Device, Any]]] = []
-    for future, (_, shape, sharding) in zip(stores, items, strict=True):
-        store = future.result()
+    for leaf, shape, dtype, sharding in items:
+        store = _open(leaf, shape, dtype)
         seen: dict[str, Any] = {}
         per_device = []
         for device, index in sharding.addressable_devices_indices_map(shape).items():
@@ -131,12 +152,12 @@ def _read_batch(items: Sequence[tuple[str, tuple[int, ...], Sharding]]) -> list[
             per_device.append((device, seen[key]))
         reads.append(per_device)
     arrays = []
-    for per_device, (_, shape, sharding) in zip(reads, items, strict=True):
-        shards = [jax.device_put(np.asarray(read.result()), device) for device, read in per_device]
+    for per_device, (leaf, shape, _, sharding) in zip(reads, items, strict=True):
+        shards = [jax.device_put(_result(leaf, read), device) for device, read in per_device]
         arrays.append(jax.make_array_from_single_device_arrays(shape, sharding, shards))
     return arrays
 
 
-def read_host_array(path: str) -> np.ndarray:
-    """The whole array at ``path`` as a numpy array."""
-    return np.asarray(_open(path).result().read().result())
+def read_host_array(leaf: LeafFile, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """The whole array of ``leaf`` as a numpy array."""
+    return _result(leaf, _open(leaf, shape, dtype).read())

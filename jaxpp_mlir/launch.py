@@ -23,7 +23,11 @@ with the first failing process's code (128 + signal for a signal). At the end
 it prints a summary on stderr: which process failed first and how (exit code
 or signal), and what became of every other one (exited by itself, how long
 after, or killed by the launcher). A process the launcher stops gets SIGTERM, then
-SIGKILL ``JAXPP_MLIR_KILL_GRACE`` seconds later (3 by default).
+SIGKILL ``JAXPP_MLIR_KILL_GRACE`` seconds later (3 by default). Once one process
+has exited with 0, the others have ``JAXPP_MLIR_SHUTDOWN_TIMEOUT`` seconds (300 by
+default: the longest a finished process waits for its peers) to exit too; a process
+still running then has stalled (say, before its first jaxpp call, where no watchdog
+watches it): the launcher names it, kills every process left and exits with 124.
 """
 
 from __future__ import annotations
@@ -293,22 +297,39 @@ class Launch:
         for t in self._threads:
             t.join(timeout=1.0)
 
-    def wait(self, *, grace_s: float = 30.0, timeout_s: float | None = None) -> int:
+    def wait(
+        self,
+        *,
+        grace_s: float = 30.0,
+        timeout_s: float | None = None,
+        stall_s: float | None = None,
+    ) -> int:
         """Waits for every child; returns the launch's exit code.
 
         After the first failure, the others have ``grace_s`` to exit; then they
-        are killed. ``timeout_s`` bounds the whole launch (exit code 124).
+        are killed. After the first success, the others have ``stall_s`` (default
+        ``JAXPP_MLIR_SHUTDOWN_TIMEOUT``); those still running then are named as stalled
+        and every process left is killed (exit code 124). ``timeout_s`` bounds the
+        whole launch (exit code 124).
         """
-        failed_at = None
+        stall_s = options.SHUTDOWN_TIMEOUT.value() if stall_s is None else stall_s
+        failed_at = finished_at = None
         timed_out = False
         try:
             while True:
                 codes = self.poll()
+                now = time.monotonic()
                 if failed_at is None and any(c not in (None, 0) for c in codes):
-                    failed_at = time.monotonic()
+                    failed_at = now
+                if finished_at is None and 0 in codes:
+                    finished_at = now
                 if all(c is not None for c in codes):
                     break
-                now = time.monotonic()
+                if failed_at is None and finished_at is not None and now - finished_at > stall_s:
+                    _say(self._stalled(codes, stall_s))
+                    timed_out = True
+                    self.kill()
+                    break
                 if failed_at is not None and now - failed_at > grace_s:
                     _say(
                         f"processes still running {grace_s:.0f} s after process "
@@ -334,6 +355,15 @@ class Launch:
             return 0
         code = self.ends[first].code
         return 128 - code if code < 0 else code
+
+    def _stalled(self, codes: list[int | None], stall_s: float) -> str:
+        running = [str(i) for i, code in enumerate(codes) if code is None]
+        done = codes.index(0)
+        return (
+            f"process {', '.join(running)} still running {stall_s:.0f} s after process {done} "
+            f"exited with 0 (limit {options.SHUTDOWN_TIMEOUT.env}): stalled, maybe before its "
+            f"first jaxpp call; killing it"
+        )
 
     def summary(self) -> list[str]:
         """What became of every process: the first failure, then the others."""

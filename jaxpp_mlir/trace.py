@@ -2,17 +2,18 @@
 
 Each process of a multi-process run writes its own ``program_trace`` file
 (``step.process<N>.json``, its events under ``pid`` N); the merged file shows every
-process's ranks in one timeline.
+process's ranks in one timeline. Each input must hold other processes than the
+others (traces of separate runs, each of process 0, are refused: their spans would
+lie over each other); a bad input is named.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
-from jaxpp_mlir.runtime.trace import merge_traces
+from jaxpp_mlir.runtime.trace_files import merge_traces, write_trace
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,12 +26,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     merge.add_argument("inputs", nargs="+", help="per-process trace files")
     args = parser.parse_args(argv)
     try:
-        merged = merge_traces(args.inputs)
-    except ValueError as e:
+        write_trace(args.output, merge_traces(args.inputs))
+    except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    with open(args.output, "w") as handle:
-        json.dump(merged, handle)
     return 0
 
 

@@ -264,11 +264,14 @@ def compile_plan_executables(
     executables = {name: compiled[job] for name, job in job_of.items()}
     for name in names:
         stage = plan.executables[name]
-        check_signature(
-            name,
-            executables[name],
-            stage.input_specs,
-            stage.output_specs,
-            len(rank_devices[stage.rank]),
-        )
+        devices = tuple(rank_devices[stage.rank])
+        try:
+            check_signature(
+                name, executables[name], stage.input_specs, stage.output_specs, len(devices)
+            )
+        except RuntimeFailure as e:
+            where = executable_cache.origin(stage.mlir_module, devices, _options(devices))
+            if where is None:
+                raise
+            raise RuntimeFailure(f"{e}; this executable was {where}") from e
     return executables, len(jobs)

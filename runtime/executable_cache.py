@@ -16,10 +16,14 @@ jax version and each device's id, platform, kind and process index. Unlike ``jax
 from process 0 only, every process writes its own executables (their device ids
 differ, so no two processes write one key).
 
-An entry is ``MAGIC + sha256(body) + body`` where ``body`` is the compressed
-``compile milliseconds (4 bytes) + serialized executable``; an entry that is
+An entry is ``MAGIC + sha256(key + body) + body`` where ``body`` is the compressed
+``compile milliseconds (4 bytes) + serialized executable``: the digest binds the
+entry to the key it answers, so an intact entry of another program put under this
+key (a copied or renamed file) fails it like a damaged one. An entry that is
 unreadable, truncated, or fails its digest or deserialization is logged as a
 warning and the module compiles again: a broken cache never gives an executable.
+The keys this process loaded are remembered (``origin``), so that an error about
+an executable that came from the cache says so, and where.
 XLA:CPU cannot serialize an executable that was itself deserialized (the copy lacks
 its compiled functions), so ``compile.py`` rebinds a loaded executable to other
 devices from its entry (``cached_serialization``), never from ``exe.serialize()``.
@@ -41,7 +45,7 @@ from . import options
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.executable_cache")
 
-_MAGIC = b"jaxpp_mlir stage executable v1\n"
+_MAGIC = b"jaxpp_mlir stage executable v2\n"  # v2: the digest covers the key
 _DIGEST_BYTES = 32
 _TIME_BYTES = 4
 _KEY_PREFIX = "jaxpp_mlir-"
@@ -51,6 +55,7 @@ hits = 0
 #: Stage modules this process looked up and did not find (or found unusable).
 misses = 0
 _lock = threading.Lock()
+_loaded: dict[str, str] = {}  # key -> the cache directory, for every entry loaded here
 
 
 class CorruptEntry(ValueError):
@@ -97,21 +102,29 @@ def cache_key(module_text: str, devices: Sequence[jax.Device], compile_options: 
     return _KEY_PREFIX + digest.hexdigest()
 
 
-def pack(serialized: bytes, compile_seconds: float) -> bytes:
-    """A cache entry holding ``serialized`` and its compile time."""
+def _digest(key: str, body: bytes) -> bytes:
+    return hashlib.sha256(key.encode() + b"\n" + body).digest()
+
+
+def pack(serialized: bytes, compile_seconds: float, key: str) -> bytes:
+    """The cache entry for ``key`` holding ``serialized`` and its compile time."""
     millis = min(int(compile_seconds * 1000), (1 << (8 * _TIME_BYTES)) - 1)
     body = jc.compress_cache_entry(millis.to_bytes(_TIME_BYTES, "big") + serialized)
-    return _MAGIC + hashlib.sha256(body).digest() + body
+    return _MAGIC + _digest(key, body) + body
 
 
-def unpack(entry: bytes) -> bytes:
-    """The serialized executable of ``entry``; ``CorruptEntry`` if it is not intact."""
+def unpack(entry: bytes, key: str) -> bytes:
+    """The serialized executable of ``entry``, read under ``key``; ``CorruptEntry`` if it
+    is not an intact entry of that key."""
     head = len(_MAGIC) + _DIGEST_BYTES
     if len(entry) <= head or not entry.startswith(_MAGIC):
         raise CorruptEntry("not an entry of this format (or truncated)")
     body = entry[head:]
-    if hashlib.sha256(body).digest() != entry[len(_MAGIC) : head]:
-        raise CorruptEntry("its digest does not match its contents")
+    if _digest(key, body) != entry[len(_MAGIC) : head]:
+        raise CorruptEntry(
+            "its digest does not match its key and contents (damaged, or another program's "
+            "entry put under this key)"
+        )
     try:
         data = jc.decompress_cache_entry(body)
     except Exception as e:  # zlib.error, zstandard.ZstdError
@@ -168,7 +181,8 @@ def lookup(
         _logger.debug("persistent compilation cache miss for %r (key %s)", name, slot.key)
         return None, slot
     try:
-        exe = client.deserialize_executable(unpack(entry), jc.device_list(devices), compile_options)
+        serialized = unpack(entry, slot.key)
+        exe = client.deserialize_executable(serialized, jc.device_list(devices), compile_options)
     except Exception as e:  # CorruptEntry, or XLA refusing the bytes
         _logger.warning(
             "persistent compilation cache entry %s of %r is unusable (%s): compiling it again",
@@ -179,8 +193,27 @@ def lookup(
         _count(hit=False)
         return None, slot
     _count(hit=True)
+    with _lock:
+        _loaded[slot.key] = str(jax.config.jax_compilation_cache_dir)
     _logger.debug("persistent compilation cache hit for %r (key %s)", name, slot.key)
     return exe, slot
+
+
+def origin(module_text: str, devices: Sequence[jax.Device], compile_options: Any) -> str | None:
+    """Where this process loaded the executable of ``module_text`` on ``devices`` from, in
+    words, or None when it did not load it from the persistent cache."""
+    try:
+        key = cache_key(module_text, devices, compile_options)
+    except Exception:  # noqa: BLE001 - a module JAX cannot key was not loaded either
+        return None
+    with _lock:
+        directory = _loaded.get(key)
+    if directory is None:
+        return None
+    return (
+        f"loaded from JAX's persistent compilation cache: entry {key} in {directory} "
+        f"(remove the entry to compile the program again)"
+    )
 
 
 def cached_serialization(
@@ -193,7 +226,7 @@ def cached_serialization(
     try:
         slot = _open_slot(module_text, devices, compile_options)
         entry = None if slot is None else slot.store.get(slot.key)
-        return None if entry is None else unpack(entry)
+        return None if entry is None else unpack(entry, slot.key)
     except Exception as e:  # an unreadable or damaged entry: the caller has the executable
         _logger.debug("no usable cache entry to rebind from (%s: %s)", type(e).__name__, e)
         return None
@@ -220,7 +253,7 @@ def store(
         )
         return False
     try:
-        entry = pack((serialize or exe.serialize)(), compile_seconds)
+        entry = pack((serialize or exe.serialize)(), compile_seconds, slot.key)
         if len(entry) < min_bytes:
             _logger.debug(
                 "not caching %r: %d bytes, under jax_persistent_cache_min_entry_size_bytes (%d)",

@@ -50,13 +50,7 @@ reuses = 0
 
 def capacity() -> int:
     """How many programs the cache keeps (0: off), from ``JAXPP_MLIR_EXECUTABLE_MEMORY_CACHE``."""
-    size = options.EXECUTABLE_MEMORY_CACHE.value()
-    if size < 0:
-        raise ValueError(
-            f"{options.EXECUTABLE_MEMORY_CACHE.env}={size} is negative: "
-            f"{options.EXECUTABLE_MEMORY_CACHE.help}"
-        )
-    return size
+    return options.EXECUTABLE_MEMORY_CACHE.value()  # the option refuses a negative size
 
 
 class Entry:

@@ -100,7 +100,13 @@ class CompiledPlan:
             raise CallError(
                 f"the program takes {len(self._inputs)} arguments, but {len(args)} were given"
             )
-        place_arguments(args, self._inputs, env)
+        try:
+            place_arguments(args, self._inputs, env)
+        except JaxppError:
+            raise
+        except Exception as e:  # a copy of an input that another call donated meanwhile
+            self._raise_if_an_input_was_deleted(args, e)
+            raise
         ops = self._ops
         if stop is not None:
             ops = ops[: bisect.bisect_right(self._op_end, stop)]
@@ -114,11 +120,22 @@ class CompiledPlan:
         except JaxppError:
             raise
         except Exception as e:
+            self._raise_if_an_input_was_deleted(args, e)
             raise RuntimeFailure(f"{op.what} failed: {e}") from e
         outputs = [env[s] for s in self._output_slots]
         if self._replicated and stop is None:
             assemble(env, outputs, self._replicated)
         return outputs
+
+    def _raise_if_an_input_was_deleted(self, args: Sequence[Any], error: Exception) -> None:
+        """A failed dispatch whose input was deleted after it was placed (another call,
+        say of another thread, donated it meanwhile): a ``CallError`` naming the input."""
+        for check, x in zip(self._inputs, args, strict=True):
+            if isinstance(x, jax.Array) and x.is_deleted():
+                raise CallError(
+                    f"{check.what} was deleted while this call ran: another call (another "
+                    f"thread?) donated or deleted it; a donated array is used by one call only"
+                ) from error
 
     def dispatch_source(self) -> str:
         """The generated code of every operation, in dispatch order (for debugging)."""

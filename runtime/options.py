@@ -10,6 +10,7 @@ its options here too, so the README's table can be checked against
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import warnings
 from collections.abc import Mapping
@@ -29,6 +30,9 @@ class Option:
     read_by: str
     help: str
     legacy: bool = False  # also read as JAXPP_<NAME> (deprecated)
+    minimum: float | None = None  # the smallest value allowed
+    above: float | None = None  # every value must be greater than this
+    choices: tuple[Any, ...] = ()  # the only values allowed, when not empty
 
     @property
     def env(self) -> str:
@@ -58,22 +62,58 @@ class Option:
         if text is None:
             return self.default
         try:
-            return self.type(text)
+            value = self.type(text.strip().lower() if self.choices and self.type is str else text)
         except ValueError:
             raise ValueError(
                 f"{self.env}={text!r} is not a valid {self.type.__name__}: {self.help}"
             ) from None
+        allowed = self.allowed()
+        if allowed and not self._allows(value):
+            raise ValueError(f"{self.env}={text!r} is not allowed: {allowed} ({self.help})")
+        return value
+
+    def allowed(self) -> str:
+        """The values allowed, in words ('' when any value of the type is)."""
+        if self.choices:
+            return "one of " + ", ".join(str(c) for c in self.choices)
+        if self.above is not None:
+            return f"a finite number greater than {self.above:g}"
+        if self.minimum is not None:
+            finite = "a finite number" if self.type is float else "an integer"
+            return f"{finite} of at least {self.minimum:g}"
+        return ""
+
+    def _allows(self, value: Any) -> bool:
+        if self.choices:
+            return value in self.choices
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if self.above is not None:
+            return value > self.above
+        return self.minimum is None or value >= self.minimum
 
 
-def _option(name: str, type_: type, default: Any, read_by: str, help_: str) -> Option:
-    return Option(name, type_, default, read_by, help_, legacy=True)
+def _option(
+    name: str, type_: type, default: Any, read_by: str, help_: str, **allowed: Any
+) -> Option:
+    return Option(name, type_, default, read_by, help_, legacy=True, **allowed)
 
 
 NUM_PROCESSES = _option(
-    "NUM_PROCESSES", int, None, "initialize_from_env", "process count (set by the launcher)"
+    "NUM_PROCESSES",
+    int,
+    None,
+    "initialize_from_env",
+    "process count (set by the launcher)",
+    minimum=1,
 )
 PROCESS_ID = _option(
-    "PROCESS_ID", int, None, "initialize_from_env", "this process's id (set by the launcher)"
+    "PROCESS_ID",
+    int,
+    None,
+    "initialize_from_env",
+    "this process's id (set by the launcher)",
+    minimum=0,
 )
 HEARTBEAT_TIMEOUT = _option(
     "HEARTBEAT_TIMEOUT",
@@ -81,6 +121,7 @@ HEARTBEAT_TIMEOUT = _option(
     20,
     "initialize_from_env",
     "seconds jax's coordination service waits for a silent process",
+    minimum=1,
 )
 INIT_TIMEOUT = _option(
     "INIT_TIMEOUT",
@@ -88,9 +129,15 @@ INIT_TIMEOUT = _option(
     300,
     "initialize_from_env",
     "seconds the processes wait for each other to start",
+    minimum=1,
 )
 HEARTBEAT_INTERVAL = _option(
-    "HEARTBEAT_INTERVAL", float, 1.0, "watchdog", "seconds between two heartbeats of a process"
+    "HEARTBEAT_INTERVAL",
+    float,
+    1.0,
+    "watchdog",
+    "seconds between two heartbeats of a process",
+    above=0,
 )
 PEER_TIMEOUT = _option(
     "PEER_TIMEOUT",
@@ -98,6 +145,7 @@ PEER_TIMEOUT = _option(
     20.0,
     "watchdog",
     "seconds without a peer heartbeat before the peer is declared lost",
+    above=0,
 )
 PEER_FAILURE_GRACE = Option(
     "PEER_FAILURE_GRACE",
@@ -106,6 +154,7 @@ PEER_FAILURE_GRACE = Option(
     "watchdog",
     "seconds a process whose peer failed lets its own main thread fail first (with the more "
     "specific error) before it exits naming the peer",
+    minimum=0,
 )
 TRANSFER_TIMEOUT = _option(
     "TRANSFER_TIMEOUT",
@@ -113,6 +162,7 @@ TRANSFER_TIMEOUT = _option(
     300.0,
     "watchdog",
     "seconds a transfer (or `gather`) may wait for its peer",
+    above=0,
 )
 SETUP_TIMEOUT = _option(
     "SETUP_TIMEOUT",
@@ -120,6 +170,7 @@ SETUP_TIMEOUT = _option(
     900.0,
     "runtime",
     "seconds each setup barrier waits (a peer still partitioning or compiling)",
+    above=0,
 )
 DUMP_DIR = Option(
     "DUMP_DIR",
@@ -141,6 +192,7 @@ SHUTDOWN_TIMEOUT = Option(
     300.0,
     "watchdog",
     "seconds a finished process waits for its peers to finish before naming them and exiting",
+    above=0,
 )
 MAX_MLIR_BYTES = Option(
     "MAX_MLIR_BYTES",
@@ -148,6 +200,7 @@ MAX_MLIR_BYTES = Option(
     4 << 30,
     "partition, jaxpp-opt",
     "largest MLIR input (text or bytecode) accepted, in bytes",
+    minimum=1,
 )
 PROGRESS = Option(
     "PROGRESS",
@@ -155,6 +208,7 @@ PROGRESS = Option(
     "1",
     "runtime",
     "compile progress for 6 or more stage programs: 1 (log lines), tqdm (a bar) or 0 (off)",
+    choices=("0", "1", "tqdm"),
 )
 REPLICATE_MAX_BYTES = Option(
     "REPLICATE_MAX_BYTES",
@@ -163,6 +217,7 @@ REPLICATE_MAX_BYTES = Option(
     "partition",
     "largest step output computed on every rank that reads it and returned as one array "
     "over their devices (0: each output on one rank)",
+    minimum=0,
 )
 
 PACK_ACCUMULATORS = Option(
@@ -172,6 +227,7 @@ PACK_ACCUMULATORS = Option(
     "partition",
     "1: jaxpp-pack-accumulators carries each stage's gradient accumulators as a few packed "
     "buffers (fewer buffers per launch; slower on XLA:CPU, see benchmarks/RESULTS.md)",
+    choices=(0, 1),
 )
 
 PACK_PARAMETERS = Option(
@@ -182,6 +238,7 @@ PACK_PARAMETERS = Option(
     "1: jaxpp-pack-parameters passes the parameters each stage's tasks read as a few packed "
     "buffers, concatenated once per step (fewer buffers per launch; see benchmarks/RESULTS.md); "
     "2: the same without the operands of contractions (weights: XLA:CPU copies their slices)",
+    choices=(0, 1, 2),
 )
 
 COMPILATION_CACHE = Option(
@@ -191,6 +248,7 @@ COMPILATION_CACHE = Option(
     "runtime",
     "1: stage executables go through JAX's persistent compilation cache when JAX's is on "
     "(`JAX_COMPILATION_CACHE_DIR`); 0: always compiled",
+    choices=(0, 1),
 )
 
 FUSE_TASKS = Option(
@@ -200,6 +258,7 @@ FUSE_TASKS = Option(
     "partition",
     "1: partition fuses tasks that run back to back on one rank into one launch wherever "
     "the simulated schedule delays no task by it (schedules.AutoFused)",
+    choices=(0, 1),
 )
 
 EXECUTABLE_MEMORY_CACHE = Option(
@@ -209,6 +268,7 @@ EXECUTABLE_MEMORY_CACHE = Option(
     "runtime",
     "how many compiled stage programs a process keeps in memory to reuse, or to rebind to "
     "other devices instead of compiling them again (least recently used go first); 0: off",
+    minimum=0,
 )
 
 FAILURE_NOTES = Option(
@@ -226,6 +286,7 @@ KILL_GRACE = Option(
     3.0,
     "the launcher",
     "seconds a process the launcher stops gets between its SIGTERM and its SIGKILL",
+    minimum=0,
 )
 
 LAUNCH_PYTHON = Option(

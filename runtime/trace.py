@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import queue
@@ -43,6 +42,7 @@ from typing import Any
 import jax
 
 from .plan import Recv, Send
+from .trace_files import merge_traces, write_trace  # noqa: F401  (merge_traces: public here)
 from .trace_ops import OpInfo as _OpInfo
 from .trace_ops import (  # noqa: F401  (live_bytes_after, task_fields: public here too)
     describe_ops,
@@ -354,9 +354,7 @@ class TraceRecorder:
 
     def write(self, path: str | os.PathLike) -> str:
         """Writes the trace JSON to ``path``; returns the path."""
-        with open(path, "w") as handle:
-            json.dump({"traceEvents": self.events(), "displayTimeUnit": "ms"}, handle)
-        return str(path)
+        return write_trace(path, {"traceEvents": self.events(), "displayTimeUnit": "ms"})
 
 
 def _step_index(steps: list[tuple[float, float, int]], num_spans: int) -> list[int]:
@@ -389,29 +387,22 @@ def program_trace(path: str | os.PathLike, *, device_time: bool = True) -> Itera
     process = jax.process_index()
     recorder = TraceRecorder(process, device_time=device_time)
     outer, ACTIVE = ACTIVE, recorder
+    target = str(path)
+    if jax.process_count() > 1:
+        stem, suffix = os.path.splitext(target)
+        target = f"{stem}.process{process}{suffix or '.json'}"
     try:
         yield recorder
-    finally:
+    except BaseException as e:  # the block's own error goes on, whatever the trace does
         ACTIVE = outer
-        recorder.finish()
-        target = str(path)
-        if jax.process_count() > 1:
-            stem, suffix = os.path.splitext(target)
-            target = f"{stem}.process{process}{suffix or '.json'}"
-        recorder.write(target)
-        recorder.path = target  # type: ignore[attr-defined]
-
-
-def merge_traces(paths: Sequence[str | os.PathLike]) -> dict[str, Any]:
-    """One trace holding the events of every file in ``paths`` (each process its own pid)."""
-    events: list[dict[str, Any]] = []
-    for path in paths:
         try:
-            with open(path) as handle:
-                data = json.load(handle)
-        except (OSError, json.JSONDecodeError) as e:
-            raise ValueError(f"cannot read trace {os.fspath(path)!r}: {e}") from e
-        if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-            raise ValueError(f"{os.fspath(path)!r} is not a Chrome trace (no 'traceEvents' list)")
-        events += data["traceEvents"]
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
+            recorder.finish()
+            recorder.write(target)
+        except Exception as trace_error:  # noqa: BLE001 - never hides the block's error
+            logger.error("the trace %s was not written: %s", target, trace_error)
+            e.add_note(f"(jaxpp_mlir: the trace {target} was not written: {trace_error})")
+        raise
+    ACTIVE = outer
+    recorder.finish()
+    recorder.write(target)
+    recorder.path = target  # type: ignore[attr-defined]

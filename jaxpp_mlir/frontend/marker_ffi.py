@@ -71,8 +71,14 @@ def _build(target: Path) -> None:
     compiler = shutil.which("g++")
     if compiler is None:
         raise RuntimeError("g++ was not found on PATH")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp", dir=target.parent)
+    except OSError as e:
+        raise RuntimeError(
+            f"the marker library's directory {target.parent} is not writable ({e.strerror}); "
+            f"set {options.CACHE_DIR.env} to a writable directory"
+        ) from e
     os.close(fd)
     try:
         cmd = [

@@ -38,6 +38,7 @@ _FROM_LETTER = {letter: kind for kind, letter in _TO_LETTER.items()}
 _COMPUTE = re.compile(r"(\d+)(F|I|B|W)(\d+)")
 _SKIPPED = re.compile(r"(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)(\d*)")
 _OVERLAP = re.compile(r"\((.*)\)OVERLAP_F_B")
+MAX_FILE_BYTES = 64 << 20  # a schedule of 100000 microbatches on 64 ranks is ~30 MiB
 
 
 def action_text(item: ScheduleItem) -> str:
@@ -115,28 +116,25 @@ def schedule_from_csv(
     deadlocking tasks.
     """
     name = "schedule text" if text else f"schedule file {os.fspath(source)!r}"
-    if text:
-        content = str(source)
-    else:
-        try:
-            with open(source, newline="") as handle:
-                content = handle.read()
-        except OSError as e:
-            raise ScheduleError(f"cannot read {name}: {e}") from e
+    content = str(source) if text else _read(source, name)
     rows: list[list[ScheduleItem]] = []
+    highest: tuple[int, str] = (-1, "")  # the largest stage index, and where it is
     for rank, cells in enumerate(csv.reader(io.StringIO(content))):
         row = []
         for column, cell in enumerate(cells):
-            item = parse_action(cell, f"{name}, row {rank + 1} (rank {rank}), column {column + 1}")
+            where = f"{name}, row {rank + 1} (rank {rank}), column {column + 1}"
+            item = parse_action(cell, where)
             if item is not None:
                 row.append(item)
+                highest = max(highest, (max(task.stage for task in item.parts), where))
         rows.append(row)
     while rows and not rows[-1]:
         rows.pop()  # trailing blank lines
     if not rows:
         raise ScheduleError(f"{name} holds no actions")
     stages = {task.stage for row in rows for item in row for task in item.parts}
-    total = num_stages if num_stages is not None else max(stages) + 1
+    total = num_stages if num_stages is not None else len(stages)
+    _check_stage_count(total, stages, highest, num_stages is not None, name)
     placement = stage_rank if stage_rank is not None else _placement(rows, total, name)
     try:
         schedule = CustomSchedule(rows, total, stage_rank=placement)
@@ -144,6 +142,48 @@ def schedule_from_csv(
     except ScheduleError as e:
         raise ScheduleError(f"{name}: {e}") from None
     return schedule
+
+
+def _read(source: str | os.PathLike, name: str) -> str:
+    """The file's text; raises ``ScheduleError`` naming the file (and the line of a byte
+    that is not UTF-8)."""
+    try:
+        if os.path.getsize(source) > MAX_FILE_BYTES:
+            raise ScheduleError(
+                f"{name} is {os.path.getsize(source)} bytes, more than a schedule file may be "
+                f"({MAX_FILE_BYTES} bytes)"
+            )
+        with open(source, "rb") as handle:
+            data = handle.read()
+    except OSError as e:
+        raise ScheduleError(f"cannot read {name}: {e}") from e
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ScheduleError(
+            f"{name}, line {line}: byte {data[e.start]:#04x} is not UTF-8 text ({e.reason}); "
+            f"a schedule file is CSV text"
+        ) from None
+
+
+def _check_stage_count(
+    total: int, stages: set[int], highest: tuple[int, str], declared: bool, name: str
+) -> None:
+    """Before any work sized by it: every stage index below the count, and every stage of
+    the count used by some action (a stage without actions cannot be scheduled)."""
+    stage, where = highest
+    if declared and len(stages) < total:
+        raise ScheduleError(
+            f"{name}: num_stages={total}, but its actions use only {len(stages)} stages "
+            f"(every stage needs its tasks)"
+        )
+    if stage >= total:
+        counted = f"num_stages={total}" if declared else f"the {total} stages its actions use"
+        raise ScheduleError(
+            f"{where}: stage {stage} is out of range: stages are numbered 0 to {total - 1} "
+            f"({counted})"
+        )
 
 
 def _placement(rows: list[list[ScheduleItem]], num_stages: int, name: str) -> list[int]:

@@ -60,7 +60,7 @@ def test_arrays_and_scalars_round_trip_exactly_with_their_shardings(state, tmp_p
 def test_one_directory_per_device_group_and_a_metadata_file(state, tmp_path):
     checkpoint.save(tmp_path / "c", state)
     metadata = json.loads((tmp_path / "c" / "metadata.json").read_text())
-    assert metadata["format"] == "jaxpp_mlir.checkpoint" and metadata["version"] == 1
+    assert metadata["format"] == "jaxpp_mlir.checkpoint" and metadata["version"] == 2
     assert metadata["groups"] == {"group_0": [0, 1], "group_1": [2, 3]}
     leaves = {item["path"]: item for item in metadata["leaves"]}
     w = leaves["['params'][0]['w']"]

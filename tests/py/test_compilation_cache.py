@@ -188,8 +188,8 @@ def test_corrupted_entries_compile_again(populated, tmp_path, reference, python_
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "magic", "empty"])
 def test_unpack_refuses_a_damaged_entry(damage):
-    entry = bytearray(executable_cache.pack(b"serialized executable bytes", 0.25))
-    assert executable_cache.unpack(bytes(entry)) == b"serialized executable bytes"
+    entry = bytearray(executable_cache.pack(b"serialized executable bytes", 0.25, "key"))
+    assert executable_cache.unpack(bytes(entry), "key") == b"serialized executable bytes"
     if damage == "flip":
         entry[-3] ^= 0x01
     elif damage == "truncate":
@@ -199,7 +199,7 @@ def test_unpack_refuses_a_damaged_entry(damage):
     else:
         entry = bytearray()
     with pytest.raises(executable_cache.CorruptEntry):
-        executable_cache.unpack(bytes(entry))
+        executable_cache.unpack(bytes(entry), "key")
 
 
 def test_key_covers_devices_and_module():

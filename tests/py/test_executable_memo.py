@@ -140,5 +140,5 @@ def test_unusable_entry_compiles_instead(step, caplog):
 
 def test_negative_size_is_rejected(monkeypatch):
     monkeypatch.setenv("JAXPP_MLIR_EXECUTABLE_MEMORY_CACHE", "-1")
-    with pytest.raises(ValueError, match="JAXPP_MLIR_EXECUTABLE_MEMORY_CACHE=-1 is negative"):
+    with pytest.raises(ValueError, match="JAXPP_MLIR_EXECUTABLE_MEMORY_CACHE='-1' is not allowed"):
         executable_memo.capacity()

@@ -101,7 +101,12 @@ def results(python_server) -> dict[str, dict]:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_case_gives_what_the_corpus_says(results, name):
-    case, got = CASES[name], results[name]
+    assert_gives(CASES[name], results[name])
+
+
+def assert_gives(case, got: dict) -> None:
+    """``got`` (a runner's result) is what ``case`` must give."""
+    name = case.name
     assert got["outcome"] != "crashed", f"{name} killed the interpreter: {got['how']}"
     if case.expect == "error":
         assert got["outcome"] == "raised", f"{name} raised nothing: {got}"
