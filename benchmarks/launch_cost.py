@@ -72,7 +72,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jaxpp_mlir.runtime import _jax_compat as jc  # noqa: E402
-from jaxpp_mlir.runtime.compile import compile_stage  # noqa: E402
+from jaxpp_mlir.runtime.compilation.compile import compile_stage  # noqa: E402
 from jaxpp_mlir.runtime.plan import RunStage  # noqa: E402
 
 LEAF_SHAPE = (4,)

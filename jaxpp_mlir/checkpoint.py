@@ -53,8 +53,8 @@ from jaxpp_mlir.checkpoint_leaves import CheckpointError, Leaf, describe, entry,
 from jaxpp_mlir.checkpoint_leaves import python_value as _python_value
 from jaxpp_mlir.placement import ArrayPlacement
 from jaxpp_mlir.runtime import options as _options
+from jaxpp_mlir.runtime.multiprocess.remote_output import RemoteOutput
 from jaxpp_mlir.runtime.plan import TensorSpec
-from jaxpp_mlir.runtime.remote_output import RemoteOutput
 
 __all__ = ["CheckpointError", "restore", "save"]
 
@@ -84,7 +84,7 @@ def save(
         logger.info("saved checkpoint %s (%d leaves)", path, len(leaves))
         return
     from jaxpp_mlir.runtime import watchdog
-    from jaxpp_mlir.runtime.coordination import Exchange
+    from jaxpp_mlir.runtime.multiprocess.coordination import Exchange
 
     dog = watchdog.current()
     timeout = _options.SETUP_TIMEOUT.value() if timeout_s is None else timeout_s

@@ -21,7 +21,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 
 from jaxpp_mlir.errors import CheckpointError
-from jaxpp_mlir.runtime.distributed import RemoteOutput
+from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput
 
 PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 

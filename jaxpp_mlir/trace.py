@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from jaxpp_mlir.runtime.trace import merge_traces
+from jaxpp_mlir.runtime.observation.trace import merge_traces
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from jaxpp_mlir.passes import outlining
 from jaxpp_mlir.passes.base import ModulePass, register_pass
 from jaxpp_mlir.plan.specs import tensor_spec
 from jaxpp_mlir.runtime import options
-from jaxpp_mlir.runtime.memory import spec_bytes
+from jaxpp_mlir.runtime.observation.memory import spec_bytes
 
 
 @register_pass

@@ -52,8 +52,8 @@ WARM_MODULES = (
     "jaxpp_mlir",
     "jaxpp_mlir.partition",
     "jaxpp_mlir.launch",
-    "jaxpp_mlir.runtime.executor",
-    "jaxpp_mlir.runtime.distributed",
+    "jaxpp_mlir.runtime.execution.executor",
+    "jaxpp_mlir.runtime.multiprocess.distributed",
 )
 OPTIONAL_WARM_MODULES = ("optax",)  # imported where installed
 

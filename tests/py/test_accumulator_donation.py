@@ -21,8 +21,8 @@ import pytest
 import toolkit
 from jax.extend.mlir import ir
 from jaxpp_mlir.runtime import plan as rt
-from jaxpp_mlir.runtime.executor import compile_plan
-from jaxpp_mlir.runtime.placement import place_arguments
+from jaxpp_mlir.runtime.execution.arguments import place_arguments
+from jaxpp_mlir.runtime.execution.executor import compile_plan
 from toolkit import assert_bit_exact, make_mesh
 
 import jaxpp_mlir as pp
@@ -351,7 +351,7 @@ def _two_step_plan(aliases: tuple[tuple[int, int], ...], *extra: rt.Instruction)
 
 
 def test_the_memory_model_counts_a_taken_over_buffer_once():
-    from jaxpp_mlir.runtime.memory import peak_bytes_per_rank
+    from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank
 
     assert peak_bytes_per_rank(_two_step_plan(())) == [32]  # input and output both live
     assert peak_bytes_per_rank(_two_step_plan(((0, 0),))) == [16]

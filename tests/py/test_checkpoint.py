@@ -87,7 +87,7 @@ def test_restore_onto_a_missing_checkpoint_names_the_path(programs, tmp_path):
 
 def test_an_output_held_by_no_process_is_refused_by_name(tmp_path):
     # In one process nobody holds a RemoteOutput: there is nothing to write for it.
-    from jaxpp_mlir.runtime.distributed import RemoteOutput
+    from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput
     from jaxpp_mlir.runtime.plan import TensorSpec
 
     remote = RemoteOutput(0, 0, 1, rank=1, process=1, spec=TensorSpec((4,), "float32"))

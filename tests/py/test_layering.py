@@ -63,7 +63,7 @@ def runtime_then_compiler() -> tuple[list[str], list[str]]:
 
 def test_runtime_loads_no_compiler_module(runtime_then_compiler):
     loaded, _ = runtime_then_compiler
-    assert "jaxpp_mlir.runtime.executor" in loaded
+    assert "jaxpp_mlir.runtime.execution.executor" in loaded
     assert _compiler_modules(loaded) == []
 
 
@@ -74,7 +74,7 @@ def test_reading_a_plan_loads_neither_executor_nor_xla():
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('jaxpp_mlir', 'jax')))))"
     )
     assert "jaxpp_mlir.runtime.plan" in loaded
-    assert "jaxpp_mlir.runtime.executor" not in loaded
+    assert "jaxpp_mlir.runtime.execution.executor" not in loaded
     assert "jax" not in loaded and "jaxlib" not in loaded
 
 

@@ -22,7 +22,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from jaxpp_mlir.runtime.distributed import plan_transfers, rank_processes
+from jaxpp_mlir.runtime.multiprocess.distributed import plan_transfers, rank_processes
 from jaxpp_mlir.runtime.plan import Recv, RunStage, Send
 
 import jaxpp_mlir as pp

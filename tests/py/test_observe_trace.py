@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from jaxpp_mlir.runtime import compile as runtime_compile
 from jaxpp_mlir.runtime import trace as trace_module
+from jaxpp_mlir.runtime.compilation.progress import MIN_JOBS, CompileProgress
+from jaxpp_mlir.runtime.observation.trace import merge_traces, program_trace, task_fields
 from jaxpp_mlir.runtime.plan import Recv, RunStage
-from jaxpp_mlir.runtime.progress import MIN_JOBS, CompileProgress
-from jaxpp_mlir.runtime.trace import merge_traces, program_trace, task_fields
 from toolkit import make_mesh, mlp_batch, mlp_params, mlp_train_step
 
 import jaxpp_mlir as pp

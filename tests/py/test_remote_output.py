@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
-from jaxpp_mlir.runtime.distributed import RemoteOutput
+from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput
 from jaxpp_mlir.runtime.plan import TensorSpec
 
 import jaxpp_mlir as pp

@@ -21,7 +21,7 @@ import numpy as np
 import optax
 import pytest
 from jaxpp_mlir.runtime import options
-from jaxpp_mlir.runtime.placement import place_arguments
+from jaxpp_mlir.runtime.execution.arguments import place_arguments
 from toolkit import make_mesh
 
 import jaxpp_mlir as pp

@@ -9,9 +9,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jaxpp_mlir.runtime import exit_hooks
-from jaxpp_mlir.runtime.compile import compile_plan_executables
-from jaxpp_mlir.runtime.distributed_setup import find_feeds
-from jaxpp_mlir.runtime.local_plan import Feed
+from jaxpp_mlir.runtime.compilation.compile import compile_plan_executables
+from jaxpp_mlir.runtime.execution.slots import CopyStep, RunStep, SendStep, resolve_slots
+from jaxpp_mlir.runtime.multiprocess.distributed_setup import find_feeds
+from jaxpp_mlir.runtime.multiprocess.local_plan import Feed
 from jaxpp_mlir.runtime.plan import (
     ExecutionPlan,
     InputBinding,
@@ -22,7 +23,6 @@ from jaxpp_mlir.runtime.plan import (
     StageExecutable,
     TensorSpec,
 )
-from jaxpp_mlir.runtime.slots import CopyStep, RunStep, SendStep, resolve_slots
 
 from jaxpp_mlir.errors import ScheduleError
 

@@ -26,7 +26,7 @@ import checkpoint_model as cm  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
-from jaxpp_mlir.runtime.distributed import RemoteOutput  # noqa: E402
+from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402
 from jaxpp_mlir import checkpoint  # noqa: E402

@@ -20,7 +20,7 @@ initialize_from_env()
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh  # noqa: E402
-from jaxpp_mlir.runtime.distributed import RemoteOutput  # noqa: E402
+from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput  # noqa: E402
 from test_replicated_step_values import (  # noqa: E402
     NUM_STAGES,
     NUM_STEPS,

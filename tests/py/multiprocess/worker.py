@@ -23,7 +23,7 @@ import jax  # noqa: E402
 import model  # noqa: E402
 import numpy as np  # noqa: E402
 from jaxpp_mlir.runtime import compile as rt_compile  # noqa: E402
-from jaxpp_mlir.runtime.distributed import RemoteOutput, compile_distributed  # noqa: E402
+from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput, compile_distributed  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402
 

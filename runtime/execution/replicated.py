@@ -29,9 +29,9 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
-from . import _jax_compat as jc
-from . import transfer as _transfer
-from .plan import ExecutionPlan
+from .. import _jax_compat as jc
+from .. import transfer as _transfer
+from ..plan import ExecutionPlan
 from .slots import ResolvedPlan
 
 

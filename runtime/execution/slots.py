@@ -19,11 +19,11 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, Sharding
 
-from . import _jax_compat as jc
-from . import transfer as _transfer
-from .errors import PlanError
-from .named_shardings import as_named
-from .plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
+from .. import _jax_compat as jc
+from .. import transfer as _transfer
+from ..errors import PlanError
+from ..named_shardings import as_named
+from ..plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
 
 
 @dataclasses.dataclass

@@ -42,7 +42,7 @@ from typing import Any
 
 import jax
 
-from .plan import Recv, Send
+from ..plan import Recv, Send
 from .trace_ops import OpInfo as _OpInfo
 from .trace_ops import (  # noqa: F401  (live_bytes_after, task_fields: public here too)
     describe_ops,

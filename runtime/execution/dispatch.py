@@ -14,9 +14,9 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
-from . import _jax_compat as jc
-from . import transfer as _transfer
-from .plan import ExecutionPlan
+from .. import _jax_compat as jc
+from .. import transfer as _transfer
+from ..plan import ExecutionPlan
 from .slots import CopyStep, ResolvedPlan, RunStep, SendStep, Slot, describe
 
 Op = Callable[[list], None]

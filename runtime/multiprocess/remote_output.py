@@ -8,8 +8,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from .errors import CallError
-from .plan import TensorSpec
+from ..errors import CallError
+from ..plan import TensorSpec
 
 
 class RemoteOutput:

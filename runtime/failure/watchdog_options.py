@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import options
+from .. import options
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,8 +39,11 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, Sharding
 
-from . import collectives, options
-from . import watchdog as _watchdog
+from .. import options
+from ..errors import CallError, JaxppError, MeshError, PlanError
+from ..failure import watchdog as _watchdog
+from ..plan import ExecutionPlan
+from . import collectives
 from .coordination import Exchange
 from .distributed_setup import (
     Placement,
@@ -50,8 +53,6 @@ from .distributed_setup import (
     set_up,
     warm_up_order,
 )
-from .errors import CallError, JaxppError, MeshError, PlanError
-from .plan import ExecutionPlan
 from .remote_output import RemoteOutput
 
 __all__ = [

@@ -36,8 +36,8 @@ from typing import Any
 
 import jax
 
-from . import _jax_compat as jc
-from . import options
+from .. import _jax_compat as jc
+from .. import options
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.executable_cache")
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .plan import ExecutionPlan, Recv, RunStage, Send, TensorSpec
-from .slots import CopyStep
+from ..execution.slots import CopyStep
+from ..plan import ExecutionPlan, Recv, RunStage, Send, TensorSpec
 
 _LABEL = re.compile(r"(fwd|bwd_i|bwd_w|bwd)_(\d+)__(\d+)")
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import options
+from .. import options
 
 logger = logging.getLogger(__name__)
 

@@ -28,13 +28,13 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, Sharding
 
-from . import _jax_compat as jc
-from . import compile as _compile
-from . import trace as _trace
+from .. import _jax_compat as jc
+from ..compilation import compile as _compile
+from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
+from ..observation import trace as _trace
+from ..plan import ExecutionPlan, RunStage
+from .arguments import input_checks, place_arguments
 from .dispatch import make_ops
-from .errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
-from .placement import input_checks, place_arguments
-from .plan import ExecutionPlan, RunStage
 from .replicated import assemble, replicated_outputs
 from .slots import resolve_slots
 

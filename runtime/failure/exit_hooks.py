@@ -32,7 +32,8 @@ import threading
 import time
 from typing import Any
 
-from . import coordination, options
+from .. import options
+from ..multiprocess import coordination
 from .stderr import write as _write
 from .stderr import write_fd as _write_fd
 from .watchdog import _HEARTBEAT_DIR, EXIT_CODE, Watchdog

@@ -29,8 +29,8 @@ import dataclasses
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 
-from .errors import PlanError
-from .plan import ExecutionPlan, Recv, RunStage, Send, TensorSpec
+from ..errors import PlanError
+from ..plan import ExecutionPlan, Recv, RunStage, Send, TensorSpec
 
 
 @dataclasses.dataclass(frozen=True)

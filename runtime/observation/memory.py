@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plan import ExecutionPlan, Recv, RunStage, Send, TensorSpec
+from ..plan import ExecutionPlan, Recv, RunStage, Send, TensorSpec
 
 
 def spec_bytes(spec: TensorSpec) -> int:

@@ -15,11 +15,11 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
-from . import _jax_compat as jc
+from .. import _jax_compat as jc
+from .. import transfer as _transfer
+from ..errors import CallError
+from ..plan import ExecutionPlan, TensorSpec
 from . import replicated as _replicated
-from . import transfer as _transfer
-from .errors import CallError
-from .plan import ExecutionPlan, TensorSpec
 from .slots import ResolvedPlan
 
 _ArrayImpl = jc.ArrayImpl  # the concrete jax.Array class: an exact type test is cheapest

@@ -14,15 +14,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import options
-from .errors import RuntimeFailure
+from .. import options
+from ..errors import RuntimeFailure
 
 ROOT = "jaxpp"
 
 
 def client() -> Any:
     """The ``jax.distributed`` client of this process (raises if not initialized)."""
-    from . import _jax_compat
+    from .. import _jax_compat
 
     c = _jax_compat.distributed_client()
     if c is None:
@@ -123,7 +123,7 @@ class Exchange:
 def probe_coordinator() -> str | None:
     """Why the coordination service's address refuses a TCP connection (None if it
     accepts one, or if the address is unknown)."""
-    from . import _jax_compat
+    from .. import _jax_compat
 
     address = _jax_compat.coordinator_address()
     if not address or ":" not in address:

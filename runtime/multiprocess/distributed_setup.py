@@ -18,16 +18,16 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, Sharding
 
-from . import _jax_compat as jc
+from .. import _jax_compat as jc
+from .. import transfer as _transfer
+from ..compilation import compile as _compile
+from ..errors import MeshError, RuntimeFailure
+from ..execution.executor import CompiledPlan
+from ..named_shardings import as_named
+from ..plan import ExecutionPlan, RunStage
 from . import collectives, ordering
-from . import compile as _compile
-from . import transfer as _transfer
 from .coordination import Exchange
-from .errors import MeshError, RuntimeFailure
-from .executor import CompiledPlan
 from .local_plan import Extra, Feed, LocalPlanBuilder, Use
-from .named_shardings import as_named
-from .plan import ExecutionPlan, RunStage
 
 RankDevices = tuple[tuple[jax.Device, ...], ...]
 

@@ -34,8 +34,8 @@ import jax
 import numpy as np
 from jax.extend import backend as jax_backend
 
-from . import _jax_compat as jc
-from . import options
+from .. import _jax_compat as jc
+from .. import options
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.executable_memo")
 

@@ -25,8 +25,8 @@ from typing import Any
 import jax
 from jax.sharding import Sharding
 
+from ..plan import ExecutionPlan, Recv, RunStage, Send, StageExecutable, TensorSpec
 from . import collectives, ordering
-from .plan import ExecutionPlan, Recv, RunStage, Send, StageExecutable, TensorSpec
 
 # (name, stage, devices, receive-buffer layouts or None for a transfer)
 Extra = tuple[str, StageExecutable, tuple[jax.Device, ...], Any]

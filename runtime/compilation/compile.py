@@ -22,11 +22,11 @@ import jax
 import numpy as np
 from jax.extend import backend as jax_backend
 
-from . import _jax_compat as jc
+from .. import _jax_compat as jc
+from ..errors import RuntimeFailure
+from ..observation import trace as _trace
+from ..plan import ExecutionPlan, TensorSpec
 from . import executable_cache, executable_memo
-from . import trace as _trace
-from .errors import RuntimeFailure
-from .plan import ExecutionPlan, TensorSpec
 from .progress import CompileProgress
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compile")

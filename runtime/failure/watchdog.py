@@ -47,8 +47,9 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from . import coordination, options
-from .errors import RuntimeFailure
+from .. import options
+from ..errors import RuntimeFailure
+from ..multiprocess import coordination
 from .stderr import write as _write
 from .watchdog_options import WatchdogOptions
 

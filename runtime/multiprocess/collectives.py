@@ -22,11 +22,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _jax_compat as jc
-from .dtypes import element_type
-from .errors import RuntimeFailure
-from .exit_hooks import note_peer_caused_failure
-from .plan import TensorSpec
+from .. import _jax_compat as jc
+from ..dtypes import element_type
+from ..errors import RuntimeFailure
+from ..failure.exit_hooks import note_peer_caused_failure
+from ..plan import TensorSpec
 
 
 def tensor_type(shape: Sequence[int], dtype: str) -> str:
