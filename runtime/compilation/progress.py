@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import options
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("jaxpp_mlir.runtime.progress")
 
 #: Fewer distinct programs than this compile silently.
 MIN_JOBS = 6

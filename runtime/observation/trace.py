@@ -51,7 +51,7 @@ from .trace_ops import (  # noqa: F401  (live_bytes_after, task_fields: public h
     task_fields,
 )
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("jaxpp_mlir.runtime.trace")
 
 #: The recorder of the innermost ``program_trace`` block, or ``None`` (tracing off).
 ACTIVE: TraceRecorder | None = None

@@ -27,8 +27,8 @@ COMPILER_PREFIXES = (
 _LOAD_ALL_OF_RUNTIME = """
 import importlib, json, pkgutil, sys
 import jaxpp_mlir.runtime as runtime
-for info in pkgutil.iter_modules(runtime.__path__):
-    importlib.import_module(f"jaxpp_mlir.runtime.{info.name}")
+for info in pkgutil.walk_packages(runtime.__path__, "jaxpp_mlir.runtime."):
+    importlib.import_module(info.name)
 for name in runtime.__all__:
     getattr(runtime, name)
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("jaxpp_mlir"))))
