@@ -90,7 +90,11 @@ def _start_fork_server() -> str | None:
     socket_path = os.path.join(socket_dir, "server.sock")
     env = dict(os.environ, **config.environment)
     server = subprocess.Popen(
-        [sys.executable, "-m", "jaxpp_mlir.tools.opt_server", socket_path],
+        [
+            sys.executable,
+            os.path.join(_repo_root, "tests", "fork_servers", "opt_server.py"),
+            socket_path,
+        ],
         env=env,
         stdin=subprocess.DEVNULL,
     )
@@ -114,7 +118,7 @@ def _start_fork_server() -> str | None:
             return None
         time.sleep(0.05)
     config.environment["JAXPP_OPT_SERVER"] = socket_path
-    client = os.path.join(_repo_root, "jaxpp_mlir", "tools", "opt_client.py")
+    client = os.path.join(_repo_root, "tests", "fork_servers", "opt_client.py")
     return f"{_python} -I -S {shlex.quote(client)}"  # stdlib only: no site, no .pth files
 
 

@@ -116,7 +116,7 @@ def test_a_numpy_leaf_restores_onto_a_sharded_target(tmp_path):
 
 
 def test_arrays_go_through_the_host_in_bounded_batches(state, tmp_path, monkeypatch):
-    from jaxpp_mlir import checkpoint_store
+    from jaxpp_mlir.checkpoint import store as checkpoint_store
 
     monkeypatch.setattr(checkpoint_store, "MAX_IN_FLIGHT_BYTES", 64)
     assert checkpoint_store._batches("abcd", [40, 20, 10, 100]) == [["a", "b"], ["c"], ["d"]]

@@ -19,13 +19,15 @@ import time
 
 import pytest
 
-TOOLS = pathlib.Path(__file__).resolve().parents[2] / "jaxpp_mlir" / "tools"
+FORK_SERVERS = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fork_servers"
 START_SECONDS = 120
 WAIT_SECONDS = 30
 
-SERVER_SCRIPT = """
+SERVER_SCRIPT = (
+    f"import sys\nsys.path.insert(0, {str(FORK_SERVERS)!r})\n"
+    + """
 import json, os, sys, time
-from jaxpp_mlir.tools import fork_server
+import fork_server
 
 class ReportingServer(fork_server.ForkServer):
     def start_child(self, request, fds):
@@ -43,11 +45,12 @@ class ReportingServer(fork_server.ForkServer):
 socket_path, idle_timeout = sys.argv[1], float(sys.argv[2])
 ReportingServer(fork_server.listen(socket_path), socket_path, idle_timeout).serve()
 """
+)
 
 # Loads fork_client the way the clients do under `python -I -S`: from its directory.
 CLIENT_SCRIPT = f"""
 import sys
-sys.path.insert(0, {str(TOOLS)!r})
+sys.path.insert(0, {str(FORK_SERVERS)!r})
 import fork_client
 client = fork_client.connect(sys.argv[1])
 fork_client.send_request(client, {{"argv": sys.argv[2:]}})

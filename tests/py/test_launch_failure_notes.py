@@ -6,7 +6,7 @@ import sys
 
 from jaxpp_mlir.runtime import exit_hooks
 
-from jaxpp_mlir import launch
+from jaxpp_mlir.distributed import launch
 
 # Process 0 fails at once, noting that a peer caused it; process 1, the cause, ends
 # later with its own code.

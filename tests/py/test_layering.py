@@ -19,7 +19,9 @@ COMPILER_PREFIXES = (
     "jaxpp_mlir.schedules",
     "jaxpp_mlir.tools",
     "jaxpp_mlir.ir",
-    "jaxpp_mlir.stage_modules",
+    "jaxpp_mlir.plan.",
+    "jaxpp_mlir.distributed",
+    "jaxpp_mlir.checkpoint",
     "jaxpp_mlir.mesh",
     "jaxpp_mlir.launch",
 )

@@ -11,7 +11,7 @@ import pytest
 import toolkit
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-CLIENT = REPO / "jaxpp_mlir" / "tools" / "opt_client.py"
+CLIENT = REPO / "tests" / "fork_servers" / "opt_client.py"
 INPUT = REPO / "tests" / "lit" / "inputs" / "mlp_forward.mlir"
 PIPELINE = "builtin.module(jaxpp-inline-calls,jaxpp-normalize-loop,jaxpp-assign-stages)"
 START_SECONDS = 120

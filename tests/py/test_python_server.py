@@ -18,7 +18,7 @@ import time
 import pytest
 import toolkit
 
-from jaxpp_mlir import launch
+from jaxpp_mlir.distributed import launch
 
 SCRIPT = textwrap.dedent(
     """

@@ -27,7 +27,9 @@ INPUTS_DIR = LIT_DIR / "inputs"
 INPUTS = sorted(INPUTS_DIR.glob("*.mlir"))
 E2E_TESTS = sorted((LIT_DIR / "e2e").glob("*.mlir"))
 MPMD_DIM = 3
-OPT_CLIENT = pathlib.Path(__file__).resolve().parents[2] / "jaxpp_mlir" / "tools" / "opt_client.py"
+OPT_CLIENT = (
+    pathlib.Path(__file__).resolve().parents[2] / "tests" / "fork_servers" / "opt_client.py"
+)
 
 
 def test_captured_inputs_exist():

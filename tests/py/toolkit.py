@@ -365,17 +365,17 @@ def run_scripts(
 
 # -- the Python fork server (jaxpp_mlir/tools/python_server.py) ----------------------------
 
-PYTHON_CLIENT = os.path.join(
+FORK_SERVERS = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    "jaxpp_mlir",
-    "tools",
-    "python_client.py",
+    "tests",
+    "fork_servers",
 )
+PYTHON_CLIENT = os.path.join(FORK_SERVERS, "python_client.py")
 
 
 @contextlib.contextmanager
 def _running_fork_server(
-    module: str, options: list[str], what: str, directory: str, start_seconds: float
+    script: str, options: list[str], what: str, directory: str, start_seconds: float
 ) -> Iterator[str]:
     """``python -m module SOCKET *options`` (a fork server of ``jaxpp_mlir/tools``) on a
     socket in ``directory``, started with this process's environment; yields the socket's
@@ -383,7 +383,8 @@ def _running_fork_server(
     exited cleanly."""
     socket_path = os.path.join(directory, "server.sock")
     server = subprocess.Popen(
-        [sys.executable, "-m", module, socket_path, *options], stdin=subprocess.DEVNULL
+        [sys.executable, os.path.join(FORK_SERVERS, script), socket_path, *options],
+        stdin=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + start_seconds
@@ -407,7 +408,7 @@ def running_opt_server(directory: str, *, start_seconds: float = 120.0):
     """A ``jaxpp-opt`` fork server (``jaxpp_mlir/tools/opt_server.py``) on a socket in
     ``directory``, as the lit suite starts it (see ``_running_fork_server``)."""
     return _running_fork_server(
-        "jaxpp_mlir.tools.opt_server",
+        "opt_server.py",
         ["--idle-timeout", "300"],
         "jaxpp-opt server",
         directory,
@@ -418,6 +419,4 @@ def running_opt_server(directory: str, *, start_seconds: float = 120.0):
 def running_python_server(directory: str, *, start_seconds: float = 120.0):
     """A Python fork server (``jaxpp_mlir/tools/python_server.py``) on a socket in
     ``directory`` (see ``_running_fork_server``)."""
-    return _running_fork_server(
-        "jaxpp_mlir.tools.python_server", [], "Python server", directory, start_seconds
-    )
+    return _running_fork_server("python_server.py", [], "Python server", directory, start_seconds)

@@ -49,8 +49,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxpp_mlir.checkpoint_leaves import CheckpointError, Leaf, describe, entry, match
-from jaxpp_mlir.checkpoint_leaves import python_value as _python_value
+from jaxpp_mlir.checkpoint.leaves import CheckpointError, Leaf, describe, entry, match
+from jaxpp_mlir.checkpoint.leaves import python_value as _python_value
 from jaxpp_mlir.placement import ArrayPlacement
 from jaxpp_mlir.runtime import options as _options
 from jaxpp_mlir.runtime.multiprocess.remote_output import RemoteOutput
@@ -149,7 +149,7 @@ def restore(path: str | os.PathLike, like: Any) -> Any:
             reads.append((index, item, _sharding(target)))
             result.append(None)
     if reads:
-        from jaxpp_mlir import checkpoint_store
+        from jaxpp_mlir.checkpoint import store as checkpoint_store
 
         arrays = checkpoint_store.read_arrays(
             [
@@ -226,7 +226,7 @@ def _file(leaves: list[Leaf], groups: dict, i: int) -> str | None:
 
 
 def _write(path: str, leaves: list[Leaf], owners: dict, groups: dict, me: int) -> None:
-    from jaxpp_mlir import checkpoint_store
+    from jaxpp_mlir.checkpoint import store as checkpoint_store
 
     names = _group_names(groups)
     arrays = [
@@ -311,7 +311,7 @@ def _here(sharding: Any) -> bool:
 
 
 def _host(path: str, item: dict) -> np.ndarray:
-    from jaxpp_mlir import checkpoint_store
+    from jaxpp_mlir.checkpoint import store as checkpoint_store
 
     return checkpoint_store.read_host_array(os.path.join(path, item["file"]))
 

@@ -46,7 +46,7 @@ from typing import IO
 
 import numpy as np
 
-from jaxpp_mlir import launch_args
+from jaxpp_mlir.distributed import launch_args
 from jaxpp_mlir.runtime import options
 
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"

@@ -42,7 +42,7 @@ import types
 import warnings
 from collections.abc import Callable
 
-from jaxpp_mlir.tools import fork_server
+import fork_server
 
 #: Imported by the server, so that no child imports them again.
 WARM_MODULES = (
@@ -51,7 +51,7 @@ WARM_MODULES = (
     "jax.numpy",
     "jaxpp_mlir",
     "jaxpp_mlir.partition",
-    "jaxpp_mlir.launch",
+    "jaxpp_mlir.distributed.launch",
     "jaxpp_mlir.runtime.execution.executor",
     "jaxpp_mlir.runtime.multiprocess.distributed",
 )

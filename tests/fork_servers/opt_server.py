@@ -32,8 +32,10 @@ import sys
 import traceback
 from typing import NoReturn
 
+import fork_server
+
 from jaxpp_mlir.ir_context import make_context
-from jaxpp_mlir.tools import fork_server, opt
+from jaxpp_mlir.tools import opt
 
 REGISTRY_MODULE = "jaxpp_mlir.passes.registry"
 FILECHECK_MODULE = "filecheck.main"
