@@ -30,7 +30,7 @@ from collections.abc import Iterator
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 
 _LOADGROUP = "jaxpp_loadgroup"  # workerinput key: the controller distributes by group
 _SHARED_SCOPES = ("module", "package", "session")

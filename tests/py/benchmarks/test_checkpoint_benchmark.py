@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("tensorstore")
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "checkpoint_cost.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "checkpoint_cost.py"
 
 
 @pytest.mark.slow  # compiles the main job's model: about 10 s

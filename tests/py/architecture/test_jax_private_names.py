@@ -13,7 +13,7 @@ import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 PACKAGES = ("jaxpp_mlir", "runtime")
 ADAPTERS = {ROOT / "jaxpp_mlir" / "_jax_compat.py", ROOT / "runtime" / "_jax_compat.py"}
 # Private attributes of JAX objects that only the adapters may touch.

@@ -18,7 +18,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxpp_mlir as pp
 
-sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))  # tests/py: the shared toolkit
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))  # tests/py/support: the shared toolkit
 from toolkit import ADAM as OPTIMIZER  # noqa: E402
 from toolkit import adam_train_step as train_step  # noqa: E402
 

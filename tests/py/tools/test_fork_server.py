@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-FORK_SERVERS = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fork_servers"
+FORK_SERVERS = pathlib.Path(__file__).resolve().parents[3] / "tests" / "fork_servers"
 START_SECONDS = 120
 WAIT_SECONDS = 30
 

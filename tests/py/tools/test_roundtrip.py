@@ -22,13 +22,13 @@ import toolkit
 import jaxpp_mlir as pp
 from jaxpp_mlir.partition import default_pipeline_text
 
-LIT_DIR = pathlib.Path(__file__).resolve().parents[1] / "lit"
+LIT_DIR = pathlib.Path(__file__).resolve().parents[2] / "lit"
 INPUTS_DIR = LIT_DIR / "inputs"
 INPUTS = sorted(INPUTS_DIR.glob("*.mlir"))
 E2E_TESTS = sorted((LIT_DIR / "e2e").glob("*.mlir"))
 MPMD_DIM = 3
 OPT_CLIENT = (
-    pathlib.Path(__file__).resolve().parents[2] / "tests" / "fork_servers" / "opt_client.py"
+    pathlib.Path(__file__).resolve().parents[3] / "tests" / "fork_servers" / "opt_client.py"
 )
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import toolkit
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 CLIENT = REPO / "tests" / "fork_servers" / "opt_client.py"
 INPUT = REPO / "tests" / "lit" / "inputs" / "mlp_forward.mlir"
 PIPELINE = "builtin.module(jaxpp-inline-calls,jaxpp-normalize-loop,jaxpp-assign-stages)"

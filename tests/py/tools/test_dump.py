@@ -15,7 +15,7 @@ import pytest
 import jaxpp_mlir as pp
 from jaxpp_mlir.partition import DUMP_DIR_ENV, default_pipeline
 
-STEP = pathlib.Path(__file__).resolve().parents[1] / "lit" / "inputs" / "treduce_mlp.mlir"
+STEP = pathlib.Path(__file__).resolve().parents[2] / "lit" / "inputs" / "treduce_mlp.mlir"
 NUM_RANKS = 2
 
 

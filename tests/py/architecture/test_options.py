@@ -6,8 +6,8 @@ import re
 import pytest
 from jaxpp_mlir.runtime import options
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-SOURCES = pathlib.Path(__file__).resolve().parents[2]
+README = pathlib.Path(__file__).resolve().parents[3] / "README.md"
+SOURCES = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_readme_table_lists_every_option_as_declared():

@@ -3,12 +3,12 @@
 import pathlib
 import re
 
-from jaxpp_mlir import stage_modules
 from jaxpp_mlir.dialect import ops, vocabulary
 from jaxpp_mlir.passes import shardings
+from jaxpp_mlir.plan import stage_modules
 from jaxpp_mlir.schedules import task
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "jaxpp_mlir"
+PACKAGE = pathlib.Path(__file__).resolve().parents[3] / "jaxpp_mlir"
 
 
 def test_task_kinds_come_from_the_dialect_vocabulary():

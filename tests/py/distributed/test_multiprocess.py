@@ -28,7 +28,7 @@ from jaxpp_mlir.runtime.plan import Recv, RunStage, Send
 import jaxpp_mlir as pp
 from jaxpp_mlir.launch import child_env, free_port
 
-HERE = pathlib.Path(__file__).parent / "multiprocess"
+HERE = pathlib.Path(__file__).parents[1] / "support" / "multiprocess"
 WORKER = str(HERE / "worker.py")
 LIMITS = {  # bounded waits inside the workers
     "JAXPP_SETUP_TIMEOUT": "60",
@@ -146,7 +146,7 @@ def test_main_job_as_two_processes_prints_the_single_process_losses(python_serve
     # examples/train_mlp.py, the README's main job: one pipelined training over both
     # processes (ranks 0, 1 in process 0; 2, 3 in process 1) prints the same losses as
     # the same script in one process (both check against jax.jit themselves).
-    script = str(pathlib.Path(__file__).parents[2] / "examples" / "train_mlp.py")
+    script = str(pathlib.Path(__file__).parents[3] / "examples" / "train_mlp.py")
     command = [
         sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2", "--devices-per-proc", "4",
         "--timeout", "150", script, "--steps", "2",

@@ -19,7 +19,7 @@ import toolkit
 
 pytestmark = pytest.mark.slow  # the benchmarks run their scripts as subprocesses
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 
 
 def _load(name: str):

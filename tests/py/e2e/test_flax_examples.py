@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("flax")
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "examples"
 # The smallest pipeline (two stages of one block each); the parameters drawn by numpy, as
 # flax's initializers would draw them, without compiling those (the default, --init flax,
 # is the same model and step).

@@ -12,7 +12,7 @@ import re
 import pytest
 import toolkit
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+README = pathlib.Path(__file__).resolve().parents[3] / "README.md"
 _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 TIMEOUT_S = 600  # per snippet
 

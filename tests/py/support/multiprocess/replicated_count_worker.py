@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path[:0] = [os.path.join(_TESTS, "support"), os.path.join(_TESTS, "plan")]
 
 from jaxpp_mlir.launch import initialize_from_env, pipeline_devices  # noqa: E402
 

@@ -27,7 +27,7 @@ pytest.importorskip("tensorstore")
 
 from jaxpp_mlir import checkpoint  # noqa: E402
 
-HERE = pathlib.Path(__file__).parent / "multiprocess"
+HERE = pathlib.Path(__file__).parents[1] / "support" / "multiprocess"
 LIMITS = {  # bounded waits inside the workers
     "JAXPP_MLIR_SETUP_TIMEOUT": "60",
     "JAXPP_MLIR_TRANSFER_TIMEOUT": "60",

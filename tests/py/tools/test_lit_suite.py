@@ -13,7 +13,7 @@ import pytest
 from jaxpp_mlir.passes import registry  # noqa: F401  (registers the passes)
 from jaxpp_mlir.passes.base import registered_passes
 
-LIT_DIR = pathlib.Path(__file__).resolve().parents[1] / "lit"
+LIT_DIR = pathlib.Path(__file__).resolve().parents[2] / "lit"
 
 # A FileCheck directive of any prefix (CHECK:, CHECK-NEXT:, LENGTH:...), or a diagnostic.
 _CHECK_LINE = re.compile(r"^// *CHECK(-[A-Z]+)?:", re.MULTILINE)

@@ -216,7 +216,12 @@ def test_donated_state_with_a_replicated_count():
 def test_two_processes_keep_the_count_right(python_server):
     """Several processes keep the earlier behaviour (the count on its first rank,
     forwarded between processes at each call) and the same numbers."""
-    worker = pathlib.Path(__file__).parent / "multiprocess" / "replicated_count_worker.py"
+    worker = (
+        pathlib.Path(__file__).parents[1]
+        / "support"
+        / "multiprocess"
+        / "replicated_count_worker.py"
+    )
     command = [
         sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2", "--devices-per-proc", "2",
         "--timeout", "150", str(worker),
@@ -236,7 +241,7 @@ def test_two_processes_keep_the_count_right(python_server):
 
 @pytest.mark.slow
 def test_benchmark_runs_and_checks_its_numbers(python_server):
-    script = pathlib.Path(__file__).parents[2] / "benchmarks" / "replicated_step_values.py"
+    script = pathlib.Path(__file__).parents[3] / "benchmarks" / "replicated_step_values.py"
     result = subprocess.run(
         [*python_server.command, str(script), "--quick"],
         capture_output=True,

@@ -366,7 +366,7 @@ def run_scripts(
 # -- the Python fork server (jaxpp_mlir/tools/python_server.py) ----------------------------
 
 FORK_SERVERS = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
     "tests",
     "fork_servers",
 )
