@@ -66,10 +66,10 @@ def _walk(op: ir.Operation) -> Iterator[ir.Operation]:
 
 
 @pytest.fixture
-def test_pass(monkeypatch: pytest.MonkeyPatch) -> type[ModulePass]:
+def test_pass() -> Iterator[type[ModulePass]]:
     """Registers ``FlagOps`` for one test; the registry is restored afterwards."""
-    monkeypatch.setitem(base._REGISTRY, TEST_PASS, FlagOps)
-    return FlagOps
+    with base.registered(FlagOps):
+        yield FlagOps
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -473,9 +473,9 @@ class BreakIR(ModulePass):
 
 
 @pytest.fixture
-def break_pass(monkeypatch: pytest.MonkeyPatch) -> type[ModulePass]:
-    monkeypatch.setitem(base._REGISTRY, BREAK_PASS, BreakIR)
-    return BreakIR
+def break_pass() -> Iterator[type[ModulePass]]:
+    with base.registered(BreakIR):
+        yield BreakIR
 
 
 def test_verifier_after_each_pass_catches_invalid_ir(capsys, tmp_path, break_pass):
@@ -545,9 +545,9 @@ class Second(ModulePass):
 
 
 @pytest.fixture
-def order_passes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(base._REGISTRY, MakeTodo.name, MakeTodo)
-    monkeypatch.setitem(base._REGISTRY, Second.name, Second)
+def order_passes() -> Iterator[None]:
+    with base.registered(MakeTodo, Second):
+        yield
 
 
 def _body(*ops: str) -> str:
