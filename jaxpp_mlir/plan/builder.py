@@ -182,6 +182,7 @@ class PlanBuilder:
                     e.input_specs,
                     e.output_specs,
                     tuple(sorted(aliases.get(name, {}).items())),
+                    e.source.callees if isinstance(e.source, Fused) else (),
                 )
                 for name, e in self.executables.items()
             },

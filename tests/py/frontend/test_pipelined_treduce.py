@@ -135,8 +135,9 @@ def test_fused_task_is_one_executable():
     program = pp.partition(
         lower_cached(mlp_train_step, params, batch), mesh=make_mesh(2), schedule=schedule
     )
-    fused = [name for name in program.plan.executables if name.startswith("fused__")]
+    fused = [name for name, e in program.plan.executables.items() if e.fused_parts]
     assert fused == ["fused__stage3_fwd__stage3_bwd"]
+    assert program.plan.executables[fused[0]].fused_parts == ("stage3_fwd", "stage3_bwd")
     runs = [i for i in program.plan.instructions if getattr(i, "executable", "") == fused[0]]
     assert len(runs) == 4 and runs[0].label.startswith("FusedTask(fwd_3__0, bwd_3__0")
 
@@ -261,5 +262,5 @@ def test_same_tasks_fused_with_two_wirings():
     program = pp.partition(
         lower_cached(mlp_train_step, params, batch), mesh=make_mesh(2), schedule=schedule
     )
-    assert len([name for name in program.plan.executables if name.startswith("fused__")]) == 2
+    assert len([e for e in program.plan.executables.values() if e.fused_parts]) == 2
     assert_bit_exact(program.compile()(params, batch), jax.jit(mlp_train_step)(params, batch))

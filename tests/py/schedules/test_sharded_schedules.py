@@ -152,7 +152,7 @@ def plain_step(shape: tuple[tuple[str, int], ...], tensor_parallel: bool):
 def test_sharded_schedules_match_jax_jit(shape, tensor_parallel, schedule):
     mesh, step, params, batch, lowered = plain_step(tuple(shape.items()), tensor_parallel)
     program = pp.partition(lowered, mesh=mesh, schedule=schedule)
-    fused = [n for n in program.plan.executables if n.startswith("fused")]
+    fused = [n for n, e in program.plan.executables.items() if e.fused_parts]
     assert bool(fused) == (not isinstance(schedule, pp.ZeroBubble))
     for name in fused:
         text = program.plan.executables[name].mlir_module
@@ -162,7 +162,7 @@ def test_sharded_schedules_match_jax_jit(shape, tensor_parallel, schedule):
         # Every argument and result carries the sharding of the part value it wires to.
         arguments, results = main_shardings(text)
         part_arguments, part_results = [], []
-        for part in name.removeprefix("fused__").split("__"):
+        for part in program.plan.executables[name].fused_parts:
             part_arguments_of, part_results_of = main_shardings(program.stage_modules[part])
             part_arguments += part_arguments_of
             part_results += part_results_of
