@@ -19,7 +19,7 @@ imports neither jax nor this package. The server exits when its parent process
 ends, when the client socket is removed, or after ``--idle-timeout`` seconds
 without a request.
 
-Run: ``python -m jaxpp_mlir.tools.opt_server SOCKET_PATH``.
+Run: ``python tests/fork_servers/opt_server.py SOCKET_PATH``.
 """
 
 from __future__ import annotations

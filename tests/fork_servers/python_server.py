@@ -23,7 +23,7 @@ then runs the plain interpreter), except the variables jax reads later
 (``JAX_COORDINATOR_*``) and those in ``UPDATABLE``, which the child sets with
 ``jax.config.update`` before the run.
 
-Run: ``python -m jaxpp_mlir.tools.python_server SOCKET_PATH``.
+Run: ``python tests/fork_servers/python_server.py SOCKET_PATH``.
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def warm_up() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = fork_server.server_arguments(
-        "python -m jaxpp_mlir.tools.python_server", __doc__.split("\n")[0], argv
+        "python tests/fork_servers/python_server.py", __doc__.split("\n")[0], argv
     )
     warm_up()
     listener = fork_server.listen(args.socket_path)

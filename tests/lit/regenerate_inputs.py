@@ -4,7 +4,7 @@ Run from anywhere: ``python tests/lit/regenerate_inputs.py``, once per supported
 jax minor release (its files go to ``inputs/`` for 0.10, ``inputs/jax-<minor>/``
 for newer ones whose lowering differs). Each file is ``lowered.as_text()`` (no
 debug info, so the files only change when jax's lowering does). The lit tests
-in ``tests/lit/e2e/``, ``tests/lit/e2e-loop/`` and ``tests/py/test_roundtrip.py``
+in ``tests/lit/e2e/``, ``tests/lit/e2e-loop/`` and ``tests/py/tools/test_roundtrip.py``
 read them; rerun this script after a jax upgrade and review the diff of the
 FileCheck tests.
 """

@@ -39,7 +39,7 @@ def test_fusion_rows_count_fewer_launches_and_match_jit(tiny_w1):
         assert row["max_abs_diff_params"] == 0.0 and row["max_abs_diff_loss"] == 0.0
         assert row["compile_s"] > 0 and row["step_ms"] > 0
     # Std1F1B(4), 8 microbatches: the last rank's 8 (fwd, bwd) pairs and rank 0's 4
-    # steady-state (bwd, fwd) pairs are fused (tests/py/test_autofuse.py).
+    # steady-state (bwd, fwd) pairs are fused (tests/py/schedules/test_autofuse.py).
     assert plain["launches_per_step"] - fused["launches_per_step"] == 8 + 4
     assert fused["simulated_makespan"] < plain["simulated_makespan"]
     assert fused["fused_executables"] >= 1 and fused["fused_parts_max"] == 2

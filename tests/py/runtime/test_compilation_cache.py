@@ -1,4 +1,5 @@
-"""Stage executables in JAX's persistent compilation cache (``runtime/executable_cache.py``).
+"""Stage executables in JAX's persistent compilation cache
+(``runtime/compilation/executable_cache.py``).
 
 Each scenario runs ``compilation_cache_worker.py`` in fresh processes on a private
 cache directory (the session's shared cache is not used), reads the hits and misses

@@ -1,4 +1,4 @@
-"""The in-memory cache of stage executables (``runtime/executable_memo.py``): a program
+"""The in-memory cache of stage executables (``runtime/compilation/executable_memo.py``): a program
 compiled before is reused on its devices and rebound to others instead of compiled again,
 results unchanged; the cache is bounded and can be turned off.
 

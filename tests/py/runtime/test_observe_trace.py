@@ -1,4 +1,4 @@
-"""program_trace: the recorded timeline of real steps (runtime/trace.py)."""
+"""program_trace: the recorded timeline of real steps (runtime/observation/trace.py)."""
 
 from __future__ import annotations
 

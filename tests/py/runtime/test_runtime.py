@@ -338,7 +338,7 @@ def test_runtime_imports_no_passes():
 
     import jaxpp_mlir.runtime as runtime
 
-    for path in pathlib.Path(runtime.__file__).parent.glob("*.py"):
+    for path in pathlib.Path(runtime.__file__).parent.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]

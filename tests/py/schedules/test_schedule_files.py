@@ -1,6 +1,6 @@
 """Schedule files in PyTorch pipelining's CSV action format (schedules/csv_format.py).
 
-The files under tests/py/data were written by torch 2.13.0's own exporter
+The files under tests/py/schedules/data were written by torch 2.13.0's own exporter
 (``PipelineScheduleMulti._dump_csv`` of ``Schedule1F1B``/``ScheduleGPipe``'s
 ``_get_pipeline_order`` and ``ScheduleInterleaved1F1B``'s per-rank operations) for 4
 ranks and 8 microbatches.

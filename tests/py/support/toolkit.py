@@ -363,7 +363,7 @@ def run_scripts(
     return results
 
 
-# -- the Python fork server (jaxpp_mlir/tools/python_server.py) ----------------------------
+# -- the Python fork server (tests/fork_servers/python_server.py) ----------------------------
 
 FORK_SERVERS = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
@@ -405,7 +405,7 @@ def _running_fork_server(
 
 
 def running_opt_server(directory: str, *, start_seconds: float = 120.0):
-    """A ``jaxpp-opt`` fork server (``jaxpp_mlir/tools/opt_server.py``) on a socket in
+    """A ``jaxpp-opt`` fork server (``tests/fork_servers/opt_server.py``) on a socket in
     ``directory``, as the lit suite starts it (see ``_running_fork_server``)."""
     return _running_fork_server(
         "opt_server.py",
@@ -417,6 +417,6 @@ def running_opt_server(directory: str, *, start_seconds: float = 120.0):
 
 
 def running_python_server(directory: str, *, start_seconds: float = 120.0):
-    """A Python fork server (``jaxpp_mlir/tools/python_server.py``) on a socket in
+    """A Python fork server (``tests/fork_servers/python_server.py``) on a socket in
     ``directory`` (see ``_running_fork_server``)."""
     return _running_fork_server("python_server.py", [], "Python server", directory, start_seconds)

@@ -1,4 +1,4 @@
-"""The machinery both fork servers share (``jaxpp_mlir/tools/fork_server.py``, and the
+"""The machinery both fork servers share (``tests/fork_servers/fork_server.py``, and the
 clients' ``fork_client.py``), checked with a server of its own whose children report the
 request they got and end as it asks: a child runs in its client's place (streams,
 directory, environment), its client gets its exit status (128 + the signal where it was

@@ -1,4 +1,4 @@
-"""The Python fork server (``jaxpp_mlir/tools/python_server.py``) and its client run a
+"""The Python fork server (``tests/fork_servers/python_server.py``) and its client run a
 script, ``-m`` module or ``-c`` code as the plain interpreter does (same output, exit
 code, traceback), end as their child ended (exit code or signal), forward signals, lose
 no child when the client is killed, and fall back to the plain interpreter where jax's

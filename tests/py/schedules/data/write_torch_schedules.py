@@ -1,6 +1,7 @@
 """Writes the torch_*.csv files here with torch.distributed.pipelining's own exporter.
 
-Run (torch 2.13.0 CPU installed): python tests/py/data/write_torch_schedules.py tests/py/data
+Run (torch 2.13.0 CPU installed):
+    python tests/py/schedules/data/write_torch_schedules.py tests/py/schedules/data
 Not a test: the tests read the files it wrote.
 """
 
