@@ -74,7 +74,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jaxpp_mlir.runtime import _jax_compat as jc  # noqa: E402
-from jaxpp_mlir.runtime.compile import compile_stage  # noqa: E402
+from jaxpp_mlir.runtime.compilation.compile import compile_stage  # noqa: E402
 from jaxpp_mlir.runtime.plan import RunStage  # noqa: E402
 
 LEAF_SHAPE = (4,)
@@ -424,18 +424,15 @@ def _compile_seconds(plan, name: str, device: jax.Device) -> float:
 def _fused_compile_figures(plain_plan, fused_plan, devices) -> dict:
     """Each distinct fused executable: its parts, its compile time, and the compile time
     of the plain executables of its parts (each distinct one once), compiled one by one."""
-    plain_exe = {r.label: r.executable for r in plain_plan.instructions if isinstance(r, RunStage)}
     seen: dict[str, dict] = {}
     for run in fused_plan.instructions:
-        if (
-            not isinstance(run, RunStage)
-            or not run.label.startswith("FusedTask(")
-            or (run.executable in seen)
-        ):
+        if not isinstance(run, RunStage) or run.executable in seen:
             continue
-        parts = run.label.removeprefix("FusedTask(").removesuffix(")").split(", ")
+        parts = fused_plan.executables[run.executable].fused_parts
+        if not parts:
+            continue
         device = devices[run.rank]
-        part_names = sorted({plain_exe[p] for p in parts})
+        part_names = sorted(set(parts))  # a plain plan runs each stage function as itself
         seen[run.executable] = {
             "parts": len(parts),
             "compile_s": _compile_seconds(fused_plan, run.executable, device),

@@ -452,7 +452,7 @@ def step_breakdown(compiled, args, reps: int = 10) -> dict:
         ops, num_slots, output_slots = plan._ops, plan._num_slots, plan._output_slots
         input_checks = plan._inputs
         out_tree = compiled.program.out_tree
-        from jaxpp_mlir.runtime.placement import place_arguments
+        from jaxpp_mlir.runtime.execution.arguments import place_arguments
     except (AttributeError, ImportError) as e:  # the runtime changed
         return {"error": f"runtime internals not available: {e}"}
     kinds = sorted({op.kind for op in ops})

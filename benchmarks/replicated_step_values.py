@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from jax.sharding import Mesh  # noqa: E402
 from jaxpp_mlir.runtime import options  # noqa: E402
-from jaxpp_mlir.runtime.placement import place_arguments  # noqa: E402
+from jaxpp_mlir.runtime.execution.arguments import place_arguments  # noqa: E402
 from reference import max_ulps  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402

@@ -32,6 +32,7 @@ _SOURCES = {
     "MlirParseError": "jaxpp_mlir.errors",
     "MpmdMesh": "jaxpp_mlir.mesh",
     "PartitionError": "jaxpp_mlir.errors",
+    "PartitionOptions": "jaxpp_mlir.partition_options",
     "PartitionWarning": "jaxpp_mlir.errors",
     "PartitionedProgram": "jaxpp_mlir.program",
     "PlanError": "jaxpp_mlir.errors",
@@ -47,7 +48,7 @@ _SOURCES = {
     "mark_stage_end_backward": "jaxpp_mlir.frontend.markers",
     "partition": "jaxpp_mlir.partition",
     "pipeline_enter_stage": "jaxpp_mlir.frontend.markers",
-    "program_trace": "jaxpp_mlir.runtime.trace",
+    "program_trace": "jaxpp_mlir.runtime.observation.trace",
     "treduce": "jaxpp_mlir.frontend.treduce",
     "treduce_i": "jaxpp_mlir.frontend.treduce",
 }

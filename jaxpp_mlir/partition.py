@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 from collections.abc import Iterator
@@ -15,124 +16,27 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.ir.utils import find_loop, find_main
 from jaxpp_mlir.mesh import MpmdMesh
+from jaxpp_mlir.partition_options import PartitionOptions
 from jaxpp_mlir.passes import (
     ir_utils,
     registry,  # noqa: F401  (registers the passes)
 )
-from jaxpp_mlir.passes.assign_stages import AssignStages
-from jaxpp_mlir.passes.check_host_callbacks import CheckHostCallbacks
-from jaxpp_mlir.passes.check_shardings import CheckShardings
-from jaxpp_mlir.passes.inline_calls import InlineCalls
-from jaxpp_mlir.passes.insert_transfers import InsertTransfers
-from jaxpp_mlir.passes.normalize_loop import NormalizeLoop
-from jaxpp_mlir.passes.outline_outer_code import OutlineOuterCode
-from jaxpp_mlir.passes.outline_stages import OutlineStages
-from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
-from jaxpp_mlir.passes.pack_parameters import PackParameters
-from jaxpp_mlir.passes.pipeline import (
-    PipelineElement,
-    PipelineFailure,
-    make_element,
-    run_pipeline,
+from jaxpp_mlir.passes.pipeline import PipelineElement, PipelineFailure, run_pipeline
+from jaxpp_mlir.passes.pipelines import (  # noqa: F401  (partition's names before they moved)
+    SHARDY_PROPAGATION,
+    default_pipeline,
+    default_pipeline_text,
+    placement_pipeline,
+    stage_pipeline,
 )
-from jaxpp_mlir.passes.place_stages import PlaceStages
-from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
-from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
-from jaxpp_mlir.passes.split_backward import SplitBackward
-from jaxpp_mlir.passes.verify_markers import VerifyMarkers
-from jaxpp_mlir.passes.verify_program import VerifyProgram
 from jaxpp_mlir.program import PartitionedProgram
-from jaxpp_mlir.runtime import options
+from jaxpp_mlir.runtime import options as _options
 from jaxpp_mlir.schedules import Schedule, Std1F1B
 from jaxpp_mlir.schedules.autofuse import AutoFused
 from jaxpp_mlir.schedules.base import uses_split_backward
 from jaxpp_mlir.schedules.parse import schedule_from_text
 
-DUMP_DIR_ENV = options.DUMP_DIR.env
-
-
-def stage_pipeline(
-    *,
-    mpmd_axis: str = "",
-    submesh_size: int = 0,
-    sharded: bool = False,
-    pack_accumulators: bool = False,
-    pack_parameters: bool = False,
-    pack_contraction_operands: bool = True,
-) -> list[PipelineElement]:
-    """The passes that find the stages (no outlining yet).
-
-    For a ``sharded`` step (one with an ``sdy.mesh``), Shardy's propagation
-    runs first so that every value crossing a stage boundary has a sharding.
-    ``pack_accumulators`` (``JAXPP_MLIR_PACK_ACCUMULATORS=1`` in ``partition``)
-    appends ``jaxpp-pack-accumulators``; ``pack_parameters``
-    (``JAXPP_MLIR_PACK_PARAMETERS=1``) appends ``jaxpp-pack-parameters``, which
-    leaves the operands of contractions alone unless ``pack_contraction_operands``
-    (``JAXPP_MLIR_PACK_PARAMETERS=2`` sets it false).
-    """
-    propagation = [
-        PipelineElement(name=SHARDY_PROPAGATION, text=SHARDY_PROPAGATION),
-        make_element(RestoreShardingConstraints()),
-    ]
-    return [
-        make_element(InlineCalls()),
-        make_element(CheckHostCallbacks()),
-        make_element(VerifyMarkers()),
-        make_element(CheckShardings(mpmd_axis=mpmd_axis, submesh_size=submesh_size)),
-        *(propagation if sharded else []),
-        make_element(NormalizeLoop()),
-        make_element(AssignStages()),
-        make_element(SplitAccumulators()),
-        *([make_element(PackAccumulators())] if pack_accumulators else []),
-        *(
-            [make_element(PackParameters(contraction_operands=pack_contraction_operands))]
-            if pack_parameters
-            else []
-        ),
-    ]
-
-
-SHARDY_PROPAGATION = "sdy-propagation-pipeline"
-
-
-def placement_pipeline(
-    *, mpmd_dim: int, placement: tuple[int, ...] = (), split_backward: bool = False
-) -> list[PipelineElement]:
-    """The passes that outline the stages, place them on ranks and connect them."""
-    return [
-        *([make_element(SplitBackward())] if split_backward else []),
-        make_element(OutlineStages()),
-        make_element(PlaceStages(mpmd_dim=mpmd_dim, placement=placement)),
-        make_element(OutlineOuterCode()),
-        make_element(InsertTransfers()),
-        make_element(VerifyProgram()),
-    ]
-
-
-def default_pipeline(
-    *,
-    mpmd_dim: int,
-    placement: tuple[int, ...] = (),
-    mpmd_axis: str = "",
-    submesh_size: int = 0,
-    sharded: bool = False,
-) -> list[PipelineElement]:
-    """The passes ``partition()`` runs, in order, for a schedule that does not split backwards.
-
-    ``partition(x, mesh=m)`` runs ``default_pipeline(mpmd_dim=m.mpmd_dim,
-    mpmd_axis=m.mpmd_axis_name, submesh_size=len(m.rank_devices(0)),
-    sharded=<x has an sdy.mesh>)``; with the mesh arguments left out, the mesh
-    checks are skipped.
-    """
-    return stage_pipeline(
-        mpmd_axis=mpmd_axis, submesh_size=submesh_size, sharded=sharded
-    ) + placement_pipeline(mpmd_dim=mpmd_dim, placement=placement)
-
-
-def default_pipeline_text(**kwargs: Any) -> str:
-    """``default_pipeline(**kwargs)`` in ``jaxpp-opt --pass-pipeline`` syntax."""
-    elements = default_pipeline(**kwargs)
-    return "builtin.module(" + ",".join(str(e) for e in elements) + ")"
+DUMP_DIR_ENV = _options.DUMP_DIR.env
 
 
 def partition(
@@ -143,6 +47,7 @@ def partition(
     dump_dir: str | os.PathLike | None = None,
     strict: bool = False,
     fuse_tasks: bool | None = None,
+    options: PartitionOptions | None = None,
 ) -> PartitionedProgram:
     """Partitions a lowered step into stage programs over ``mesh``'s submeshes.
 
@@ -159,17 +64,26 @@ def partition(
     ``strict=True`` makes it a ``PartitionError``. ``fuse_tasks`` (default: the
     environment variable ``JAXPP_MLIR_FUSE_TASKS``) runs tasks that follow each other
     on one rank as one launch wherever that delays no task (``schedules.AutoFused``).
+    ``options`` (default: ``PartitionOptions.from_env()``) holds every other setting;
+    ``dump_dir`` and ``fuse_tasks``, where given, take the place of its fields.
     """
-    if fuse_tasks is None:
-        fuse_tasks = options.FUSE_TASKS.value() != 0
+    options = PartitionOptions.from_env() if options is None else options
+    if not isinstance(options, PartitionOptions):
+        raise TypeError(
+            f"options must be a jaxpp_mlir.PartitionOptions, got {type(options).__name__}"
+        )
+    changes: dict[str, Any] = {}
+    if dump_dir is not None:
+        changes["dump_dir"] = os.fspath(dump_dir)
+    if fuse_tasks is not None:
+        changes["fuse_tasks"] = bool(fuse_tasks)
     with _host_heap_frozen():
         return _partition(
             x,
             mesh=mesh,
             schedule=schedule,
-            dump_dir=dump_dir,
+            options=dataclasses.replace(options, **changes),
             strict=strict,
-            fuse_tasks=fuse_tasks,
         )
 
 
@@ -198,9 +112,8 @@ def _partition(
     *,
     mesh: MpmdMesh,
     schedule: Schedule | None,
-    dump_dir: str | os.PathLike | None,
+    options: PartitionOptions,
     strict: bool = False,
-    fuse_tasks: bool = False,
 ) -> PartitionedProgram:
     if not isinstance(mesh, MpmdMesh):
         raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
@@ -208,7 +121,7 @@ def _partition(
         raise TypeError(f"schedule must be a jaxpp_mlir schedule, got {type(schedule).__name__}")
     module, tree_info = _import(x)
     treduce_schedule = _treduce_schedule_text(module)
-    dump_dir = dump_dir or options.DUMP_DIR.value()
+    dump_dir = options.dump_dir
     runner = _Runner(module, dump_dir, strict=strict)
     submesh_size = len(mesh.rank_devices(0))
     sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
@@ -217,9 +130,9 @@ def _partition(
             mpmd_axis=mesh.mpmd_axis_name,
             submesh_size=submesh_size,
             sharded=sharded,
-            pack_accumulators=options.PACK_ACCUMULATORS.value() != 0,
-            pack_parameters=options.PACK_PARAMETERS.value() != 0,
-            pack_contraction_operands=options.PACK_PARAMETERS.value() != 2,
+            pack_accumulators=options.pack_accumulators,
+            pack_parameters=options.pack_parameters,
+            pack_contraction_operands=options.pack_contraction_operands,
         )
     )
     num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
@@ -236,11 +149,14 @@ def _partition(
         _check_schedule(schedule, num_stages, num_microbatches, mesh)
         placement = tuple(schedule.stage_rank(s) for s in range(num_stages))
         split_backward = uses_split_backward(schedule.tasks(num_microbatches))
-        if fuse_tasks and not isinstance(schedule, AutoFused):
+        if options.fuse_tasks and not isinstance(schedule, AutoFused):
             schedule = AutoFused(schedule)
     runner.run(
         placement_pipeline(
-            mpmd_dim=mesh.mpmd_dim, placement=placement, split_backward=split_backward
+            mpmd_dim=mesh.mpmd_dim,
+            placement=placement,
+            split_backward=split_backward,
+            replicate_max_bytes=options.replicate_max_bytes,
         )
     )
     program = PartitionedProgram(module, mesh, schedule=schedule, **tree_info)

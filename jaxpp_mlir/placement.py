@@ -48,7 +48,7 @@ def placement(tree: Any, mesh: MpmdMesh) -> Any:
     """``tree`` with every ``jax.Array`` leaf (and every ``RemoteOutput``, an output held by
     another process) replaced by its ``ArrayPlacement``."""
 
-    from jaxpp_mlir.runtime.remote_output import RemoteOutput
+    from jaxpp_mlir.runtime.multiprocess.remote_output import RemoteOutput
 
     def place(leaf: Any) -> Any:
         if isinstance(leaf, RemoteOutput):  # held by another process: it knows where

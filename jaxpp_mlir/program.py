@@ -19,7 +19,7 @@ from jaxpp_mlir.errors import CallError
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan import build_plan
 from jaxpp_mlir.runtime import plan as rt
-from jaxpp_mlir.runtime.memory import peak_bytes_per_rank
+from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank
 from jaxpp_mlir.schedules import Schedule
 
 
@@ -105,7 +105,7 @@ class PartitionedProgram:
         and runs only its own ranks (``jaxpp_mlir.runtime.distributed``; ``options``
         is a ``DistributedOptions``).
         """
-        from jaxpp_mlir.runtime.executor import compile_plan
+        from jaxpp_mlir.runtime.execution.executor import compile_plan
 
         devices = [self.mesh.rank_devices(rank) for rank in range(self.num_ranks)]
         if jax.process_count() > 1:
@@ -121,7 +121,7 @@ class PartitionedProgram:
         return CompiledProgram(self, compiled, index_arrays)
 
     def _compile_distributed(self, devices: list, options: Any) -> CompiledProgram:
-        from jaxpp_mlir.runtime.distributed import compile_distributed
+        from jaxpp_mlir.runtime.multiprocess.distributed import compile_distributed
 
         me = jax.process_index()
         index_arrays = [
@@ -186,7 +186,7 @@ class CompiledProgram:
         With several processes, an output held by another process is fetched
         from it: every process must call ``gather`` with the same structure.
         """
-        from jaxpp_mlir.runtime.distributed import gather
+        from jaxpp_mlir.runtime.multiprocess.distributed import gather
 
         return gather(outputs)
 

@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from jaxpp_mlir.runtime.trace_files import merge_traces, write_trace
+from jaxpp_mlir.runtime.observation.trace_files import merge_traces, write_trace
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,6 +37,8 @@ class StageExecutable:
     # (input, output) pairs whose output the module writes into the input's buffer
     # (``tf.aliasing_output``): each run consumes those inputs.
     aliases: tuple[tuple[int, int], ...] = ()
+    # The stage functions a fused executable runs, in order (``FusedTask``); () for one.
+    fused_parts: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

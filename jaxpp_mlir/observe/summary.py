@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jaxpp_mlir.runtime.memory import peak_bytes_per_rank, spec_bytes
+from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank, spec_bytes
 from jaxpp_mlir.runtime.plan import ExecutionPlan, Recv, RunStage, TensorSpec
 
 _TASK = re.compile(r"(fwd|bwd_i|bwd_w|bwd)_(\d+)__(\d+)")

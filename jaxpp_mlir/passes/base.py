@@ -6,7 +6,9 @@ the first line of its docstring is the summary ``jaxpp-opt --list-passes``
 prints. ``@register_pass`` makes it available by name to ``jaxpp-opt`` and
 pipelines; a new pass needs nothing else.
 
-Option values are checked when the pass is built (from ``{key=value}`` text or
+Option values are parsed by their fields' type hints (``bool``, ``int``,
+``float``, ``str``, or a tuple or list of one of them; ``@register_pass`` refuses
+any other) and checked when the pass is built (from ``{key=value}`` text or
 in Python): an ``int`` field, or each entry of a ``tuple[int, ...]`` field,
 whose metadata has ``"min": m`` must be at least ``m``; a pass with other
 rules overrides ``validate()``.
@@ -25,9 +27,11 @@ of its own, never on the pass.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, NamedTuple
 
 from jax.extend.mlir import ir
@@ -143,7 +147,7 @@ class ModulePass:
                 raise PassOptionError(
                     f"pass '{cls.name}' has no option '{key}' (its options: {known})"
                 )
-            kwargs[field.name] = _parse_option(cls.name, key, text, field)
+            kwargs[field.name] = _parse_option(cls.name, key, text, option_type(cls, field))
         return cls(**kwargs)
 
     def options_text(self) -> str:
@@ -197,8 +201,30 @@ def register_pass(cls: type[ModulePass]) -> type[ModulePass]:
         raise ValueError(f"pass class {cls.__name__} needs a name starting with 'jaxpp-'")
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"pass name '{cls.name}' is registered twice")
+    for field in cls.option_fields():
+        hint = option_type(cls, field)
+        if not _supported_option_type(hint):
+            raise TypeError(
+                f"pass '{cls.name}': option '{field.name}' has type {_type_name(hint)}; "
+                "pass options are bool, int, float, str or a tuple/list of one of them"
+            )
     _REGISTRY[cls.name] = cls
     return cls
+
+
+@contextlib.contextmanager
+def registered(*classes: type[ModulePass]) -> Iterator[None]:
+    """Registers ``classes`` (checked as ``@register_pass`` checks them) for the ``with``
+    block only, for tests and experiments: afterwards the registry is as it was."""
+    added = [cls for cls in classes if _REGISTRY.get(cls.name) is not cls]
+    try:
+        for cls in added:
+            register_pass(cls)
+        yield
+    finally:
+        for cls in added:
+            if _REGISTRY.get(cls.name) is cls:
+                del _REGISTRY[cls.name]
 
 
 def registered_passes() -> dict[str, type[ModulePass]]:
@@ -225,26 +251,52 @@ def find_in_stage_block(
     return None
 
 
-def _parse_option(pass_name: str, key: str, text: str, field: dataclasses.Field) -> Any:
-    kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
+_SCALAR_OPTION_TYPES = (bool, int, float, str)
+
+
+def option_type(pass_class: type[ModulePass], field: dataclasses.Field) -> Any:
+    """The type hint of ``field``, resolved in the pass's module (not the annotation text)."""
+    return typing.get_type_hints(pass_class)[field.name]
+
+
+def _sequence_item_type(hint: Any) -> Any:
+    """``T`` of ``tuple[T, ...]`` or ``list[T]`` (None for any other hint)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return args[0]
+    if origin is list and len(args) == 1:
+        return args[0]
+    return None
+
+
+def _supported_option_type(hint: Any) -> bool:
+    return hint in _SCALAR_OPTION_TYPES or _sequence_item_type(hint) in _SCALAR_OPTION_TYPES
+
+
+def _type_name(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def _parse_scalar(hint: type, text: str) -> Any:
+    if hint is bool:
+        if text.lower() in ("true", "1", ""):
+            return True
+        if text.lower() in ("false", "0"):
+            return False
+        raise ValueError(text)
+    return hint(text)
+
+
+def _parse_option(pass_name: str, key: str, text: str, hint: Any) -> Any:
     text = text.strip()
+    item_type = _sequence_item_type(hint)
     try:
-        if kind.startswith("bool"):
-            if text.lower() in ("true", "1", ""):
-                return True
-            if text.lower() in ("false", "0"):
-                return False
-            raise ValueError(text)
-        if kind.startswith("int"):
-            return int(text)
-        if kind.startswith("float"):
-            return float(text)
-        if kind.startswith(("tuple[int", "list[int")):
-            return tuple(int(part) for part in text.split(",") if part.strip())
-        if kind.startswith(("tuple[str", "list[str")):
-            return tuple(part.strip() for part in text.split(",") if part.strip())
-        return text
+        if item_type is not None:
+            return tuple(
+                _parse_scalar(item_type, part.strip()) for part in text.split(",") if part.strip()
+            )
+        return _parse_scalar(hint, text)
     except ValueError:
         raise PassOptionError(
-            f"pass '{pass_name}': option '{key}' expects {kind}, got '{text}'"
+            f"pass '{pass_name}': option '{key}' expects {_type_name(hint)}, got '{text}'"
         ) from None

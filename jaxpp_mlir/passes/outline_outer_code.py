@@ -13,8 +13,7 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import outlining
 from jaxpp_mlir.passes.base import ModulePass, register_pass
 from jaxpp_mlir.plan.specs import tensor_spec
-from jaxpp_mlir.runtime import options
-from jaxpp_mlir.runtime.memory import spec_bytes
+from jaxpp_mlir.runtime.observation.memory import spec_bytes
 
 
 @register_pass
@@ -43,8 +42,9 @@ class OutlineOuterCode(ModulePass):
     topological order.
 
     A result of ``@main`` that such a recomputed op gives (an optimizer's new
-    step count) and that is at most ``JAXPP_MLIR_REPLICATE_MAX_BYTES`` bytes
-    (default 1024; 0 turns this off) is returned from every rank holding a
+    step count) and that is at most ``replicate-max-bytes`` bytes (default
+    1024; 0 turns this off; ``partition`` takes it from ``PartitionOptions``,
+    ``JAXPP_MLIR_REPLICATE_MAX_BYTES`` in the environment) is returned from every rank holding a
     copy: the return reads a ``jaxpp.replicated`` of the copies, so the step's
     output lives on every rank that reads it and comes back as an input
     without being copied again.
@@ -57,6 +57,13 @@ class OutlineOuterCode(ModulePass):
     """
 
     name = "jaxpp-outline-outer-code"
+    replicate_max_bytes: int = dataclasses.field(
+        default=1024,
+        metadata={
+            "help": "largest step output returned from every rank holding a copy (0: off)",
+            "min": 0,
+        },
+    )
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
@@ -78,7 +85,7 @@ class OutlineOuterCode(ModulePass):
             )
         keep = set(loop.operands) | set(terminator.operands)
         copyable = outlining.copyable_ops(outer_ops, keep)
-        max_bytes = options.REPLICATE_MAX_BYTES.value()
+        max_bytes = self.replicate_max_bytes
         _assign_ranks(
             [op for op in outer_ops if op not in copyable], loop, state_ranks, block, max_bytes
         )

@@ -20,9 +20,9 @@ from jax.extend.mlir import ir
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError
 from jaxpp_mlir.ir.utils import find_main
+from jaxpp_mlir.plan.stage_modules import donated_arguments
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import Schedule
-from jaxpp_mlir.stage_modules import donated_arguments
 
 from . import emission, expansion, fusion
 from .carried import loop_state_versions
@@ -182,6 +182,7 @@ class PlanBuilder:
                     e.input_specs,
                     e.output_specs,
                     tuple(sorted(aliases.get(name, {}).items())),
+                    e.source.callees if isinstance(e.source, Fused) else (),
                 )
                 for name, e in self.executables.items()
             },

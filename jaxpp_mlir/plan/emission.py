@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from jax.extend.mlir import ir
 
-from jaxpp_mlir.stage_modules import (
+from jaxpp_mlir.plan.stage_modules import (
     Source,
     boundary_shardings,
     fused_boundary_shardings,

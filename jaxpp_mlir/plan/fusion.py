@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from jax.extend.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.plan.stage_modules import Source
 from jaxpp_mlir.runtime import plan as rt
-from jaxpp_mlir.stage_modules import Source
 
 from .emission import Fused
 from .specs import tensor_spec

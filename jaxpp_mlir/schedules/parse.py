@@ -13,17 +13,7 @@ import ast
 
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.schedules.base import Schedule
-from jaxpp_mlir.schedules.dual_pipe_v import DualPipeV
-from jaxpp_mlir.schedules.gpipe import GPipe
-from jaxpp_mlir.schedules.interleaved import Interleaved1F1B
-from jaxpp_mlir.schedules.one_f_one_b import Eager1F1B, Std1F1B
-from jaxpp_mlir.schedules.zero_bubble import ZeroBubble
-
-_BUILT_IN: dict[str, type[Schedule]] = {
-    cls.__name__: cls for cls in (GPipe, Std1F1B, Eager1F1B, Interleaved1F1B, ZeroBubble, DualPipeV)
-}
-# Schedules whose constructor takes the number of ranks as well as the number of stages.
-_TAKES_MPMD_DIM = (Interleaved1F1B, DualPipeV)
+from jaxpp_mlir.schedules.built_in import BUILT_IN, takes_mpmd_dim
 
 
 def schedule_from_text(text: str, *, num_stages: int, mpmd_dim: int) -> Schedule:
@@ -38,7 +28,7 @@ def schedule_from_text(text: str, *, num_stages: int, mpmd_dim: int) -> Schedule
         tree = None
     if isinstance(tree, ast.Name):
         cls = _lookup(tree.id, text)
-        if cls in _TAKES_MPMD_DIM:
+        if takes_mpmd_dim(cls):
             return cls(num_stages, mpmd_dim)
         return cls(num_stages)
     if not isinstance(tree, ast.Call) or not isinstance(tree.func, ast.Name):
@@ -66,8 +56,8 @@ def _lookup(name: str, text: str) -> type[Schedule]:
             "the treduce loop was given a CustomSchedule, whose task lists the lowered module "
             "cannot carry: pass it to partition(..., schedule=...)"
         )
-    if name not in _BUILT_IN:
+    if name not in BUILT_IN:
         raise ScheduleError(
-            f"the treduce loop names the unknown schedule {text!r} (known: {', '.join(_BUILT_IN)})"
+            f"the treduce loop names the unknown schedule {text!r} (known: {', '.join(BUILT_IN)})"
         )
-    return _BUILT_IN[name]
+    return BUILT_IN[name]

@@ -6,7 +6,7 @@ folders (files that tests read). RUN lines may use:
 - ``jaxpp-opt``: the tool, run as ``<this python> -m jaxpp_mlir.tools.opt`` so
   that no console script needs to be on PATH and the checkout under test is
   the one imported; by default through a fork server that imports jax once
-  for the whole suite (``jaxpp_mlir/tools/opt_server.py``; the RUN lines call
+  for the whole suite (``tests/fork_servers/opt_server.py``; the RUN lines call
   the stdlib-only ``opt_client.py``, which falls back to the plain tool when
   the server is not there). ``JAXPP_OPT_FORK_SERVER=0`` runs the plain tool;
 - ``%python``: this Python interpreter;
@@ -79,7 +79,7 @@ for _name in ("HOME", "TMPDIR", "XLA_FLAGS"):
 
 
 def _start_fork_server() -> str | None:
-    """Starts ``jaxpp_mlir.tools.opt_server`` for this lit run; the RUN lines' command.
+    """Starts ``tests/fork_servers/opt_server.py`` for this lit run; the RUN lines' command.
 
     None (run the plain tool) when disabled or when the server does not come up.
     The server exits with lit: its socket is removed at exit, and it watches its parent.
@@ -90,7 +90,11 @@ def _start_fork_server() -> str | None:
     socket_path = os.path.join(socket_dir, "server.sock")
     env = dict(os.environ, **config.environment)
     server = subprocess.Popen(
-        [sys.executable, "-m", "jaxpp_mlir.tools.opt_server", socket_path],
+        [
+            sys.executable,
+            os.path.join(_repo_root, "tests", "fork_servers", "opt_server.py"),
+            socket_path,
+        ],
         env=env,
         stdin=subprocess.DEVNULL,
     )
@@ -114,7 +118,7 @@ def _start_fork_server() -> str | None:
             return None
         time.sleep(0.05)
     config.environment["JAXPP_OPT_SERVER"] = socket_path
-    client = os.path.join(_repo_root, "jaxpp_mlir", "tools", "opt_client.py")
+    client = os.path.join(_repo_root, "tests", "fork_servers", "opt_client.py")
     return f"{_python} -I -S {shlex.quote(client)}"  # stdlib only: no site, no .pth files
 
 

@@ -5,8 +5,8 @@ jax minor release (its files go to ``inputs/`` for 0.10, ``inputs/jax-<minor>/``
 for newer ones whose lowering differs). Each file is ``lowered.as_text()`` (no
 debug info; marker locations relative to the repository root), so the files change only
 when jax's lowering or the captures do: a rerun on any supported jax leaves ``git diff``
-empty (tests/py/test_lit_inputs_reproducible.py checks it). The lit tests
-in ``tests/lit/e2e/``, ``tests/lit/e2e-loop/`` and ``tests/py/test_roundtrip.py``
+empty (tests/py/tools/test_lit_inputs_reproducible.py checks it). The lit tests
+in ``tests/lit/e2e/``, ``tests/lit/e2e-loop/`` and ``tests/py/tools/test_roundtrip.py``
 read them; rerun this script after a jax upgrade and review the diff of the
 FileCheck tests.
 """

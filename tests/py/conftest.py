@@ -30,7 +30,7 @@ from collections.abc import Iterator
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 
 _LOADGROUP = "jaxpp_loadgroup"  # workerinput key: the controller distributes by group
 _SHARED_SCOPES = ("module", "package", "session")
@@ -185,7 +185,7 @@ class PythonServer:
     """How tests start Python processes that import jax: ``command`` in place of
     ``[sys.executable]`` and ``env`` added to the environment (the launcher's children go
     through ``JAXPP_MLIR_LAUNCH_PYTHON`` in ``env``). Through the fork server
-    (``jaxpp_mlir/tools/python_server.py``) where it runs, else the plain interpreter."""
+    (``tests/fork_servers/python_server.py``) where it runs, else the plain interpreter."""
 
     def __init__(self, command: list[str], env: dict[str, str]):
         self.command = command

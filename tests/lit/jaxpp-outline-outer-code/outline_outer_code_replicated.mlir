@@ -1,5 +1,5 @@
 // RUN: jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-outline-outer-code)' | filecheck %s
-// RUN: env JAXPP_MLIR_REPLICATE_MAX_BYTES=0 jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-outline-outer-code)' | filecheck %s --check-prefix=OFF
+// RUN: jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-outline-outer-code{replicate-max-bytes=0})' | filecheck %s --check-prefix=OFF
 
 // An optimizer's step count: count + 1 reads only an argument and is read
 // after the loop on both ranks, so each rank computes its own copy; the

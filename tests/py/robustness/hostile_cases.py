@@ -126,7 +126,7 @@ def _():
     ),
 )
 def _():
-    from jaxpp_mlir import checkpoint_manifest
+    from jaxpp_mlir.checkpoint import manifest as checkpoint_manifest
 
     path, state = _saved()
     zarray = _leaf_folder(path, "['w']") / ".zarray"
@@ -405,7 +405,7 @@ def _():
     "dtype int32, but the program expects",
 )
 def _():
-    from jaxpp_mlir.runtime.trace import program_trace
+    from jaxpp_mlir.runtime.observation.trace import program_trace
 
     step = compiled_step()
     params, batch = make_inputs()

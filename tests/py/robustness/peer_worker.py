@@ -21,7 +21,9 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "multiprocess"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "multiprocess")
+)
 
 from jaxpp_mlir.launch import initialize_from_env, pipeline_devices  # noqa: E402
 

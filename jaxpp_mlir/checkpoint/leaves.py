@@ -1,0 +1,187 @@
+"""The leaves of a checkpointed pytree: what each is, where it is written, how it is matched.
+
+A leaf is one of:
+
+- ``array``: a ``jax.Array`` whose devices all belong to this process (a
+  pipeline rank's array), or a ``RemoteOutput`` held by another process;
+  written by the process that holds it, into the directory of its device
+  group (the devices of its rank's submesh);
+- ``host``: a numpy array or scalar, written by process 0;
+- ``python``: a Python scalar (bool, int, float, str), kept in the metadata
+  file itself (``None`` is an empty subtree to jax, not a leaf).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding
+
+from jaxpp_mlir.errors import CheckpointError
+from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput
+
+PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
+
+
+@dataclasses.dataclass(frozen=True)
+class Leaf:
+    """One flat leaf as this process sees it."""
+
+    path: str
+    kind: str  # "array", "remote", "host" or "python"
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    devices: tuple[int, ...] = ()  # "array": the ids of its devices, sorted
+    spec: list | None = None  # its PartitionSpec as JSON, when it has one
+    rank: int | None = None  # "remote": the rank that holds it
+    value: Any = None  # "array": the jax.Array; "host": the numpy array; "python": the value
+
+    def public(self) -> dict[str, Any]:
+        """What other processes need to know about this leaf (JSON)."""
+        return {"devices": list(self.devices), "spec": self.spec, "rank": self.rank}
+
+
+class LeafFile(typing.NamedTuple):
+    """A leaf's Zarr array: its folder, and the words naming the leaf in errors."""
+
+    folder: str
+    name: str
+
+
+def spec_json(sharding: Any) -> list | None:
+    """A ``NamedSharding``'s PartitionSpec as a JSON list (None for other shardings)."""
+    if not isinstance(sharding, NamedSharding):
+        return None
+    return [list(p) if isinstance(p, tuple) else p for p in sharding.spec]
+
+
+def describe(tree: Any) -> list[Leaf]:
+    """Every leaf of ``tree``, classified; raises ``CheckpointError`` naming a leaf
+    that cannot be checkpointed."""
+    leaves = []
+    for key_path, x in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        path = jax.tree_util.keystr(key_path)
+        leaves.append(_describe_leaf(path, x))
+    return leaves
+
+
+def _describe_leaf(path: str, x: Any) -> Leaf:
+    if isinstance(x, RemoteOutput):
+        return Leaf(
+            path,
+            "remote",
+            x.shape,
+            x.dtype.name,
+            spec=spec_json(x.sharding),
+            rank=x.rank,
+        )
+    if isinstance(x, jax.Array):
+        if x.is_deleted():
+            raise CheckpointError(
+                f"leaf {path} is an array that was deleted (donated to an earlier call, or "
+                f"deleted): save the arrays that call returned instead"
+            )
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            raise CheckpointError(
+                f"leaf {path} is an array of typed PRNG keys; save jax.random.key_data(key) instead"
+            )
+        if not x.is_fully_addressable:
+            raise CheckpointError(
+                f"leaf {path} spans the devices of several processes; a stage-local checkpoint "
+                f"holds arrays that live on one rank's submesh (save global arrays with orbax)"
+            )
+        devices = tuple(sorted(d.id for d in x.sharding.device_set))
+        return Leaf(
+            path,
+            "array",
+            tuple(x.shape),
+            np.dtype(x.dtype).name,
+            devices=devices,
+            spec=spec_json(x.sharding),
+            value=x,
+        )
+    if isinstance(x, np.ndarray | np.generic):
+        host = np.asarray(x)
+        return Leaf(path, "host", host.shape, host.dtype.name, value=host)
+    if isinstance(x, bool | int | float | str):
+        return Leaf(path, "python", value=x)
+    raise CheckpointError(
+        f"leaf {path} is a {type(x).__name__}; a checkpoint holds jax and numpy arrays and "
+        f"Python scalars (bool, int, float, str)"
+    )
+
+
+def entry(leaf: Leaf, file: str | None) -> dict[str, Any]:
+    """The metadata entry of ``leaf`` (``file``: where its data is, under the checkpoint)."""
+    if leaf.kind == "python":
+        return {"path": leaf.path, "kind": "python", "type": type(leaf.value).__name__,
+                "value": leaf.value}  # fmt: skip
+    return {
+        "path": leaf.path,
+        "kind": "host" if leaf.kind == "host" else "array",
+        "file": file,
+        "shape": list(leaf.shape),
+        "dtype": leaf.dtype,
+    }
+
+
+def python_value(item: dict[str, Any]) -> Any:
+    return PYTHON_TYPES[item["type"]](item["value"])
+
+
+def match(entries: list[dict[str, Any]], like: Any, where: str) -> tuple[list, Any]:
+    """``like``'s leaves, each paired with its checkpoint entry; raises ``CheckpointError``
+    naming the first leaf that ``like`` and the checkpoint do not share."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(like)
+    by_path = {item["path"]: item for item in entries}
+    paths = [jax.tree_util.keystr(p) for p, _ in flat]
+    missing = [p for p in paths if p not in by_path]
+    if missing:
+        raise CheckpointError(
+            f"the checkpoint {where} has no leaf {missing[0]} (the tree to restore into has "
+            f"another structure: {len(missing)} of its {len(paths)} leaves are not in the "
+            f"checkpoint)"
+        )
+    extra = sorted(set(by_path) - set(paths))
+    if extra:
+        raise CheckpointError(
+            f"the tree to restore into has no leaf {extra[0]}, which the checkpoint {where} "
+            f"holds ({len(extra)} checkpointed leaves are not in the tree)"
+        )
+    pairs = []
+    for path, (_, x) in zip(paths, flat, strict=True):
+        item = by_path[path]
+        _check_like(item, x, where)
+        pairs.append((item, x))
+    return pairs, treedef
+
+
+def _check_like(item: dict[str, Any], x: Any, where: str) -> None:
+    path = item["path"]
+    if item["kind"] == "python":
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            raise CheckpointError(
+                f"leaf {path} of the checkpoint {where} is the Python {item['type']} "
+                f"{item['value']!r}, but the tree to restore into has an array there"
+            )
+        if type(x).__name__ != item["type"]:
+            raise CheckpointError(
+                f"leaf {path} of the checkpoint {where} is the Python {item['type']} "
+                f"{item['value']!r}, but the tree to restore into has a {type(x).__name__} there"
+            )
+        return
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        raise CheckpointError(
+            f"leaf {path} of the checkpoint {where} is an array, but the tree to restore into "
+            f"has a {type(x).__name__} there"
+        )
+    shape, dtype = tuple(x.shape), np.dtype(x.dtype).name
+    if shape != tuple(item["shape"]) or dtype != item["dtype"]:
+        raise CheckpointError(
+            f"leaf {path} of the checkpoint {where} has shape {tuple(item['shape'])} and dtype "
+            f"{item['dtype']}, but the tree to restore into has shape {shape} and dtype {dtype}"
+        )

@@ -1,0 +1,163 @@
+"""Arrays on disk as Zarr arrays (TensorStore), written and read shard by shard.
+
+``write_arrays`` writes every array from the devices that hold it: each
+shard with replica id 0 goes to its own chunk, so a sharded array is never
+assembled on the host. ``read_arrays`` reads each array straight onto a
+target sharding: every addressable device reads only its own slice, whatever
+sharding (or process) wrote the file. TensorStore is orbax's storage layer;
+it is used directly because orbax (and ``jax.experimental.array_serialization``)
+refuse arrays whose devices all belong to one process in a multi-process run,
+which every pipeline rank's array is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Sharding
+
+from jaxpp_mlir.checkpoint.leaves import CheckpointError, LeafFile
+
+
+def _tensorstore() -> Any:
+    try:
+        import tensorstore as ts
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "jaxpp_mlir.checkpoint needs tensorstore: pip install 'jaxpp_mlir[checkpoint]'"
+        ) from e
+    return ts
+
+
+def _spec(path: str) -> dict[str, Any]:
+    return {"driver": "zarr", "kvstore": {"driver": "file", "path": os.path.abspath(path)}}
+
+
+def _chunks(shape: tuple[int, ...], chunk: tuple[int, ...]) -> list[int]:
+    return [max(1, c) for c in chunk] if shape else []
+
+
+def _create(path: str, shape: tuple[int, ...], dtype: np.dtype, chunk: tuple[int, ...]) -> Any:
+    ts = _tensorstore()
+    return ts.open(
+        _spec(path),
+        create=True,
+        delete_existing=True,
+        dtype=ts.dtype(np.dtype(dtype).name),
+        shape=list(shape),
+        chunk_layout=ts.ChunkLayout(write_chunk_shape=_chunks(shape, chunk)),
+    )
+
+
+# Host bytes in flight at once (shards copied to the host and not yet written, or read and
+# not yet on their device): a process's state goes through the host in batches of this size.
+MAX_IN_FLIGHT_BYTES = 1 << 30
+
+
+def _batches(items: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
+    """``items`` in order, cut into batches of at most ``MAX_IN_FLIGHT_BYTES`` (or one item)."""
+    batches: list[list[Any]] = [[]]
+    total = 0
+    for item, size in zip(items, sizes, strict=True):
+        if batches[-1] and total + size > MAX_IN_FLIGHT_BYTES:
+            batches.append([])
+            total = 0
+        batches[-1].append(item)
+        total += size
+    return batches
+
+
+def write_arrays(items: Sequence[tuple[str, jax.Array]]) -> None:
+    """Writes each ``(path, array)``: the array's shards with replica id 0, from this process."""
+    for batch in _batches(items, [a.nbytes for _, a in items]):
+        _write_batch(batch)
+
+
+def _write_batch(items: Sequence[tuple[str, jax.Array]]) -> None:
+    for _, array in items:
+        for shard in array.addressable_shards:
+            if shard.replica_id == 0:
+                shard.data.copy_to_host_async()
+    opened = [
+        (_create(path, tuple(a.shape), a.dtype, a.sharding.shard_shape(a.shape)), a)
+        for path, a in items
+    ]
+    writes = []
+    for future, array in opened:
+        store = future.result()
+        for shard in array.addressable_shards:
+            if shard.replica_id == 0:
+                writes.append(store[shard.index].write(np.asarray(shard.data)))
+    for write in writes:
+        write.result()
+
+
+def write_host_arrays(items: Sequence[tuple[str, np.ndarray]]) -> None:
+    """Writes each ``(path, numpy array)`` in one chunk."""
+    opened = [(_create(path, x.shape, x.dtype, x.shape), x) for path, x in items]
+    writes = [future.result().write(x) for future, x in opened]
+    for write in writes:
+        write.result()
+
+
+def _open(leaf: LeafFile, shape: tuple[int, ...], dtype: str) -> Any:
+    """The Zarr array of ``leaf``, once its shape and dtype are the ones expected."""
+    try:
+        store = _tensorstore().open(_spec(leaf.folder), open=True).result()
+    except Exception as e:  # noqa: BLE001 - TensorStore raises ValueError, OSError, ...
+        raise CheckpointError(f"{leaf.name}: cannot open {leaf.folder}: {e}") from e
+    found = (tuple(store.shape), np.dtype(store.dtype.numpy_dtype).name)
+    if found != (tuple(shape), np.dtype(dtype).name):
+        raise CheckpointError(
+            f"{leaf.name}: {leaf.folder} holds shape {found[0]} and dtype {found[1]}, but the "
+            f"checkpoint's metadata says shape {tuple(shape)} and dtype {np.dtype(dtype).name}"
+        )
+    return store
+
+
+def _result(leaf: LeafFile, future: Any) -> np.ndarray:
+    try:
+        return np.asarray(future.result())
+    except Exception as e:  # noqa: BLE001 - TensorStore raises ValueError, OSError, ...
+        raise CheckpointError(f"{leaf.name}: cannot read {leaf.folder}: {e}") from e
+
+
+def read_arrays(
+    items: Sequence[tuple[LeafFile, tuple[int, ...], np.dtype, Sharding]],
+) -> list[jax.Array]:
+    """Reads each ``(leaf, shape, dtype, sharding)`` onto ``sharding``'s addressable devices."""
+    sizes = [int(np.prod(shape)) * np.dtype(dtype).itemsize for _, shape, dtype, _ in items]
+    arrays: list[jax.Array] = []
+    for batch in _batches(items, sizes):
+        arrays += _read_batch(batch)
+    return arrays
+
+
+def _read_batch(
+    items: Sequence[tuple[LeafFile, tuple[int, ...], np.dtype, Sharding]],
+) -> list[jax.Array]:
+    reads: list[list[tuple[jax.Device, Any]]] = []
+    for leaf, shape, dtype, sharding in items:
+        store = _open(leaf, shape, dtype)
+        seen: dict[str, Any] = {}
+        per_device = []
+        for device, index in sharding.addressable_devices_indices_map(shape).items():
+            key = repr(index)
+            if key not in seen:
+                seen[key] = store[index].read() if shape else store.read()
+            per_device.append((device, seen[key]))
+        reads.append(per_device)
+    arrays = []
+    for per_device, (leaf, shape, _, sharding) in zip(reads, items, strict=True):
+        shards = [jax.device_put(_result(leaf, read), device) for device, read in per_device]
+        arrays.append(jax.make_array_from_single_device_arrays(shape, sharding, shards))
+    return arrays
+
+
+def read_host_array(leaf: LeafFile, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """The whole array of ``leaf`` as a numpy array."""
+    return _result(leaf, _open(leaf, shape, dtype).read())

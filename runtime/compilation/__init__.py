@@ -1,0 +1,1 @@
+"""Compiling stage programs: PJRT compile, the in-memory and persistent caches, progress."""

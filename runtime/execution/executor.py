@@ -1,0 +1,196 @@
+"""Executing an ``ExecutionPlan`` in one process: compile once, then dispatch.
+
+``compile_plan`` compiles every distinct stage module once per submesh (see
+``compile``) and resolves the plan into numbered slots (see ``slots``): a slot
+holds one value on one rank, or one value in flight on a channel. Everything a
+call needs is decided there, once: the executable of each run, the slots that
+feed it, the result handlers of its outputs, the target shardings of transfers
+and the slots that die after each instruction (a value's last use on its
+rank). Each operation then becomes a small generated Python function with
+those slots as constants (see ``dispatch``).
+
+``CompiledPlan.__call__`` checks and places the arguments (see ``placement``),
+then calls the operations in the plan's global order. Nothing blocks: PJRT executions and
+copies are asynchronous, ordered by their buffers' readiness. Measured on the
+2-core development machine (tiny stages): results wrapped by
+``consume_with_handlers`` cost 5.0 us per execution against 7.4 us through
+``disassemble_into_single_device_arrays``; a device-to-device batched copy
+about 7-10 us against 22-40 us for ``jax.device_put``; the runtime's own Python
+work for 8 runs, 6 transfers and 5 device arguments is about 5 us per call.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+from jax.sharding import Mesh, Sharding
+
+from .. import _jax_compat as jc
+from ..compilation import compile as _compile
+from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
+from ..observation import trace as _trace
+from ..plan import ExecutionPlan, RunStage
+from .arguments import input_checks, place_arguments
+from .dispatch import make_ops
+from .replicated import assemble, replicated_outputs
+from .slots import resolve_slots
+
+
+class CompiledPlan:
+    """An ``ExecutionPlan`` compiled for concrete devices; call it with the flat inputs.
+
+    Attributes:
+      plan: the plan it executes.
+      rank_devices: rank r's devices, in partition order.
+      executables: executable name -> PJRT loaded executable (names that share a
+        module text and a submesh share one executable).
+      last_uses: ``(rank, value)`` -> index of the instruction after which the
+        runtime drops its reference (``len(plan.instructions)`` for outputs).
+    """
+
+    def __init__(
+        self,
+        plan: ExecutionPlan,
+        rank_devices: tuple[tuple[jax.Device, ...], ...],
+        executables: dict[str, jc.LoadedExecutable],
+        num_compiled: int,
+        rank_meshes: Sequence[Mesh] | None = None,
+    ):
+        self.plan = plan
+        self.rank_devices = rank_devices
+        self.rank_meshes = rank_meshes  # given: arrays get NamedShardings on these
+        self.executables = executables
+        self.num_compiled = num_compiled
+        self._build()
+
+    # ------------------------------------------------------------------ build
+    def _build(self) -> None:
+        plan = self.plan
+        resolved = resolve_slots(plan, self.rank_devices, self.executables, self.rank_meshes)
+        slots, where = resolved.slots, resolved.where
+        self._ops, self._op_end = make_ops(plan, resolved, self.executables)
+        self._steps = resolved.steps  # read by the tracer (trace.describe_ops)
+        self._slots = where
+        self._num_slots = len(slots)
+        self._output_slots = resolved.output_slots
+        self._inputs = input_checks(plan, resolved)
+        self._replicated = replicated_outputs(plan, resolved, self.rank_devices, self.rank_meshes)
+        self.last_uses: Mapping[tuple[int, int], int] = {
+            key: slots[s].last_use if slots[s].last_use >= 0 else slots[s].defined_at
+            for key, s in where.items()
+        }
+
+    # ------------------------------------------------------------------- call
+    def input_shardings(self, position: int) -> tuple[Sharding, ...]:
+        """The shardings argument ``position`` is read with, one per rank reading it;
+        an array passed with one of them is used without a copy."""
+        return tuple(target.sharding for target in self._inputs[position].targets)
+
+    def __call__(self, *args: Any) -> list[jax.Array]:
+        """Runs the plan on flat ``args``; returns the outputs in ``plan.outputs`` order."""
+        return self._run(args, [None] * self._num_slots)
+
+    def _run(self, args: Sequence[Any], env: list, stop: int | None = None) -> list[jax.Array]:
+        """Places ``args`` into ``env`` and dispatches; ``stop`` ends after that many
+        instructions (for tests, which then inspect ``env``)."""
+        if len(args) != len(self._inputs):
+            raise CallError(
+                f"the program takes {len(self._inputs)} arguments, but {len(args)} were given"
+            )
+        try:
+            place_arguments(args, self._inputs, env)
+        except JaxppError:
+            raise
+        except Exception as e:  # a copy of an input that another call donated meanwhile
+            self._raise_if_an_input_was_deleted(args, e)
+            raise
+        ops = self._ops
+        if stop is not None:
+            ops = ops[: bisect.bisect_right(self._op_end, stop)]
+        tracer = _trace.ACTIVE  # tracing hook: None (off) leaves the dispatch as is
+        if tracer is not None:
+            ops = tracer.wrap(self, ops)
+        op: Any = None
+        try:
+            for op in ops:
+                op(env)
+        except JaxppError:
+            raise
+        except Exception as e:
+            self._raise_if_an_input_was_deleted(args, e)
+            raise RuntimeFailure(f"{op.what} failed: {e}") from e
+        outputs = [env[s] for s in self._output_slots]
+        if self._replicated and stop is None:
+            assemble(env, outputs, self._replicated)
+        return outputs
+
+    def _raise_if_an_input_was_deleted(self, args: Sequence[Any], error: Exception) -> None:
+        """A failed dispatch whose input was deleted after it was placed (another call,
+        say of another thread, donated it meanwhile): a ``CallError`` naming the input."""
+        for check, x in zip(self._inputs, args, strict=True):
+            if isinstance(x, jax.Array) and x.is_deleted():
+                raise CallError(
+                    f"{check.what} was deleted while this call ran: another call (another "
+                    f"thread?) donated or deleted it; a donated array is used by one call only"
+                ) from error
+
+    def dispatch_source(self) -> str:
+        """The generated code of every operation, in dispatch order (for debugging)."""
+        return "\n".join(op.source for op in self._ops)
+
+    # ------------------------------------------------------------------- show
+    def __repr__(self) -> str:
+        plan = self.plan
+        lines = [
+            f"CompiledPlan({plan.num_ranks} ranks, {len(plan.executables)} executables "
+            f"({self.num_compiled} compiled), {len(plan.instructions)} instructions, "
+            f"{len(plan.inputs)} inputs, {len(plan.outputs)} outputs)"
+        ]
+        for rank, devices in enumerate(self.rank_devices):
+            names = sorted(n for n, s in plan.executables.items() if s.rank == rank)
+            runs = sum(
+                1 for inst in plan.instructions if isinstance(inst, RunStage) and inst.rank == rank
+            )
+            device_text = ", ".join(f"{d.platform}:{d.id}" for d in devices)
+            lines.append(
+                f"  rank {rank} on [{device_text}]: {runs} run{'s' * (runs != 1)} of "
+                f"{', '.join(names) or '-'}"
+            )
+        return "\n".join(lines)
+
+
+def compile_plan(
+    plan: ExecutionPlan,
+    rank_devices: Sequence[Sequence[jax.Device]],
+    *,
+    rank_meshes: Sequence[Mesh] | None = None,
+) -> CompiledPlan:
+    """Compiles every executable of ``plan`` for the submesh of its rank.
+
+    ``rank_devices[r]`` lists rank r's devices in partition order. A module text
+    shared by several executables of one rank compiles once. With ``rank_meshes``
+    (rank r's submesh, its devices those of ``rank_devices[r]``), values carry
+    ``NamedSharding``s on them.
+    """
+    devices = tuple(tuple(d) for d in rank_devices)
+    if len(devices) != plan.num_ranks:
+        raise MeshError(
+            f"the plan runs on {plan.num_ranks} ranks, but devices were given for "
+            f"{len(devices)} ranks"
+        )
+    for rank, ds in enumerate(devices):
+        if not ds:
+            raise MeshError(f"rank {rank} has no devices")
+    for name, stage in plan.executables.items():
+        if not 0 <= stage.rank < len(devices):
+            raise PlanError(
+                f"executable {name!r} is for rank {stage.rank}, but the plan has "
+                f"{len(devices)} ranks"
+            )
+    executables, num_compiled = _compile.compile_plan_executables(
+        plan, devices, list(plan.executables)
+    )
+    return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes)

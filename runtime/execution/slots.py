@@ -1,0 +1,439 @@
+"""Slot resolution: a plan's values and transfers as numbered slots, checked.
+
+A slot holds one value on one rank, or one value in flight on a channel.
+``resolve_slots`` walks the plan's instructions once, in the global order, and
+decides everything a call needs: the slots each run reads and writes (a reader
+that needs another layout reads a resharded copy), the channel slot each send
+fills and each receive empties, the layout of every slot and the slots that
+die after each instruction (a value's last use on its rank). A malformed plan
+raises ``PlanError`` naming the instruction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+from jax.sharding import Mesh, Sharding
+
+from .. import _jax_compat as jc
+from .. import transfer as _transfer
+from ..errors import PlanError
+from ..named_shardings import as_named
+from ..plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
+
+
+@dataclasses.dataclass
+class Slot:
+    """Compile-time facts about one slot."""
+
+    key: tuple[int, int] | tuple[str, int]  # (rank, value) or ("channel", channel)
+    spec: TensorSpec
+    sharding: Sharding | None  # None: chosen by the first consumer
+    defined_at: int  # instruction index; -1 for a program input
+    last_use: int = -1  # instruction index; -1 while unused
+
+    def name(self) -> str:
+        """What the slot holds, for the comments of generated code."""
+        where, n = self.key
+        return f"channel {n}" if where == "channel" else f"value {n} on rank {where}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Reshard:
+    """A copy of slot ``source`` into slot ``copy``, laid out as ``sharding``."""
+
+    source: int
+    copy: int
+    sharding: Sharding
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStep:
+    """A resolved ``RunStage``: the reshards made just before it, its input and output slots."""
+
+    inst: RunStage
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    reshards: tuple[Reshard, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SendStep:
+    """A resolved ``Send``: the sent slot and the channel slot it fills."""
+
+    inst: Send
+    source: int
+    channel: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyStep:
+    """A resolved ``Recv``: the channel slot it empties into slot ``destination``."""
+
+    inst: Recv
+    channel: int
+    destination: int
+
+
+Step = RunStep | SendStep | CopyStep
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedPlan:
+    """A plan as slots: what ``dispatch`` turns into code and ``placement`` fills."""
+
+    slots: list[Slot]
+    where: dict[tuple[int, int], int]  # (rank, value) -> slot
+    steps: list[Step]  # one per instruction
+    output_slots: tuple[int, ...]
+    free_after: list[list[int]]  # per instruction, the slots that die after it
+
+
+def describe(inst: Instruction) -> str:
+    if isinstance(inst, RunStage):
+        label = f" ({inst.label})" if inst.label else ""
+        return f"run {inst.executable!r}{label} on rank {inst.rank}"
+    if isinstance(inst, Send):
+        return f"send of value {inst.value} from rank {inst.rank} to rank {inst.peer}"
+    return f"recv of value {inst.value} on rank {inst.rank} from rank {inst.peer}"
+
+
+class SlotTable:
+    """Slots of a plan being resolved: which (rank, value) lives where, and checks."""
+
+    def __init__(self, plan: ExecutionPlan):
+        self.plan = plan
+        self.slots: list[Slot] = []
+        self.where: dict[tuple[int, int], int] = {}  # (rank, value) -> slot
+        # (slot, layout) -> the slot holding that slot's value in that other layout
+        self.resharded: dict[tuple[int, Any], int] = {}
+        # instruction index -> the reshards made just before it
+        self.reshards: dict[int, list[Reshard]] = {}
+
+    def _at(self, at: int) -> str:
+        return "its input binding" if at < 0 else f"instruction {at} ({self._inst(at)})"
+
+    def _inst(self, at: int) -> str:
+        return describe(self.plan.instructions[at])
+
+    def define(self, rank: int, value: int, spec: TensorSpec, sharding, at: int) -> int:
+        """A new slot for ``value`` on ``rank``, defined by instruction ``at`` (-1: input)."""
+        if (rank, value) in self.where:
+            raise PlanError(
+                f"value {value} is defined twice on rank {rank} (again by {self._at(at)})"
+            )
+        self.where[(rank, value)] = len(self.slots)
+        self.slots.append(Slot((rank, value), spec, sharding, at))
+        return len(self.slots) - 1
+
+    def use(self, rank: int, value: int, at: int, spec: TensorSpec, sharding) -> int:
+        """The slot instruction ``at`` reads ``value`` from, checked against ``spec``.
+
+        ``sharding`` is the layout the reader needs (None: any); the first
+        reader fixes the layout of a value that has none yet. A reader that
+        needs another layout than the one the rank holds reads a resharded
+        copy, made on the rank's devices just before the first such reader
+        and shared by the later ones (one process holds every device of a
+        rank, so a reshard is a ``jax.device_put``).
+        """
+        slot = self.where.get((rank, value))
+        if slot is None:
+            raise PlanError(
+                f"{self._at(at)} uses value {value}, which is not defined on rank {rank} before it"
+            )
+        info = self.slots[slot]
+        if info.spec != spec:
+            raise PlanError(f"{self._at(at)} takes value {value} as {spec} but it is {info.spec}")
+        if sharding is not None:
+            if info.sharding is None:
+                info.sharding = sharding
+            elif not _transfer.same_layout(info.sharding, sharding, len(spec.shape)):
+                return self._reshard(slot, sharding, at)
+        info.last_use = at
+        return slot
+
+    def _reshard(self, slot: int, sharding: Sharding, at: int) -> int:
+        """The slot of ``slot``'s value laid out as ``sharding``, read by instruction ``at``."""
+        info = self.slots[slot]
+        key = (slot, jc.hlo_sharding(sharding, len(info.spec.shape)))
+        copy = self.resharded.get(key)
+        if copy is None:
+            copy = len(self.slots)
+            self.slots.append(Slot(info.key, info.spec, sharding, at))
+            self.resharded[key] = copy
+            self.reshards.setdefault(at, []).append(Reshard(slot, copy, sharding))
+            info.last_use = at
+        self.slots[copy].last_use = at
+        return copy
+
+
+def resolve_slots(
+    plan: ExecutionPlan,
+    rank_devices: Sequence[Sequence[jax.Device]],
+    executables: Mapping[str, Any],
+    rank_meshes: Sequence[Mesh] | None = None,
+) -> ResolvedPlan:
+    """``plan`` as slots, on ``rank_devices`` with the compiled ``executables``.
+
+    With ``rank_meshes`` (rank r's submesh), values carry ``NamedSharding``s on them.
+    """
+    resolver = _Resolver(plan, rank_devices, executables, rank_meshes)
+    return resolver.resolve()
+
+
+class _Resolver:
+    """One pass over a plan's instructions, in the global order."""
+
+    def __init__(
+        self,
+        plan: ExecutionPlan,
+        rank_devices: Sequence[Sequence[jax.Device]],
+        executables: Mapping[str, Any],
+        rank_meshes: Sequence[Mesh] | None = None,
+    ):
+        self.plan = plan
+        self.rank_devices = rank_devices
+        self.executables = executables
+        self.rank_meshes = rank_meshes
+        self.table = SlotTable(plan)
+        self.pending: dict[int, deque[tuple[Send, int]]] = {}  # channel -> sends in flight
+        self.channel_source: dict[int, int] = {}  # channel slot -> the sent slot
+        self.in_shardings: dict[str, list[Sharding]] = {}
+        self.out_shardings: dict[str, list[Sharding]] = {}
+
+    def resolve(self) -> ResolvedPlan:
+        plan, table = self.plan, self.table
+        self._define_inputs()
+        self._executable_shardings()
+        steps = [self._resolve(at, inst) for at, inst in enumerate(plan.instructions)]
+        self._check_all_received()
+        output_slots = self._output_slots()
+        self._check_donations(steps)
+        self._default_shardings()
+        return ResolvedPlan(
+            slots=table.slots,
+            where=table.where,
+            steps=steps,
+            output_slots=tuple(output_slots),
+            free_after=_free_after(table.slots, len(plan.instructions)),
+        )
+
+    def _check_rank(self, rank: int, what: str) -> None:
+        if not 0 <= rank < len(self.rank_devices):
+            raise PlanError(
+                f"{what} refers to rank {rank}, but the plan runs on {len(self.rank_devices)} ranks"
+            )
+
+    def _define_inputs(self) -> None:
+        """Program inputs: value i on every rank of its binding."""
+        for i, binding in enumerate(self.plan.inputs):
+            if binding.index != i:
+                raise PlanError(f"plan.inputs[{i}] binds input {binding.index}, not {i}")
+            for rank in binding.ranks:
+                self._check_rank(rank, f"input {i}")
+                self.table.define(rank, i, binding.spec, None, -1)
+
+    def _executable_shardings(self) -> None:
+        """Shardings each executable takes and gives."""
+        for name, stage in self.plan.executables.items():
+            devices = self.rank_devices[stage.rank]
+            exe = self.executables[name]
+            self.in_shardings[name] = _transfer.executable_shardings(
+                exe, devices, len(stage.input_specs), outputs=False
+            )
+            self.out_shardings[name] = _transfer.executable_shardings(
+                exe, devices, len(stage.output_specs), outputs=True
+            )
+            if self.rank_meshes is not None:
+                self._name_shardings(name, self.rank_meshes[stage.rank])
+
+    def _name_shardings(self, name: str, mesh: Mesh) -> None:
+        """Executable ``name``'s shardings as ``NamedSharding``s on its rank's ``mesh``."""
+        stage = self.plan.executables[name]
+        for shardings, specs in (
+            (self.in_shardings[name], stage.input_specs),
+            (self.out_shardings[name], stage.output_specs),
+        ):
+            shardings[:] = [
+                as_named(sh, mesh, len(spec.shape))
+                for sh, spec in zip(shardings, specs, strict=True)
+            ]
+
+    def _resolve(self, at: int, inst: Instruction) -> Step:
+        self._check_rank(inst.rank, f"instruction {at}")
+        if isinstance(inst, RunStage):
+            return self._resolve_run(at, inst)
+        if isinstance(inst, Send):
+            return self._resolve_send(at, inst)
+        if isinstance(inst, Recv):
+            return self._resolve_recv(at, inst)
+        raise PlanError(f"instruction {at} is not an instruction: {inst!r}")
+
+    def _resolve_run(self, at: int, inst: RunStage) -> RunStep:
+        stage = self.plan.executables.get(inst.executable)
+        if stage is None:
+            raise PlanError(f"instruction {at} runs unknown executable {inst.executable!r}")
+        if stage.rank != inst.rank:
+            raise PlanError(
+                f"instruction {at} runs {inst.executable!r} on rank {inst.rank}, "
+                f"but it is compiled for rank {stage.rank}"
+            )
+        if len(inst.inputs) != len(stage.input_specs) or len(inst.outputs) != len(
+            stage.output_specs
+        ):
+            raise PlanError(
+                f"instruction {at} ({describe(inst)}) has {len(inst.inputs)} inputs "
+                f"and {len(inst.outputs)} outputs; the executable takes "
+                f"{len(stage.input_specs)} and gives {len(stage.output_specs)}"
+            )
+        use, define = self.table.use, self.table.define
+        ins = [
+            use(inst.rank, v, at, spec, sh)
+            for v, spec, sh in zip(
+                inst.inputs, stage.input_specs, self.in_shardings[inst.executable], strict=True
+            )
+        ]
+        outs = [
+            define(inst.rank, v, spec, sh, at)
+            for v, spec, sh in zip(
+                inst.outputs,
+                stage.output_specs,
+                self.out_shardings[inst.executable],
+                strict=True,
+            )
+        ]
+        return RunStep(inst, tuple(ins), tuple(outs), tuple(self.table.reshards.get(at, [])))
+
+    def _resolve_send(self, at: int, inst: Send) -> SendStep:
+        self._check_rank(inst.peer, f"instruction {at}")
+        slots = self.table.slots
+        src = self.table.where.get((inst.rank, inst.value))
+        if src is None:
+            raise PlanError(
+                f"instruction {at} ({describe(inst)}) sends a value that rank "
+                f"{inst.rank} does not hold"
+            )
+        info = slots[src]
+        self.table.use(inst.rank, inst.value, at, info.spec, None)
+        chan = len(slots)
+        slots.append(Slot(("channel", inst.channel), info.spec, None, at))
+        self.channel_source[chan] = src
+        self.pending.setdefault(inst.channel, deque()).append((inst, chan))
+        return SendStep(inst, src, chan)
+
+    def _resolve_recv(self, at: int, inst: Recv) -> CopyStep:
+        slots = self.table.slots
+        queue = self.pending.get(inst.channel)
+        if not queue:
+            raise PlanError(
+                f"instruction {at} ({describe(inst)}) waits on channel "
+                f"{inst.channel}, but no send on it precedes it"
+            )
+        send, chan = queue.popleft()
+        if send.rank != inst.peer or send.peer != inst.rank:
+            raise PlanError(
+                f"channel {inst.channel} carries a send from rank {send.rank} to "
+                f"rank {send.peer}, but instruction {at} receives on rank "
+                f"{inst.rank} from rank {inst.peer}"
+            )
+        if slots[chan].spec != inst.spec:
+            raise PlanError(
+                f"instruction {at} ({describe(inst)}) expects {inst.spec} on channel "
+                f"{inst.channel}, but the send carries {slots[chan].spec}"
+            )
+        slots[chan].last_use = at
+        dst = self.table.define(inst.rank, inst.value, inst.spec, None, at)
+        return CopyStep(inst, chan, dst)
+
+    def _check_all_received(self) -> None:
+        for channel, queue in self.pending.items():
+            if queue:
+                send, _ = queue[0]
+                raise PlanError(
+                    f"the send of value {send.value} from rank {send.rank} on channel "
+                    f"{channel} is never received"
+                )
+
+    def _output_slots(self) -> list[int]:
+        """The outputs' slots, which stay alive to the end."""
+        slots, where = self.table.slots, self.table.where
+        output_slots = []
+        for k, out in enumerate(self.plan.outputs):
+            slot = where.get((out.rank, out.value))
+            if slot is None:
+                raise PlanError(
+                    f"output {k} is value {out.value} on rank {out.rank}, which is never "
+                    f"defined there"
+                )
+            if slots[slot].spec != out.spec:
+                raise PlanError(
+                    f"output {k} is declared {out.spec} but value {out.value} is {slots[slot].spec}"
+                )
+            slots[slot].last_use = len(self.plan.instructions)
+            output_slots.append(slot)
+            for value, rank in out.replicas:  # its copies on other ranks stay alive too
+                replica = where.get((rank, value))
+                if replica is None or slots[replica].spec != out.spec:
+                    raise PlanError(
+                        f"output {k} has a copy, value {value} on rank {rank}, that is never "
+                        f"defined there as {out.spec}"
+                    )
+                slots[replica].last_use = len(self.plan.instructions)
+        return output_slots
+
+    def _check_donations(self, steps: list[Step]) -> None:
+        """An input a run consumes (its executable aliases it to an output) must die there:
+        no later reader, no send still in flight, not a program output."""
+        slots, plan = self.table.slots, self.plan
+        for at, step in enumerate(steps):
+            if not isinstance(step, RunStep):
+                continue
+            for position, _ in plan.executables[step.inst.executable].aliases:
+                slot = step.inputs[position]
+                in_flight = [
+                    slots[c].last_use
+                    for c, source in self.channel_source.items()
+                    if source == slot and slots[c].last_use > at
+                ]
+                last = max([slots[slot].last_use, *in_flight])
+                if step.inputs.count(slot) > 1:
+                    raise PlanError(
+                        f"instruction {at} ({describe(step.inst)}) consumes input {position} "
+                        f"(value {step.inst.inputs[position]}, donated to its output), but "
+                        "reads the same value as another input too"
+                    )
+                if last != at:
+                    later = (
+                        "the program's outputs"
+                        if last >= len(plan.instructions)
+                        else f"instruction {last} ({describe(plan.instructions[last])})"
+                    )
+                    raise PlanError(
+                        f"instruction {at} ({describe(step.inst)}) consumes input {position} "
+                        f"(value {step.inst.inputs[position]}, donated to its output), but "
+                        f"{later} still reads that value"
+                    )
+
+    def _default_shardings(self) -> None:
+        """Values nobody consumed: replicated over their rank's devices."""
+        slots = self.table.slots
+        for info in slots:
+            if info.sharding is None and info.key[0] != "channel":
+                info.sharding = _transfer.replicated_sharding(self.rank_devices[info.key[0]])
+        for chan, src in self.channel_source.items():
+            slots[chan].sharding = slots[src].sharding
+
+
+def _free_after(slots: list[Slot], num_instructions: int) -> list[list[int]]:
+    """Which slots die after each instruction (unused values die where defined)."""
+    free_after: list[list[int]] = [[] for _ in range(num_instructions)]
+    for s, info in enumerate(slots):
+        if info.last_use == -1 and info.defined_at >= 0:
+            free_after[info.defined_at].append(s)
+        elif 0 <= info.last_use < num_instructions:
+            free_after[info.last_use].append(s)
+    return free_after

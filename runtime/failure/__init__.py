@@ -1,0 +1,1 @@
+"""Failure detection: the heartbeat watchdog, exit hooks and their options."""

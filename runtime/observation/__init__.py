@@ -1,0 +1,1 @@
+"""Observing a run: traces of the dispatch loop and peak memory per rank."""

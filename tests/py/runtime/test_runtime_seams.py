@@ -1,0 +1,136 @@
+"""The runtime's seams as functions: slot resolution into typed steps, the distributed
+setup's pure steps, and the abort hook apart from the watchdog."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jaxpp_mlir.runtime import exit_hooks
+from jaxpp_mlir.runtime.compilation.compile import compile_plan_executables
+from jaxpp_mlir.runtime.execution.slots import CopyStep, RunStep, SendStep, resolve_slots
+from jaxpp_mlir.runtime.multiprocess.distributed_setup import find_feeds
+from jaxpp_mlir.runtime.multiprocess.local_plan import Feed
+from jaxpp_mlir.runtime.plan import (
+    ExecutionPlan,
+    InputBinding,
+    OutputBinding,
+    Recv,
+    RunStage,
+    Send,
+    StageExecutable,
+    TensorSpec,
+)
+
+from jaxpp_mlir.errors import ScheduleError
+
+SPEC = TensorSpec((2, 3), "float32")
+
+
+def _stage(name: str, rank: int, fn) -> StageExecutable:
+    x = jax.ShapeDtypeStruct(SPEC.shape, jnp.float32)
+    text = jax.jit(fn).lower(x).as_text()
+    return StageExecutable(name, rank, text, (SPEC,), (SPEC,))
+
+
+@pytest.fixture(scope="module")
+def chain():
+    """Input 0 on rank 0 -> f -> send to rank 1 -> g -> output on rank 1."""
+    plan = ExecutionPlan(
+        num_ranks=2,
+        executables={
+            "f": _stage("f", 0, lambda x: x * 2.0),
+            "g": _stage("g", 1, lambda x: x + 1.0),
+        },
+        inputs=(InputBinding(0, SPEC, (0,)),),
+        outputs=(OutputBinding(3, 1, SPEC),),
+        instructions=(
+            RunStage(0, "f", (0,), (1,)),
+            Send(0, 1, 0, 1),
+            Recv(1, 0, 0, 2, SPEC),
+            RunStage(1, "g", (2,), (3,)),
+        ),
+    )
+    devices = [(jax.devices()[0],), (jax.devices()[1],)]
+    executables, num_compiled = compile_plan_executables(plan, devices, list(plan.executables))
+    return plan, devices, executables, num_compiled
+
+
+def test_two_modules_compile_twice(chain):
+    _, _, executables, num_compiled = chain
+    assert num_compiled == 2 and set(executables) == {"f", "g"}
+
+
+def test_slots_resolve_into_typed_steps(chain):
+    plan, devices, executables, _ = chain
+    resolved = resolve_slots(plan, devices, executables)
+    run_f, send, copy, run_g = resolved.steps
+    assert isinstance(run_f, RunStep) and isinstance(run_g, RunStep)
+    assert isinstance(send, SendStep) and isinstance(copy, CopyStep)
+    where = resolved.where
+    assert run_f.inputs == (where[(0, 0)],) and run_f.outputs == (where[(0, 1)],)
+    assert send.source == where[(0, 1)] and copy.channel == send.channel
+    assert copy.destination == where[(1, 2)] and run_g.inputs == (where[(1, 2)],)
+    assert resolved.output_slots == (where[(1, 3)],)
+    assert resolved.slots[send.channel].key == ("channel", 0)
+    # f's result dies after the send; the channel slot after the receive.
+    assert where[(0, 1)] in resolved.free_after[1]
+    assert send.channel in resolved.free_after[2]
+
+
+def test_slot_resolution_names_an_unpaired_send(chain):
+    plan, devices, executables, _ = chain
+    unpaired = dataclasses.replace(
+        plan, instructions=plan.instructions[:2], outputs=(OutputBinding(1, 0, SPEC),)
+    )
+    with pytest.raises(ScheduleError, match="value 1 from rank 0 on channel 0 is never received"):
+        resolve_slots(unpaired, devices, executables)
+
+
+def test_feeds_are_outputs_coming_back_as_inputs_needed_elsewhere():
+    step = TensorSpec((), "int32")
+    plan = ExecutionPlan(
+        num_ranks=3,
+        executables={},
+        inputs=(
+            InputBinding(0, step, (0, 2)),  # a step count read on processes 0 and 1
+            InputBinding(1, SPEC, (1,)),  # read on one process only: never forwarded
+            InputBinding(2, step, (0, 2)),  # not a user input (a microbatch index)
+        ),
+        outputs=(OutputBinding(5, 2, step), OutputBinding(6, 1, SPEC)),
+        instructions=(),
+    )
+    process_of = (0, 0, 1)
+    feeds = find_feeds(plan, process_of, num_user_inputs=2)
+    assert feeds == [Feed(0, 0, 2, 0, 1, 0)]
+
+
+class _Dog:
+    """What the abort hook reads of a watchdog that sees no lost peer."""
+
+    process = 3
+    failure = None
+    options = None
+
+    def __init__(self) -> None:
+        self.kv_lost = False
+
+    def lost_peer(self) -> None:
+        return None
+
+    def peer_states(self) -> str:
+        return "process 0: program 0, call 2, 0.10 s ago"
+
+    def stop_reporting(self) -> None:
+        raise AssertionError("nothing is lost: the watchdog keeps reporting")
+
+
+def test_an_abort_with_no_lost_peer_is_left_to_proceed(capfd):
+    dog = _Dog()
+    exit_hooks.on_abort(dog)  # returns: abort() then ends the process
+    err = capfd.readouterr().err
+    assert dog.kv_lost  # the key-value store is not used after an abort
+    assert "jaxpp: process 3: aborted (SIGABRT" in err
+    assert "no peer looks lost (last reports: process 0: program 0, call 2" in err
