@@ -66,6 +66,10 @@ class Interleaved1F1B(Schedule):
             return num_microbatches // rounds
         return num_microbatches
 
+    def _warmup(self, rank: int, round_size: int, total: int) -> int:
+        """Forwards rank ``rank`` runs before its first backward, of its ``total``."""
+        return (self.virtual_stages - 1) * round_size + 2 * (self.mpmd_dim - 1 - rank)
+
     def _task(self, rank: int, kind: str, index: int, round_size: int) -> Task:
         p, v, q = self.mpmd_dim, self.virtual_stages, round_size
         chunk = (index // q) % v
@@ -79,7 +83,7 @@ class Interleaved1F1B(Schedule):
         total = v * num_microbatches
         per_rank: RankTasks = []
         for rank in range(p):
-            warm = min((v - 1) * q + 2 * (p - 1 - rank), total)
+            warm = min(self._warmup(rank, q, total), total)
             order: list[ScheduleItem] = [self._task(rank, FWD, k, q) for k in range(warm)]
             for step in range(total - warm):
                 pair = (self._task(rank, FWD, warm + step, q), self._task(rank, BWD, step, q))
@@ -94,3 +98,21 @@ class Interleaved1F1B(Schedule):
             "mpmd_dim": self.mpmd_dim,
             "fuse_steady_state": self.fuse_steady_state,
         }
+
+
+class KimiK2(Interleaved1F1B):
+    """Interleaved 1F1B with one more warm-up forward per rank (Kimi K2's order, as in
+    JaxPP): each rank keeps one more microbatch in flight, so that a transfer from the
+    previous rank has a task's time to arrive before it is needed."""
+
+    def _warmup(self, rank: int, round_size: int, total: int) -> int:
+        return super()._warmup(rank, round_size, total) + 1
+
+
+class InterleavedGPipe(Interleaved1F1B):
+    """GPipe over virtual stages (stage ``s`` on rank ``s % mpmd_dim``): every rank runs
+    all its forwards, in the interleaved order of ``Interleaved1F1B``, then all its
+    backwards."""
+
+    def _warmup(self, rank: int, round_size: int, total: int) -> int:
+        return total
