@@ -16,6 +16,7 @@ from collections.abc import Collection
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
@@ -81,15 +82,16 @@ class MpmdArray:
             shape = tuple(first.shape) if shape is None else shape
             dtype = first.dtype if dtype is None else dtype
             for rank, array in self._arrays.items():
-                if tuple(array.shape) != tuple(shape) or array.dtype != np.dtype(dtype):
+                if tuple(array.shape) != tuple(shape) or array.dtype != dtype:
                     raise ValueError(
                         f"MpmdArray: rank {rank}'s array is {array.dtype}{list(array.shape)}, "
-                        f"not {np.dtype(dtype)}{list(shape)}"
+                        f"not {dtype}{list(shape)}"
                     )
         elif shape is None or dtype is None:
             raise ValueError("MpmdArray: give shape and dtype when this process holds no rank")
         self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
+        # A numpy dtype, or an extended one (a typed PRNG key) kept as it is.
+        self.dtype = dtype if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) else np.dtype(dtype)
 
     @property
     def ndim(self) -> int:
@@ -171,7 +173,7 @@ class MpmdArray:
 
     def __repr__(self) -> str:
         return (
-            f"MpmdArray(shape={self.shape}, dtype={self.dtype.name}, "
+            f"MpmdArray(shape={self.shape}, dtype={self.dtype}, "
             f"mpmd_idxs={self._mpmd_idxs}, sharding={self.sharding})"
         )
 
@@ -204,15 +206,26 @@ def spmd_to_mpmd_reshard(
         target = MpmdSharding(mpmd_mesh, ranks, target.spec)
         me = jax.process_index()
         copies = [
-            jax.device_put(array, NamedSharding(mpmd_mesh.rank_mesh(rank), target.spec))
+            _copy_to(array, NamedSharding(mpmd_mesh.rank_mesh(rank), target.spec))
             for rank in ranks
             if any(d.process_index == me for d in mpmd_mesh.rank_devices(rank))
         ]
         moved.append(MpmdArray(copies, target, shape=tuple(array.shape), dtype=array.dtype))
-    for array in arrays:
-        if isinstance(array, jax.Array) and not array.is_deleted():
-            array.delete()
+        if isinstance(array, jax.Array):
+            array.delete()  # consumed, as in JaxPP
     return jax.tree_util.tree_unflatten(treedef, moved)
+
+
+def _copy_to(array: Any, sharding: NamedSharding) -> jax.Array:
+    """``array`` laid out by ``sharding`` in buffers of its own (``jax.device_put`` reuses
+    a shard already on its device, which deleting ``array`` would then delete)."""
+    moved = jax.device_put(array, sharding)
+    if not isinstance(array, jax.Array):
+        return moved
+    mine = {shard.data.unsafe_buffer_pointer() for shard in array.addressable_shards}
+    if any(shard.data.unsafe_buffer_pointer() in mine for shard in moved.addressable_shards):
+        moved = jax.jit(jnp.copy, out_shardings=sharding)(array)
+    return moved
 
 
 def mpmd_to_spmd_reshard(
