@@ -439,6 +439,31 @@ def test_interleaved_runs_any_microbatch_count(
     schedule.validate(num_microbatches)  # every task once, on its rank, and no deadlock
 
 
+@pytest.mark.parametrize("num_microbatches", [1, 3, 4, 8])
+def test_kimi_k2_warms_up_one_more_forward_per_rank(num_microbatches: int) -> None:
+    from jaxpp_mlir.schedules import KimiK2
+
+    def warmup(schedule) -> list[int]:
+        flat = [[t for item in row for t in getattr(item, "tasks", (item,))] for row in schedule]
+        return [next(i for i, t in enumerate(row) if t.kind != "fwd") for row in flat]
+
+    kimi, base = KimiK2(8, 4), Interleaved1F1B(8, 4)
+    kimi.validate(num_microbatches)
+    total = 2 * num_microbatches
+    expected = [min(w + 1, total) for w in warmup(base.tasks(num_microbatches))]
+    assert warmup(kimi.tasks(num_microbatches)) == expected
+
+
+def test_interleaved_gpipe_runs_every_forward_first() -> None:
+    from jaxpp_mlir.schedules import InterleavedGPipe
+
+    schedule = InterleavedGPipe(4, 2)
+    schedule.validate(3)
+    for row in schedule.tasks(3):
+        kinds = [t.kind for item in row for t in getattr(item, "tasks", (item,))]
+        assert kinds == ["fwd"] * 6 + ["bwd"] * 6
+
+
 def test_interleaved_round_size() -> None:
     schedule = Interleaved1F1B(8, 4)
     assert [schedule.round_size(m) for m in (1, 3, 4, 6, 8, 9, 12)] == [1, 3, 4, 6, 4, 9, 4]
