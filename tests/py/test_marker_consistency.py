@@ -207,6 +207,7 @@ def test_parallel_markers_warn_that_they_merge(mesh):
     assert [w.lineno for w in caught] == [_line_of(parallel_markers_mlp, "PARALLEL A")]
     message = str(caught[0].message)
     assert "do not depend on each other, so they end the same stage (0)" in message
+    assert "NVIDIA JaxPP makes one stage per marker" in message
     assert f":{_line_of(parallel_markers_mlp, 'PARALLEL B')}:" in message
 
 
