@@ -211,8 +211,9 @@ def spmd_to_mpmd_reshard(
             if any(d.process_index == me for d in mpmd_mesh.rank_devices(rank))
         ]
         moved.append(MpmdArray(copies, target, shape=tuple(array.shape), dtype=array.dtype))
-        if isinstance(array, jax.Array):
-            array.delete()  # consumed, as in JaxPP
+    for array in arrays:  # consumed, as in JaxPP (after every move: one may be given twice)
+        if isinstance(array, jax.Array) and not array.is_deleted():
+            array.delete()
     return jax.tree_util.tree_unflatten(treedef, moved)
 
 
@@ -224,7 +225,7 @@ def _copy_to(array: Any, sharding: NamedSharding) -> jax.Array:
         return moved
     mine = {shard.data.unsafe_buffer_pointer() for shard in array.addressable_shards}
     if any(shard.data.unsafe_buffer_pointer() in mine for shard in moved.addressable_shards):
-        moved = jax.jit(jnp.copy, out_shardings=sharding)(array)
+        moved = jax.jit(jnp.copy)(moved)
     return moved
 
 
