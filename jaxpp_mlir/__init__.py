@@ -25,6 +25,8 @@ _SOURCES = {
     "FusedTask": "jaxpp_mlir.schedules",
     "GPipe": "jaxpp_mlir.schedules",
     "Interleaved1F1B": "jaxpp_mlir.schedules",
+    "InterleavedGPipe": "jaxpp_mlir.schedules",
+    "KimiK2": "jaxpp_mlir.schedules",
     "JaxppError": "jaxpp_mlir.errors",
     "MarkerError": "jaxpp_mlir.errors",
     "Max": "jaxpp_mlir.frontend.treduce",

@@ -51,3 +51,8 @@ def jaxlib_version() -> str:
         import jax
 
         return jax.__version__
+
+
+def prng_key_impl(dtype: Any) -> Any:
+    """The PRNG implementation of a typed key dtype (``key<fry>``), for ``wrap_key_data``."""
+    return dtype._impl

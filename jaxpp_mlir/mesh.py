@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from typing import overload
+
 import jax
 import numpy as np
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxpp_mlir.errors import MeshError
 
@@ -54,6 +57,40 @@ class MpmdMesh:
         return int(self.jax_mesh.devices.shape[self._axis])
 
     @property
+    def mpmd_axis(self) -> int:
+        """The position of the mpmd axis among the mesh's axes."""
+        return self._axis
+
+    @property
+    def device_coords(self) -> Mapping[jax.Device, tuple[int, ...]]:
+        """Each device's coordinates in the mesh (one index per axis)."""
+        return {device: coords for coords, device in np.ndenumerate(self.jax_mesh.devices)}
+
+    @property
+    def device_mpmd_idx(self) -> Mapping[jax.Device, int]:
+        """Each device's rank (its coordinate along the mpmd axis)."""
+        return {device: coords[self._axis] for device, coords in self.device_coords.items()}
+
+    def mpmd_submesh(self, mpmd_indices: int | list[int]) -> MpmdMesh:
+        """The mesh of ranks ``mpmd_indices`` (one rank or a list), the mpmd axis kept."""
+        indices = [mpmd_indices] if isinstance(mpmd_indices, int) else list(mpmd_indices)
+        for rank in indices:
+            if not isinstance(rank, int) or not 0 <= rank < self.mpmd_dim:
+                raise MeshError(f"rank {rank!r} is outside [0, {self.mpmd_dim})")
+        devices = np.take(self.jax_mesh.devices, indices, axis=self._axis)
+        return MpmdMesh(Mesh(devices, tuple(self.jax_mesh.axis_names)), self.mpmd_axis_name)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, MpmdMesh)
+            and self.mpmd_axis_name == other.mpmd_axis_name
+            and self.jax_mesh == other.jax_mesh
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.jax_mesh, self.mpmd_axis_name))
+
+    @property
     def spmd_axis_names(self) -> tuple[str, ...]:
         return tuple(n for n in self.jax_mesh.axis_names if n != self.mpmd_axis_name)
 
@@ -88,3 +125,42 @@ class MpmdMesh:
     def __repr__(self) -> str:
         shape = dict(zip(self.jax_mesh.axis_names, self.jax_mesh.devices.shape, strict=True))
         return f"MpmdMesh({shape}, mpmd_axis={self.mpmd_axis_name!r})"
+
+
+@overload
+def filter_axes(sharding_or_spec: NamedSharding, axes: Collection[str]) -> NamedSharding: ...
+
+
+@overload
+def filter_axes(sharding_or_spec: PartitionSpec, axes: Collection[str]) -> PartitionSpec: ...
+
+
+def filter_axes(
+    sharding_or_spec: NamedSharding | PartitionSpec, axes: Collection[str]
+) -> NamedSharding | PartitionSpec:
+    """``sharding_or_spec`` without the mesh axes ``axes`` (as NVIDIA JaxPP's ``filter_axes``).
+
+    A dimension sharded only over dropped axes becomes unsharded (``None``); one
+    sharded over a tuple of axes keeps the others. A spec naming the mpmd axis is
+    valid on the lowering mesh, where that axis has size 1: dropping it changes nothing.
+    """
+    if isinstance(sharding_or_spec, NamedSharding):
+        return NamedSharding(sharding_or_spec.mesh, filter_axes(sharding_or_spec.spec, axes))
+    if not isinstance(sharding_or_spec, PartitionSpec):
+        raise TypeError(
+            f"filter_axes takes a NamedSharding or a PartitionSpec, got "
+            f"{type(sharding_or_spec).__name__}"
+        )
+    dropped = set(axes)
+
+    def keep(entry: object) -> object:
+        if entry is None or entry is PartitionSpec.UNCONSTRAINED:
+            return entry
+        if isinstance(entry, str):
+            return None if entry in dropped else entry
+        kept = tuple(name for name in entry if name not in dropped)  # type: ignore[union-attr]
+        if not kept:
+            return None
+        return kept[0] if len(kept) == 1 else kept
+
+    return PartitionSpec(*(keep(entry) for entry in sharding_or_spec))

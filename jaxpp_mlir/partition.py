@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import jax
 from jax.extend.mlir import ir
 
 from jaxpp_mlir import ir_context, partition_log
@@ -127,6 +128,7 @@ def _partition(
     sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
     runner.run(
         stage_pipeline(
+            num_stages=schedule.num_stages if schedule is not None else 0,
             mpmd_axis=mesh.mpmd_axis_name,
             submesh_size=submesh_size,
             sharded=sharded,
@@ -291,6 +293,14 @@ def _lowered_tree_info(lowered: Any) -> dict[str, Any]:
     kept = compile_args.get("kept_var_idx")
     if kept is not None and len(kept) != in_tree.num_leaves:
         info["kept_inputs"] = sorted(kept)
+    out_dtypes = [leaf.dtype for leaf in jax.tree_util.tree_leaves(lowered.out_info)]
+    if any(jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) for dtype in out_dtypes):
+        info["output_key_impls"] = tuple(
+            _jax_compat.prng_key_impl(dtype)
+            if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+            else None
+            for dtype in out_dtypes
+        )
     return info
 
 

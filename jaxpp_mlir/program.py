@@ -35,12 +35,15 @@ class PartitionedProgram:
         out_tree: Any = None,
         kept_inputs: Sequence[int] | None = None,
         schedule: Schedule | None = None,
+        output_key_impls: Sequence[Any] | None = None,
     ):
         self._module = module
         self.mesh = mesh
         self.in_tree = in_tree
         self.out_tree = out_tree
         self.kept_inputs = tuple(kept_inputs) if kept_inputs is not None else None
+        # Per output, the PRNG implementation of a typed key (its data runs as uint32), or None.
+        self.output_key_impls = tuple(output_key_impls) if output_key_impls else None
         self.schedule = schedule
         self.num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
         self.num_ranks = jaxpp.get_int_attr(module.operation, jaxpp.NUM_RANKS_ATTR) or 0
@@ -172,6 +175,13 @@ class CompiledProgram:
             donated = flat[index]
             if isinstance(donated, jax.Array) and not donated.is_deleted():
                 donated.delete()  # donated: the caller may not use it again, as with jax.jit
+        if self.program.output_key_impls is not None:
+            outputs = [
+                out
+                if impl is None or not isinstance(out, jax.Array)
+                else jax.random.wrap_key_data(out, impl=impl)
+                for out, impl in zip(outputs, self.program.output_key_impls, strict=True)
+            ]
         if self.program.out_tree is None:
             return outputs
         return jax.tree_util.tree_unflatten(self.program.out_tree, outputs)

@@ -11,12 +11,16 @@ class JaxppError(Exception):
     """Base class of every error jaxpp_mlir raises on purpose."""
 
 
-class MeshError(JaxppError):
-    """The mesh cannot host the program (too few submeshes, bad axis name...)."""
+class MeshError(JaxppError, ValueError):
+    """The mesh cannot host the program (too few submeshes, bad axis name...).
+
+    A ``ValueError``: it is a configuration error, as JaxPP and JAX raise for one."""
 
 
-class ScheduleError(JaxppError):
-    """A schedule is malformed or cannot run (deadlock, broken dependency)."""
+class ScheduleError(JaxppError, ValueError):
+    """A schedule is malformed or cannot run (deadlock, broken dependency).
+
+    A ``ValueError``: a bad schedule argument is a configuration error, as in JaxPP."""
 
 
 class PlanError(ScheduleError):

@@ -6,6 +6,8 @@ mesh's lowering mesh (the mpmd axis of size 1) and partitions it,
 ``compile(*args)`` compiles that, and calling it compiles on first use and
 keeps one compiled program per input signature (tree structure, shapes,
 dtypes, weak types and partition specs), as ``jax.jit`` caches per signature.
+Specs may name the mpmd axis (JaxPP's SPMD initialisation shards over it too):
+it has size 1 in the lowering mesh and is dropped. Arguments may be ``MpmdArray``s.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxpp_mlir.errors import CallError
+from jaxpp_mlir.compat.arrays import MpmdArray, MpmdSharding, as_jax_array, as_mpmd_arrays
+from jaxpp_mlir.errors import CallError, MarkerError
 from jaxpp_mlir.frontend.treduce import Concat, treduce_i
-from jaxpp_mlir.mesh import MpmdMesh
+from jaxpp_mlir.mesh import MpmdMesh, filter_axes
 from jaxpp_mlir.partition import partition
 from jaxpp_mlir.program import CompiledProgram, PartitionedProgram
 
@@ -37,8 +39,43 @@ class MpmdLowered:
     def as_text(self) -> str:
         return self.program.ir()
 
-    def compile(self) -> CompiledProgram:
-        return self.program.compile()
+    def compile(self) -> MpmdCompiled:
+        return MpmdCompiled(self.program.compile())
+
+
+class MpmdCompiled:
+    """A compiled step as JaxPP's: takes ``MpmdArray``s, returns them, tells ``in_shardings``.
+
+    Everything else is the ``CompiledProgram``'s (``placement``, ``gather``, ``program``).
+    """
+
+    def __init__(self, compiled: CompiledProgram):
+        self.compiled = compiled
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The step's outputs as ``MpmdArray``s (as JaxPP returns them)."""
+        args, kwargs = _plain_arrays((args, kwargs))
+        return as_mpmd_arrays(self.compiled(*args, **kwargs), self.compiled.program.mesh)
+
+    @property
+    def in_shardings(self) -> tuple[Any, Any]:
+        """``(args, kwargs)`` of ``MpmdSharding``: the ranks that read each argument and its
+        spec there (no ranks for an argument the step does not use)."""
+        program = self.compiled.program
+        mesh = program.mesh
+        kept = program.kept_inputs
+        num_leaves = program.in_tree.num_leaves
+        positions = list(kept) if kept is not None else list(range(num_leaves))
+        where = dict.fromkeys(range(num_leaves), MpmdSharding(mesh, (), PartitionSpec()))
+        for position, leaf in enumerate(positions):
+            binding = program.plan.inputs[position]
+            shardings = self.compiled.executable.input_shardings(position)
+            spec = getattr(shardings[0], "spec", PartitionSpec()) if shardings else None
+            where[leaf] = MpmdSharding(mesh, binding.ranks, spec or PartitionSpec())
+        return jax.tree_util.tree_unflatten(program.in_tree, [where[i] for i in range(num_leaves)])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.compiled, name)
 
 
 class MpmdJitted:
@@ -55,6 +92,7 @@ class MpmdJitted:
         out_shardings: Any = None,
         donate_argnums: int | Sequence[int] = (),
         schedule: Any = None,
+        target_num_stages: int | None = None,
     ):
         if not isinstance(mpmd_mesh, MpmdMesh):
             raise TypeError(f"mpmd_mesh must be a jaxpp_mlir MpmdMesh, got {type(mpmd_mesh)}")
@@ -64,14 +102,14 @@ class MpmdJitted:
             raise ValueError("give out_specs or out_shardings, not both")
         self.fun = fun
         self.mpmd_mesh = mpmd_mesh
-        lowering = mpmd_mesh.lowering_mesh()
-        self._in_shardings = _on_mesh(in_specs if in_specs is not None else in_shardings, lowering)
+        self._in_shardings = _on_mesh(in_specs if in_specs is not None else in_shardings, mpmd_mesh)
         self._out_shardings = _on_mesh(
-            out_specs if out_specs is not None else out_shardings, lowering
+            out_specs if out_specs is not None else out_shardings, mpmd_mesh
         )
         self._donate_argnums = donate_argnums
         self._schedule = schedule
-        self._compiled: dict[Any, CompiledProgram] = {}
+        self._target_num_stages = target_num_stages
+        self._compiled: dict[Any, MpmdCompiled] = {}
 
     def lower(self, *args: Any, **kwargs: Any) -> MpmdLowered:
         jit_kwargs: dict[str, Any] = {"donate_argnums": self._donate_argnums}
@@ -79,17 +117,23 @@ class MpmdJitted:
             jit_kwargs["in_shardings"] = self._in_shardings
         if self._out_shardings is not None:
             jit_kwargs["out_shardings"] = self._out_shardings
-        abstract = jax.tree_util.tree_map(self._abstract, (args, kwargs))
+        abstract = jax.tree_util.tree_map(self._abstract, _plain_arrays((args, kwargs)))
         # Bare PartitionSpecs in the step (with_sharding_constraint) refer to the lowering mesh.
         with jax.set_mesh(self.mpmd_mesh.lowering_mesh()):
             lowered = jax.jit(self.fun, **jit_kwargs).lower(*abstract[0], **abstract[1])
         program = partition(lowered, mesh=self.mpmd_mesh, schedule=self._schedule)
+        if self._target_num_stages is not None and program.num_stages != self._target_num_stages:
+            raise MarkerError(
+                f"{_name(self.fun)} has {program.num_stages} stages, but target_num_stages is "
+                f"{self._target_num_stages}: mark the end of each stage with mark_stage_end"
+            )
         return MpmdLowered(lowered, program)
 
-    def compile(self, *args: Any, **kwargs: Any) -> CompiledProgram:
+    def compile(self, *args: Any, **kwargs: Any) -> MpmdCompiled:
         return self.lower(*args, **kwargs).compile()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _plain_arrays((args, kwargs))
         key = _signature((args, kwargs))
         compiled = self._compiled.get(key)
         if compiled is None:
@@ -102,7 +146,7 @@ class MpmdJitted:
         if not hasattr(leaf, "shape") or not hasattr(leaf, "dtype"):
             return leaf  # Python scalars stay weakly typed, as under jax.jit
         sharding = None
-        spec = _sharding_spec(leaf)
+        spec = _sharding_spec(leaf, self.mpmd_mesh.mpmd_axis_name)
         if self._in_shardings is None and spec is not None:
             sharding = NamedSharding(self.mpmd_mesh.lowering_mesh(), spec)
         return jax.ShapeDtypeStruct(
@@ -118,8 +162,8 @@ class MpmdJitted:
 
 def mpmd_jit_with_loop(
     fun: Callable[..., Any] | None = None,
+    mpmd_mesh: MpmdMesh | None = None,
     *,
-    mpmd_mesh: MpmdMesh,
     in_specs: Any = None,
     out_specs: Any = None,
     in_shardings: Any = None,
@@ -142,6 +186,8 @@ def mpmd_jit_with_loop(
         out_shardings=out_shardings,
         donate_argnums=donate_argnums,
     )
+    if mpmd_mesh is None:
+        raise TypeError("mpmd_jit_with_loop needs mpmd_mesh")
     if fun is None:
         return lambda f: MpmdJitted(f, **options)
     return MpmdJitted(fun, **options)
@@ -149,8 +195,9 @@ def mpmd_jit_with_loop(
 
 def mpmd_jit_by_yield(
     fun: Callable[..., Any] | None = None,
+    mpmd_mesh: MpmdMesh | None = None,
     *,
-    mpmd_mesh: MpmdMesh,
+    target_num_stages: int | None = None,
     in_specs: Any = None,
     out_specs: Any = None,
     in_shardings: Any = None,
@@ -162,6 +209,7 @@ def mpmd_jit_by_yield(
     The whole call is one microbatch: ``fun`` runs inside a one-iteration
     ``treduce_i`` whose results are stacked and unstacked (exact), so the
     stages run on their ranks and ``fun``'s results come out unchanged.
+    ``target_num_stages``: lowering fails unless the markers make that many stages.
     """
 
     def wrap(f: Callable[..., Any]) -> MpmdJitted:
@@ -178,29 +226,42 @@ def mpmd_jit_by_yield(
             in_shardings=in_shardings,
             out_shardings=out_shardings,
             donate_argnums=donate_argnums,
+            target_num_stages=target_num_stages,
         )
 
+    if mpmd_mesh is None:
+        raise TypeError("mpmd_jit_by_yield needs mpmd_mesh")
     return wrap if fun is None else wrap(fun)
 
 
-def _on_mesh(tree: Any, mesh: jax.sharding.Mesh) -> Any:
-    """Specs and named shardings of ``tree`` as ``NamedSharding``s on ``mesh``."""
+def _on_mesh(tree: Any, mpmd_mesh: MpmdMesh) -> Any:
+    """Specs and named shardings of ``tree`` as ``NamedSharding``s on the lowering mesh,
+    without the mpmd axis (of size 1 there)."""
     if tree is None:
         return None
+    mesh = mpmd_mesh.lowering_mesh()
+    mpmd_axis = {mpmd_mesh.mpmd_axis_name}
 
     def convert(leaf: Any) -> Any:
         if leaf is None:
             return None
         if isinstance(leaf, PartitionSpec):
-            return NamedSharding(mesh, leaf)
+            return NamedSharding(mesh, filter_axes(leaf, mpmd_axis))
         if isinstance(leaf, NamedSharding):
-            return NamedSharding(mesh, leaf.spec)
+            return NamedSharding(mesh, filter_axes(leaf.spec, mpmd_axis))
         raise CallError(
             f"in/out shardings must be PartitionSpecs or NamedShardings, got {type(leaf)}"
         )
 
     return jax.tree_util.tree_map(
         convert, tree, is_leaf=lambda x: x is None or isinstance(x, PartitionSpec | NamedSharding)
+    )
+
+
+def _plain_arrays(tree: Any) -> Any:
+    """``tree`` with each ``MpmdArray`` replaced by the jax array a step reads."""
+    return jax.tree_util.tree_map(
+        as_jax_array, tree, is_leaf=lambda leaf: isinstance(leaf, MpmdArray)
     )
 
 
@@ -213,18 +274,23 @@ def _leaf_signature(leaf: Any) -> Any:
     if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
         return (
             tuple(leaf.shape),
-            np.dtype(leaf.dtype),
+            leaf.dtype,  # a numpy dtype, or an extended one (a typed PRNG key)
             bool(getattr(leaf, "weak_type", False)),
             _sharding_spec(leaf),
         )
     return (type(leaf),)
 
 
-def _sharding_spec(leaf: Any) -> PartitionSpec | None:
-    """The leaf's ``PartitionSpec``; None when it has none or shards no axis (replicated
-    lowers the same as unspecified, so a step's replicated outputs reuse its program)."""
+def _sharding_spec(leaf: Any, mpmd_axis: str | None = None) -> PartitionSpec | None:
+    """The leaf's ``PartitionSpec`` without ``mpmd_axis``; None when it has none or shards
+    no axis (replicated lowers the same as unspecified, so a step's replicated outputs
+    reuse its program)."""
     spec = getattr(getattr(leaf, "sharding", None), "spec", None)
-    if not isinstance(spec, PartitionSpec) or all(axis is None for axis in spec):
+    if not isinstance(spec, PartitionSpec):
+        return None
+    if mpmd_axis is not None:
+        spec = filter_axes(spec, {mpmd_axis})
+    if all(axis is None for axis in spec):
         return None
     return spec
 

@@ -87,6 +87,7 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     SEND_OP,
     SHARDING_ATTR,
     STAGE_ATTR,
+    STAGE_NAME_ATTR,
     STATE_RANKS_ATTR,
     TASK_OP,
     YIELD_OP,

@@ -18,6 +18,7 @@ POST = "post"
 
 ENTER_STAGE_TARGET = "jaxpp.enter_stage"
 DIRECTION_ATTR = "jaxpp.direction"
+STAGE_NAME_ATTR = "jaxpp.stage_name"  # the label mark_stage_end(..., name=) gives a stage
 
 LOOP_MARKER_TARGET = "jaxpp.loop_marker"
 LOOP_NUM_MICROBATCHES_ATTR = "jaxpp.num_microbatches"

@@ -36,6 +36,7 @@ from jaxpp_mlir.dialect.ops import (
     ENTER_STAGE_TARGET,
     FORWARD,
     FRONTEND_ATTRIBUTES,
+    STAGE_NAME_ATTR,
 )
 from jaxpp_mlir.errors import MarkerError
 from jaxpp_mlir.frontend import marker_ffi
@@ -57,22 +58,32 @@ _OPPOSITE = {FORWARD: BACKWARD, BACKWARD: FORWARD}
 _SHARDING_RULE_ATTR = "sdy.sharding_rule"
 
 
-def pipeline_enter_stage(tree: T) -> T:
+def pipeline_enter_stage(tree: T, name: str | None = None) -> T:
     """Marks the end of a pipeline stage; returns ``tree`` unchanged.
 
     ``tree`` is any pytree of arrays (python scalars are converted with
-    ``jnp.asarray``). All its leaves go through one marker.
+    ``jnp.asarray``). All its leaves go through one marker. ``name`` labels the
+    stage the marker ends: it is recorded on the marker (``jaxpp.stage_name``
+    among its frontend attributes, forward and backward).
     """
+    if name is not None and not isinstance(name, str):
+        raise MarkerError(f"a stage marker's name must be a str, got {type(name).__name__}")
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     if not leaves:
         return tree
     _record_written_marker()
     arrays = [jnp.asarray(leaf) for leaf in leaves]
-    outs = enter_stage_p.bind(*arrays, direction=FORWARD)
+    outs = enter_stage_p.bind(*arrays, direction=FORWARD, name=name or "")
     return jax.tree_util.tree_unflatten(treedef, outs)
 
 
-mark_stage_end = pipeline_enter_stage
+def mark_stage_end(anchor: T, name: str | None = None) -> T:
+    """Marks the end of a pipeline stage (JaxPP's current name for the marker).
+
+    ``anchor`` is the pytree that leaves the stage; ``name`` labels the stage.
+    Same as ``pipeline_enter_stage``.
+    """
+    return pipeline_enter_stage(anchor, name)
 
 
 def mark_stage_end_backward(cotangents: T) -> T:
@@ -88,7 +99,7 @@ def mark_stage_end_backward(cotangents: T) -> T:
     if not leaves:
         return cotangents
     arrays = [jnp.asarray(leaf) for leaf in leaves]
-    outs = enter_stage_p.bind(*arrays, direction=BACKWARD)
+    outs = enter_stage_p.bind(*arrays, direction=BACKWARD, name="")
     return jax.tree_util.tree_unflatten(treedef, outs)
 
 
@@ -142,17 +153,19 @@ def _check_direction(direction: str) -> None:
         raise MarkerError(f"stage marker direction must be {FORWARD!r} or {BACKWARD!r}")
 
 
-def _impl(*args: jax.Array, direction: str) -> list[jax.Array]:
+def _impl(*args: jax.Array, direction: str, name: str = "") -> list[jax.Array]:
     _check_direction(direction)
     return list(args)
 
 
-def _abstract_eval(*avals: Any, direction: str) -> list[Any]:
+def _abstract_eval(*avals: Any, direction: str, name: str = "") -> list[Any]:
     _check_direction(direction)
     return list(avals)
 
 
-def _lowering(ctx: mlir.LoweringRuleContext, *args: ir.Value, direction: str) -> Sequence[ir.Value]:
+def _lowering(
+    ctx: mlir.LoweringRuleContext, *args: ir.Value, direction: str, name: str = ""
+) -> Sequence[ir.Value]:
     marker_ffi.ensure_registered()
     result_types = [mlir.aval_to_ir_type(ctx.module_context, aval) for aval in ctx.avals_out]
     multiple = len(args) > 1
@@ -177,9 +190,10 @@ def _lowering(ctx: mlir.LoweringRuleContext, *args: ir.Value, direction: str) ->
         operand_layouts=_row_major_layouts([arg.type for arg in args]),
         result_layouts=_row_major_layouts(result_types),
     )
-    op.attributes[FRONTEND_ATTRIBUTES] = ir.DictAttr.get(
-        {DIRECTION_ATTR: ir.StringAttr.get(direction)}
-    )
+    frontend = {DIRECTION_ATTR: ir.StringAttr.get(direction)}
+    if name:
+        frontend[STAGE_NAME_ATTR] = ir.StringAttr.get(name)
+    op.attributes[FRONTEND_ATTRIBUTES] = ir.DictAttr.get(frontend)
     rule = _identity_sharding_rule(result_types) if jax.config.jax_use_shardy_partitioner else None
     if rule is not None:
         op.attributes[_SHARDING_RULE_ATTR] = rule
@@ -232,33 +246,33 @@ def _is_passthrough(t: Any) -> bool:
     return t is None or type(t) is ad.Zero or getattr(t, "dtype", None) == jax.dtypes.float0
 
 
-def _mark_some(values: Sequence[Any], direction: str) -> list[Any]:
+def _mark_some(values: Sequence[Any], direction: str, name: str) -> list[Any]:
     """Marks the values that are not pass-through, in one marker."""
     picked = [i for i, v in enumerate(values) if not _is_passthrough(v)]
     out = list(values)
     if picked:
-        marked = enter_stage_p.bind(*(values[i] for i in picked), direction=direction)
+        marked = enter_stage_p.bind(*(values[i] for i in picked), direction=direction, name=name)
         for i, v in zip(picked, marked, strict=True):
             out[i] = v
     return out
 
 
 def _jvp(
-    primals: Sequence[Any], tangents: Sequence[Any], *, direction: str
+    primals: Sequence[Any], tangents: Sequence[Any], *, direction: str, name: str = ""
 ) -> tuple[list[Any], list[Any]]:
-    primals_out = enter_stage_p.bind(*primals, direction=direction)
-    return primals_out, _mark_some(tangents, direction)
+    primals_out = enter_stage_p.bind(*primals, direction=direction, name=name)
+    return primals_out, _mark_some(tangents, direction, name)
 
 
-def _transpose(cts: Sequence[Any], *primals: Any, direction: str) -> list[Any]:
+def _transpose(cts: Sequence[Any], *primals: Any, direction: str, name: str = "") -> list[Any]:
     wanted = [ct if ad.is_undefined_primal(p) else None for ct, p in zip(cts, primals, strict=True)]
-    return _mark_some(wanted, _OPPOSITE[direction])
+    return _mark_some(wanted, _OPPOSITE[direction], name)
 
 
 def _batch(
-    args: Sequence[Any], dims: Sequence[Any], *, direction: str
+    args: Sequence[Any], dims: Sequence[Any], *, direction: str, name: str = ""
 ) -> tuple[list[Any], list[Any]]:
-    return enter_stage_p.bind(*args, direction=direction), list(dims)
+    return enter_stage_p.bind(*args, direction=direction, name=name), list(dims)
 
 
 enter_stage_p.def_impl(_impl)

@@ -35,6 +35,7 @@ DEFAULT_REPLICATE_MAX_BYTES = OutlineOuterCode.replicate_max_bytes
 
 def stage_pipeline(
     *,
+    num_stages: int = 0,
     mpmd_axis: str = "",
     submesh_size: int = 0,
     sharded: bool = False,
@@ -62,8 +63,9 @@ def stage_pipeline(
         make_element(InlineCalls()),
         # A host callback cannot run inside a stage program: refused early, located.
         make_element(CheckHostCallbacks()),
-        # Stage markers must be well nested before stages are read from them.
-        make_element(VerifyMarkers()),
+        # Stage markers must be well nested before stages are read from them (and agree
+        # with the schedule's stage count, when one is known).
+        make_element(VerifyMarkers(num_stages=num_stages)),
         # The step's shardings must fit one rank's submesh.
         make_element(CheckShardings(mpmd_axis=mpmd_axis, submesh_size=submesh_size)),
         *(propagation if sharded else []),

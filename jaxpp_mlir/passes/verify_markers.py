@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import collections
 import dataclasses
 
@@ -39,8 +40,10 @@ class VerifyMarkers(ModulePass):
     - JaxPP's old placement (markers at the start of stages 1..n-1, none after
       the last layer): the code after the last forward marker holds a layer
       (a ``dot_general`` or convolution with a weight that depends on neither a
-      marker nor the microbatch), unless ``jax.grad`` dropped the last forward
-      marker (B = F + 1).
+      marker nor the microbatch) and the schedule's stage count (``num_stages``,
+      else the one the loop marker records) is one more than F. With no known
+      count it is a warning; with F stages it is JaxPP's placement (an LM head
+      after the last marker runs in the last stage) and passes silently.
 
     It warns (a ``warning`` diagnostic, turned into a Python warning by
     ``partition``) about what is legal but surprising: a marker the user wrote
@@ -55,6 +58,13 @@ class VerifyMarkers(ModulePass):
     """
 
     name = "jaxpp-verify-markers"
+    num_stages: int = dataclasses.field(
+        default=0,
+        metadata={
+            "help": "the schedule's stage count (0: the loop's recorded one, if any)",
+            "min": 0,
+        },
+    )
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
@@ -71,10 +81,11 @@ class VerifyMarkers(ModulePass):
         num_backward = max(
             (paths.backward[op] + 1 for op in markers if not _is_forward(op)), default=0
         )
-        if num_backward in (0, num_forward):
-            _check_last_stage_marked(top_ops, forward, num_forward, paths)
         if 0 < num_backward < num_forward:
             _check_backward_counterparts(top_ops, forward, num_forward, num_backward, paths)
+        if num_backward in (0, num_forward):
+            known = self.num_stages or _recorded_num_stages(loop_marker)
+            _check_last_stage_marked(top_ops, forward, num_forward, known, paths)
         _warn_merged_markers(forward, paths)
         if loop_marker is not None:
             _warn_dead_markers(markers, jaxpp.loop_stage_markers(loop_marker))
@@ -176,14 +187,30 @@ def _check_directions(markers: list[ir.Operation], paths: _MarkerPaths) -> None:
             )
 
 
+def _recorded_num_stages(loop_marker: ir.Operation | None) -> int:
+    """``num_stages`` of the schedule ``treduce`` recorded (0 when none is spelled out)."""
+    text = jaxpp.loop_schedule(loop_marker) if loop_marker is not None else ""
+    try:
+        call = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return 0
+    if not isinstance(call, ast.Call):
+        return 0
+    given = [kw.value for kw in call.keywords if kw.arg == "num_stages"] + call.args[:1]
+    if given and isinstance(given[0], ast.Constant) and isinstance(given[0].value, int):
+        return given[0].value
+    return 0
+
+
 def _check_last_stage_marked(
     top_ops: list[ir.Operation],
     forward: list[ir.Operation],
     num_forward: int,
+    known_stages: int,
     paths: _MarkerPaths,
 ) -> None:
     """JaxPP's old placement leaves the last stage's layers after the last marker."""
-    if not forward:
+    if not forward or known_stages == num_forward:
         return
     last_markers = [op for op in forward if paths.forward[op] + 1 == num_forward]
     for op in top_ops:
@@ -192,16 +219,26 @@ def _check_last_stage_marked(
         infos = [paths.value_info(v) for v in op.operands]
         after_last = any(info[2] and info[0] == num_forward for info in infos)
         weight = any(not info[2] and not info[3] for info in infos)
-        if after_last and weight:
+        if not (after_last and weight):
+            continue
+        if known_stages == num_forward + 1:
             raise diagnostics.error(
                 last_markers[0],
-                "the last stage's marker is missing: a layer "
-                f"('{op.name}' at {_where(op)}) follows the last stage marker. "
-                "pipeline_enter_stage marks the END of a stage, so N stages need N markers, "
-                "the last one after the last layer (JaxPP's placement since August 2025). "
-                "With the old placement (markers at the start of stages 1..n-1) add "
-                "pipeline_enter_stage after the last layer and remove none",
+                f"the last stage's marker is missing: the schedule has {known_stages} stages "
+                f"but the step {num_forward} markers, and a layer ('{op.name}' at "
+                f"{_where(op)}) follows the last one. pipeline_enter_stage marks the END of "
+                "a stage, so N stages need N markers, the last one after the last layer "
+                "(JaxPP's placement since August 2025). With the old placement (markers at "
+                "the start of stages 1..n-1) add pipeline_enter_stage after the last layer "
+                "and remove none",
             )
+        diagnostics.warning(
+            last_markers[0],
+            f"a layer ('{op.name}' at {_where(op)}) follows the last stage marker: it runs "
+            f"in the last stage ({num_forward - 1}), as in JaxPP. If the markers are at the "
+            "start of stages 1..n-1 (JaxPP's old placement), add one after the last layer",
+        )
+        return
 
 
 def _check_backward_counterparts(
@@ -252,7 +289,8 @@ def _warn_merged_markers(forward: list[ir.Operation], paths: _MarkerPaths) -> No
             ops[0],
             f"this stage marker and the one(s) at {others} do not depend on each other, "
             f"so they end the same stage ({stage}) and count as one: chain them (mark the "
-            "value computed from both) if you meant separate stages",
+            "value computed from both) if you meant separate stages (NVIDIA JaxPP makes one "
+            "stage per marker here)",
         )
 
 

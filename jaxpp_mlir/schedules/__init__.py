@@ -12,7 +12,7 @@ from jaxpp_mlir.schedules.csv_format import schedule_from_csv, schedule_to_csv
 from jaxpp_mlir.schedules.custom import CustomSchedule
 from jaxpp_mlir.schedules.dual_pipe_v import DualPipeV
 from jaxpp_mlir.schedules.gpipe import GPipe
-from jaxpp_mlir.schedules.interleaved import Interleaved1F1B
+from jaxpp_mlir.schedules.interleaved import Interleaved1F1B, InterleavedGPipe, KimiK2
 from jaxpp_mlir.schedules.one_f_one_b import Eager1F1B, Std1F1B
 from jaxpp_mlir.schedules.render import render_steps, render_timeline
 from jaxpp_mlir.schedules.simulate import (
@@ -39,6 +39,8 @@ __all__ = [
     "FusedTask",
     "GPipe",
     "Interleaved1F1B",
+    "InterleavedGPipe",
+    "KimiK2",
     "Schedule",
     "ScheduleItem",
     "SimulationResult",

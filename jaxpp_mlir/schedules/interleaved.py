@@ -34,13 +34,15 @@ class Interleaved1F1B(Schedule):
     """Interleaved 1F1B (Narayanan et al., 2021): ``v = num_stages / mpmd_dim`` virtual
     stages per rank, stage ``s`` on rank ``s % mpmd_dim``.
 
-    With ``p = mpmd_dim``, the ``k``-th forward of rank ``r`` is of its chunk
-    ``(k // p) % v`` (stage ``chunk * p + r``) for microbatch ``(k // (p*v)) * p + k % p``:
-    microbatches go in rounds of ``p``, each round through every chunk. Backwards use the
-    same formula with the chunks reversed. Rank ``r`` runs ``(v-1)*p + 2*(p-1-r)`` warm-up
-    forwards (capped at ``v*m``), then pairs of one forward and one backward, then the
-    remaining backwards. ``num_microbatches`` must be a multiple of ``p``. With equal
-    costs the bubble fraction is ``(p-1)/(v*m+p-1)``.
+    With ``p = mpmd_dim`` and a round of ``q`` microbatches (``round_size``: ``p`` when
+    ``p`` divides the count ``m``, as JaxPP; else ``m // (m // p)`` when that divides
+    ``m``, as JaxPP; else all ``m`` in one round), the ``k``-th forward of rank ``r`` is
+    of its chunk ``(k // q) % v`` (stage ``chunk * p + r``) for microbatch
+    ``(k // (q*v)) * q + k % q``: each round goes through every chunk. Backwards use the
+    same formula with the chunks reversed. Rank ``r`` runs ``(v-1)*q + 2*(p-1-r)``
+    warm-up forwards (capped at ``v*m``), then pairs of one forward and one backward,
+    then the remaining backwards. Any microbatch count runs (1 on 4 ranks, 6 on 4...).
+    With ``q = p`` and equal costs the bubble fraction is ``(p-1)/(v*m+p-1)``.
 
     As in JaxPP, a forward of the last stage directly followed by the backward of the same
     microbatch (always the case on the last rank) runs as one ``FusedTask``; with
@@ -57,31 +59,36 @@ class Interleaved1F1B(Schedule):
         self.fuse_steady_state = bool(fuse_steady_state)
         self.virtual_stages = self.num_stages // self.mpmd_dim
 
-    def _check_num_microbatches(self, num_microbatches: int) -> None:
-        if num_microbatches % self.mpmd_dim:
-            raise ScheduleError(
-                f"Interleaved1F1B: num_microbatches ({num_microbatches}) must be a multiple "
-                f"of mpmd_dim ({self.mpmd_dim}) (microbatches go in rounds of mpmd_dim)"
-            )
+    def round_size(self, num_microbatches: int) -> int:
+        """How many microbatches go through every chunk before the next ones start."""
+        rounds = max(1, num_microbatches // self.mpmd_dim)
+        if num_microbatches % rounds == 0:
+            return num_microbatches // rounds
+        return num_microbatches
 
-    def _task(self, rank: int, kind: str, index: int) -> Task:
-        p, v = self.mpmd_dim, self.virtual_stages
-        chunk = (index // p) % v
+    def _warmup(self, rank: int, round_size: int, total: int) -> int:
+        """Forwards rank ``rank`` runs before its first backward, of its ``total``."""
+        return (self.virtual_stages - 1) * round_size + 2 * (self.mpmd_dim - 1 - rank)
+
+    def _task(self, rank: int, kind: str, index: int, round_size: int) -> Task:
+        p, v, q = self.mpmd_dim, self.virtual_stages, round_size
+        chunk = (index // q) % v
         if kind == BWD:
             chunk = v - 1 - chunk
-        return Task(chunk * p + rank, kind, (index // (p * v)) * p + index % p)
+        return Task(chunk * p + rank, kind, (index // (q * v)) * q + index % q)
 
     def _build(self, num_microbatches: int) -> RankTasks:
         p, v = self.mpmd_dim, self.virtual_stages
+        q = self.round_size(num_microbatches)
         total = v * num_microbatches
         per_rank: RankTasks = []
         for rank in range(p):
-            warm = min((v - 1) * p + 2 * (p - 1 - rank), total)
-            order: list[ScheduleItem] = [self._task(rank, FWD, k) for k in range(warm)]
+            warm = min(self._warmup(rank, q, total), total)
+            order: list[ScheduleItem] = [self._task(rank, FWD, k, q) for k in range(warm)]
             for step in range(total - warm):
-                pair = (self._task(rank, FWD, warm + step), self._task(rank, BWD, step))
+                pair = (self._task(rank, FWD, warm + step, q), self._task(rank, BWD, step, q))
                 order += [FusedTask(pair)] if self.fuse_steady_state else list(pair)
-            order += [self._task(rank, BWD, k) for k in range(total - warm, total)]
+            order += [self._task(rank, BWD, k, q) for k in range(total - warm, total)]
             per_rank.append(fuse_last_stage_pairs(order, self.num_stages - 1))
         return per_rank
 
@@ -91,3 +98,21 @@ class Interleaved1F1B(Schedule):
             "mpmd_dim": self.mpmd_dim,
             "fuse_steady_state": self.fuse_steady_state,
         }
+
+
+class KimiK2(Interleaved1F1B):
+    """Interleaved 1F1B with one more warm-up forward per rank (Kimi K2's order, as in
+    JaxPP): each rank keeps one more microbatch in flight, so that a transfer from the
+    previous rank has a task's time to arrive before it is needed."""
+
+    def _warmup(self, rank: int, round_size: int, total: int) -> int:
+        return super()._warmup(rank, round_size, total) + 1
+
+
+class InterleavedGPipe(Interleaved1F1B):
+    """GPipe over virtual stages (stage ``s`` on rank ``s % mpmd_dim``): every rank runs
+    all its forwards, in the interleaved order of ``Interleaved1F1B``, then all its
+    backwards."""
+
+    def _warmup(self, rank: int, round_size: int, total: int) -> int:
+        return total

@@ -92,6 +92,10 @@ def place_arguments(args: Sequence[Any], checks: Sequence[InputCheck], env: list
     copy_from: list[jax.Array] = []
     copy_to: list[tuple[InputCheck, Target]] = []
     for x, check in zip(args, checks, strict=True):
+        if type(x) is not _ArrayImpl and jax.dtypes.issubdtype(
+            getattr(x, "dtype", None), jax.dtypes.prng_key
+        ):
+            x = jax.random.key_data(x)  # a typed PRNG key runs as its uint32 data
         if type(x) is _ArrayImpl or isinstance(x, jax.Array):
             _place_array(x, check, env, copy_from, copy_to)
             continue
@@ -170,7 +174,7 @@ def commit(check: InputCheck, target: Target, x: jax.Array) -> jax.Array:
 
 def mismatch(check: InputCheck, shape: tuple[int, ...], dtype: Any) -> CallError:
     return CallError(
-        f"{check.what} has shape {tuple(shape)} and dtype {np.dtype(dtype).name}, "
+        f"{check.what} has shape {tuple(shape)} and dtype {dtype}, "
         f"but the program expects shape {check.shape} and dtype {check.dtype.name}"
     )
 

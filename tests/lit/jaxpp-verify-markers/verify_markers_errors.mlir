@@ -12,19 +12,6 @@ module @backward_marker_in_forward_code {
 
 // -----
 
-// JaxPP's old placement: a marker at the start of stage 1, none after its layer.
-module @old_placement {
-  func.func @main(%arg0: tensor<2x4xf32>, %arg1: tensor<4x4xf32>) -> tensor<2x4xf32> {
-    %0 = stablehlo.tanh %arg0 : tensor<2x4xf32>
-    // expected-error @+1 {{the last stage's marker is missing: a layer ('stablehlo.dot_general' at}}
-    %1 = stablehlo.custom_call @jaxpp.enter_stage(%0) {mhlo.frontend_attributes = {jaxpp.direction = "fwd"}} : (tensor<2x4xf32>) -> tensor<2x4xf32>
-    %2 = stablehlo.dot_general %1, %arg1, contracting_dims = [1] x [0] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-    return %2 : tensor<2x4xf32>
-  }
-}
-
-// -----
-
 // Three forward markers but one backward marker: the gradient code reading
 // stage 1's value would run in the backward of stage 2.
 module @missing_backward_marker {

@@ -41,9 +41,11 @@ def test_short_and_long_import_paths_are_one_api():
     assert isinstance(jaxpp.Std1F1B(2), jaxpp.BaseSchedule)
 
 
-def test_cross_mpmd_all_reduce_says_why_it_is_missing():
-    with pytest.raises(NotImplementedError, match="summed across ranks automatically"):
-        jaxpp.cross_mpmd_all_reduce(jnp.ones(2), jnp.ones(2))
+def test_cross_mpmd_all_reduce_sums_and_checks_dtypes():
+    total = jaxpp.cross_mpmd_all_reduce(jnp.ones(2), jnp.full(2, 2.0))
+    np.testing.assert_array_equal(np.asarray(total), [3.0, 3.0])
+    with pytest.raises(ValueError, match="one dtype"):
+        jaxpp.cross_mpmd_all_reduce(jnp.ones(2), jnp.ones(2, jnp.int32))
 
 
 def test_tasks_have_the_format_of_jaxpp_tutorial():
@@ -152,7 +154,8 @@ def test_jaxpp_tutorial_train_step_matches_jax_jit():
     # Parameters of block i live on rank i (one block per stage).
     for i in range(2):
         kernel = state.params[f"block_{i}"]["Dense_0"]["kernel"]
-        assert kernel.devices() == set(mesh.rank_devices(i))
+        assert kernel.to_mpmd_local_array.devices() == set(mesh.rank_devices(i))
+        assert kernel.mpmd_idxs == (i,)
 
 
 def test_mpmd_jit_by_yield_runs_a_step_without_treduce():
@@ -172,4 +175,4 @@ def test_mpmd_jit_by_yield_runs_a_step_without_treduce():
     pipelined = jaxpp.mpmd_jit_by_yield(step, mpmd_mesh=mesh)
     ours = pipelined(w, x)
     assert_trees_match_jit(ours, jax.jit(step)(w, x))
-    assert ours[1][1].devices() == set(mesh.rank_devices(1))
+    assert ours[1][1].to_mpmd_local_array.devices() == set(mesh.rank_devices(1))

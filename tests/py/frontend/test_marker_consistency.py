@@ -209,6 +209,7 @@ def test_parallel_markers_warn_that_they_merge(mesh):
     assert [w.lineno for w in caught] == [_line_of(parallel_markers_mlp, "PARALLEL A")]
     message = str(caught[0].message)
     assert "do not depend on each other, so they end the same stage (0)" in message
+    assert "NVIDIA JaxPP makes one stage per marker" in message
     assert f":{_line_of(parallel_markers_mlp, 'PARALLEL B')}:" in message
 
 
@@ -223,13 +224,22 @@ def test_backward_marker_in_forward_code_is_a_located_error(mesh):
         _partition(backward_marker_in_forward_mlp, mesh)
 
 
-@pytest.mark.parametrize("schedule", [None, pp.Std1F1B(4)], ids=["no-schedule", "Std1F1B"])
-def test_old_marker_placement_says_the_last_marker_is_missing(mesh, schedule):
+def test_old_marker_placement_says_the_last_marker_is_missing(mesh):
+    """Four stages asked for, three markers written, a layer after the last: the old
+    placement (markers at the start of stages 1..n-1)."""
     with pytest.raises(pp.PartitionError) as info:
-        _partition(old_placement_mlp, mesh, schedule=schedule)
+        _partition(old_placement_mlp, mesh, schedule=pp.Std1F1B(4))
     message = str(info.value)
-    assert "the last stage's marker is missing" in message
+    assert "the last stage's marker is missing: the schedule has 4 stages" in message
     assert "add pipeline_enter_stage after the last layer" in message
+
+
+def test_layer_after_the_last_marker_without_a_stage_count_warns(mesh):
+    """No schedule says how many stages: the layer runs in the last stage, with a warning."""
+    _, caught = _partition(old_placement_mlp, toolkit.make_mesh(3))
+    assert any(
+        "follows the last stage marker: it runs in the last stage" in str(w.message) for w in caught
+    )
 
 
 @pytest.mark.parametrize("model", [debug_print_mlp, pure_callback_mlp])

@@ -11,6 +11,7 @@ import pytest
 import toolkit
 
 from jaxpp_mlir.dialect.ops import BACKWARD, DIRECTION_ATTR, ENTER_STAGE_TARGET, FORWARD
+from jaxpp_mlir.errors import MarkerError
 from jaxpp_mlir.frontend import marker_ffi
 from jaxpp_mlir.frontend.markers import (
     enter_stage_p,
@@ -63,16 +64,35 @@ def data():
     return init_mlp(), toolkit.normal((2, 4), seed=10)
 
 
-def test_alias_and_eager_identity():
-    assert mark_stage_end is pipeline_enter_stage
+@pytest.mark.parametrize(
+    "mark",
+    [
+        pipeline_enter_stage,
+        mark_stage_end,
+        lambda tree: mark_stage_end(anchor=tree, name="block"),
+    ],
+)
+def test_both_names_are_the_eager_identity(mark):
     tree = {"a": jnp.arange(3.0), "b": (jnp.ones((2, 2), jnp.int32), jnp.float32(2.0))}
-    out = pipeline_enter_stage(tree)
+    out = mark(tree)
     assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(tree)
     for got, want in zip(
         jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(tree), strict=True
     ):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+def test_stage_name_is_recorded_on_both_markers():
+    def loss(x):
+        return mark_stage_end(jnp.sin(x), name="embed").sum()
+
+    text = jax.jit(jax.value_and_grad(loss)).lower(jnp.ones(3)).as_text()
+    markers = [line for line in text.splitlines() if "jaxpp.enter_stage" in line]
+    assert len(markers) == 2
+    assert all('jaxpp.stage_name = "embed"' in line for line in markers)
+    with pytest.raises(MarkerError, match="name must be a str"):
+        mark_stage_end(jnp.ones(2), name=3)
 
 
 def test_python_scalars_and_empty_tree():
@@ -89,7 +109,7 @@ def test_one_bind_per_call():
     eqns = [e for e in jaxpr.jaxpr.eqns if e.primitive is enter_stage_p]
     assert len(eqns) == 1
     assert len(eqns[0].invars) == 3
-    assert eqns[0].params == {"direction": FORWARD}
+    assert eqns[0].params == {"direction": FORWARD, "name": ""}
 
 
 def test_multi_leaf_lowers_to_one_custom_call():

@@ -412,7 +412,6 @@ def test_custom_schedule() -> None:
         (lambda: Interleaved1F1B(6, 4), r"num_stages \(6\) must be a multiple of mpmd_dim \(4\)"),
         (lambda: Interleaved1F1B(4, 0), "mpmd_dim must be >= 1"),
         (lambda: Interleaved1F1B(4, 8), r"mpmd_dim \(8\) exceeds num_stages \(4\)"),
-        (lambda: Interleaved1F1B(8, 4).tasks(6), r"num_microbatches \(6\) must be a multiple"),
         (lambda: DualPipeV(6, 4), "num_stages == 2 \\* mpmd_dim"),
         (lambda: DualPipeV(8, 4).tasks(7), r"num_microbatches >= 2 \* mpmd_dim = 8, got 7"),
         (lambda: Std1F1B(4).tasks(0), "num_microbatches must be >= 1"),
@@ -422,6 +421,52 @@ def test_custom_schedule() -> None:
 def test_invalid_parameters(make, match: str) -> None:
     with pytest.raises(ScheduleError, match=match):
         make()
+
+
+def test_schedule_errors_are_value_errors() -> None:
+    """A bad schedule argument is a configuration error: JaxPP code catches ValueError."""
+    with pytest.raises(ValueError, match="num_stages must be >= 1"):
+        GPipe(0)
+
+
+@pytest.mark.parametrize("mpmd_dim, virtual", [(2, 2), (4, 2), (3, 3)])
+@pytest.mark.parametrize("num_microbatches", [1, 2, 3, 5, 6, 7])
+def test_interleaved_runs_any_microbatch_count(
+    mpmd_dim: int, virtual: int, num_microbatches: int
+) -> None:
+    """Counts that are not a multiple of mpmd_dim go in one or more uneven rounds."""
+    schedule = Interleaved1F1B(mpmd_dim * virtual, mpmd_dim)
+    schedule.validate(num_microbatches)  # every task once, on its rank, and no deadlock
+
+
+@pytest.mark.parametrize("num_microbatches", [1, 3, 4, 8])
+def test_kimi_k2_warms_up_one_more_forward_per_rank(num_microbatches: int) -> None:
+    from jaxpp_mlir.schedules import KimiK2
+
+    def warmup(schedule) -> list[int]:
+        flat = [[t for item in row for t in getattr(item, "tasks", (item,))] for row in schedule]
+        return [next(i for i, t in enumerate(row) if t.kind != "fwd") for row in flat]
+
+    kimi, base = KimiK2(8, 4), Interleaved1F1B(8, 4)
+    kimi.validate(num_microbatches)
+    total = 2 * num_microbatches
+    expected = [min(w + 1, total) for w in warmup(base.tasks(num_microbatches))]
+    assert warmup(kimi.tasks(num_microbatches)) == expected
+
+
+def test_interleaved_gpipe_runs_every_forward_first() -> None:
+    from jaxpp_mlir.schedules import InterleavedGPipe
+
+    schedule = InterleavedGPipe(4, 2)
+    schedule.validate(3)
+    for row in schedule.tasks(3):
+        kinds = [t.kind for item in row for t in getattr(item, "tasks", (item,))]
+        assert kinds == ["fwd"] * 6 + ["bwd"] * 6
+
+
+def test_interleaved_round_size() -> None:
+    schedule = Interleaved1F1B(8, 4)
+    assert [schedule.round_size(m) for m in (1, 3, 4, 6, 8, 9, 12)] == [1, 3, 4, 6, 4, 9, 4]
 
 
 # ------------------------------------------------ schedules recorded by treduce

@@ -1,0 +1,301 @@
+"""JaxPP's ``MpmdSharding`` and ``MpmdArray``, and moves between SPMD and MPMD layouts.
+
+An ``MpmdArray`` is one logical array held by one or more ranks (``mpmd_idxs``)
+of an ``MpmdMesh``: one ``jax.Array`` per rank this process holds, each on that
+rank's submesh with the same spec. ``spmd_to_mpmd_reshard`` moves arrays laid out
+over the whole mesh (say, a checkpoint loaded with SPMD JAX) onto the ranks a
+compiled step reads them from; ``mpmd_to_spmd_reshard`` moves results back.
+jaxpp_mlir's own steps take and return plain ``jax.Array``s; the compat entry
+points also take ``MpmdArray``s (each reads its first replica).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from jaxpp_mlir.mesh import MpmdMesh, filter_axes
+
+
+@dataclasses.dataclass(frozen=True)
+class MpmdSharding:
+    """Ranks ``mesh_ids`` of ``mpmd_mesh`` each hold the array, laid out by ``spec``.
+
+    The spec never names the mpmd axis (it is dropped: it has size 1 on each rank).
+    """
+
+    mpmd_mesh: MpmdMesh
+    mesh_ids: Collection[int]
+    spec: PartitionSpec
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mesh_ids", frozenset(self.mesh_ids))
+        object.__setattr__(self, "spec", filter_axes(self.spec, {self.mpmd_mesh.mpmd_axis_name}))
+
+    @property
+    def sharding(self) -> NamedSharding:
+        """The spec on the submesh of all of ``mesh_ids`` (what SPMD resharding targets)."""
+        return NamedSharding(self.mpmd_mesh.mpmd_submesh(sorted(self.mesh_ids)).jax_mesh, self.spec)
+
+
+class MpmdArray:
+    """One logical array on ranks ``mpmd_idxs``: the arrays of the ranks this process holds.
+
+    ``partially_addressable_arrays`` has one ``jax.Array`` per held rank, each on that
+    rank's submesh; a process holding none gives ``shape`` and ``dtype`` instead.
+    """
+
+    def __init__(
+        self,
+        partially_addressable_arrays: list[jax.Array],
+        mpmd_sharding: MpmdSharding,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+    ):
+        mesh = mpmd_sharding.mpmd_mesh
+        self._mpmd_sharding = mpmd_sharding
+        self._mpmd_idxs = tuple(sorted(mpmd_sharding.mesh_ids))
+        self._arrays: dict[int, jax.Array] = {}
+        for position, array in enumerate(partially_addressable_arrays):
+            rank = _rank_of(array, mesh)
+            if rank is None:
+                raise ValueError(
+                    f"MpmdArray: array {position} {array.shape} is not on one rank's submesh "
+                    f"of {mesh!r}"
+                )
+            if rank not in mpmd_sharding.mesh_ids or rank in self._arrays:
+                raise ValueError(
+                    f"MpmdArray: array {position} {array.shape} is on rank {rank}, which is "
+                    f"{'given twice' if rank in self._arrays else 'not in'} mpmd_idxs="
+                    f"{self._mpmd_idxs}"
+                )
+            self._arrays[rank] = array
+        self._arrays = dict(sorted(self._arrays.items()))
+        if self._arrays:
+            first = next(iter(self._arrays.values()))
+            shape = tuple(first.shape) if shape is None else shape
+            dtype = first.dtype if dtype is None else dtype
+            for rank, array in self._arrays.items():
+                if tuple(array.shape) != tuple(shape) or array.dtype != dtype:
+                    raise ValueError(
+                        f"MpmdArray: rank {rank}'s array is {array.dtype}{list(array.shape)}, "
+                        f"not {dtype}{list(shape)}"
+                    )
+        elif shape is None or dtype is None:
+            raise ValueError("MpmdArray: give shape and dtype when this process holds no rank")
+        self.shape = tuple(shape)
+        # A numpy dtype, or an extended one (a typed PRNG key) kept as it is.
+        self.dtype = dtype if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) else np.dtype(dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def spec(self) -> PartitionSpec:
+        return self._mpmd_sharding.spec
+
+    @property
+    def mpmd_sharding(self) -> MpmdSharding:
+        return self._mpmd_sharding
+
+    @property
+    def sharding(self) -> NamedSharding:
+        """The spec on the submesh of every holding rank (not ``to_mpmd_local_array``'s)."""
+        return self._mpmd_sharding.sharding
+
+    @property
+    def mpmd_idxs(self) -> tuple[int, ...]:
+        return self._mpmd_idxs
+
+    @property
+    def is_mpmd_replicated(self) -> bool:
+        """Whether several ranks hold a copy."""
+        return len(self._mpmd_idxs) > 1
+
+    @property
+    def is_partially_addressable(self) -> bool:
+        """Whether this process holds the array on some rank."""
+        return bool(self._arrays)
+
+    @property
+    def to_mpmd_local_array(self) -> jax.Array | list[jax.Array] | None:
+        """This process's copy (a list when it holds several ranks); None when it holds none."""
+        arrays = list(self._arrays.values())
+        if not arrays:
+            return None
+        return arrays[0] if len(arrays) == 1 else arrays
+
+    @property
+    def first_mpmd_replica(self) -> jax.Array | None:
+        """The copy of the lowest holding rank, when this process holds it."""
+        return self._arrays.get(self._mpmd_idxs[0]) if self._mpmd_idxs else None
+
+    def is_deleted(self) -> bool:
+        return any(array.is_deleted() for array in self._arrays.values())
+
+    def delete(self) -> None:
+        for array in self._arrays.values():
+            array.delete()
+
+    def block_until_ready(self) -> MpmdArray:
+        for array in self._arrays.values():
+            array.block_until_ready()
+        return self
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = self._readable()
+        return np.asarray(array, dtype=dtype)
+
+    def __int__(self) -> int:
+        return int(self._readable())
+
+    def __float__(self) -> float:
+        return float(self._readable())
+
+    def __format__(self, format_spec: str) -> str:
+        return format(self._readable(), format_spec)
+
+    def _readable(self) -> jax.Array:
+        arrays = list(self._arrays.values())
+        if not arrays:
+            raise ValueError(
+                f"this process holds no copy of the array on ranks {self._mpmd_idxs} "
+                "(read it on a process of those ranks, or move it with mpmd_to_spmd_reshard)"
+            )
+        return arrays[0]
+
+    def __repr__(self) -> str:
+        return (
+            f"MpmdArray(shape={self.shape}, dtype={self.dtype}, "
+            f"mpmd_idxs={self._mpmd_idxs}, sharding={self.sharding})"
+        )
+
+
+def _rank_of(array: jax.Array, mesh: MpmdMesh) -> int | None:
+    """The rank whose submesh is exactly ``array``'s devices; None when there is none."""
+    devices = set(array.sharding.device_set)
+    for rank in range(mesh.mpmd_dim):
+        if devices == set(mesh.rank_devices(rank)):
+            return rank
+    return None
+
+
+def spmd_to_mpmd_reshard(
+    mpmd_mesh: MpmdMesh, spmd_arrays: Any, mpmd_shardings: Any, threshold: int | None = None
+) -> Any:
+    """``spmd_arrays`` (a pytree over the whole mesh) as ``MpmdArray``s on their ranks.
+
+    ``mpmd_shardings`` is a matching pytree of ``MpmdSharding`` (say a compiled
+    step's ``in_shardings``); an empty ``mesh_ids`` means rank 0. The inputs are
+    consumed (deleted), as in JaxPP. ``threshold`` (JaxPP's memory chunking) is
+    accepted and unused: each array moves in one ``jax.device_put``.
+    """
+    del threshold
+    arrays, treedef = jax.tree_util.tree_flatten(spmd_arrays)
+    shardings = treedef.flatten_up_to(mpmd_shardings)
+    moved = []
+    for array, target in zip(arrays, shardings, strict=True):
+        ranks = sorted(target.mesh_ids) or [0]
+        target = MpmdSharding(mpmd_mesh, ranks, target.spec)
+        me = jax.process_index()
+        copies = [
+            _copy_to(array, NamedSharding(mpmd_mesh.rank_mesh(rank), target.spec))
+            for rank in ranks
+            if any(d.process_index == me for d in mpmd_mesh.rank_devices(rank))
+        ]
+        moved.append(MpmdArray(copies, target, shape=tuple(array.shape), dtype=array.dtype))
+    for array in arrays:  # consumed, as in JaxPP (after every move: one may be given twice)
+        if isinstance(array, jax.Array) and not array.is_deleted():
+            array.delete()
+    return jax.tree_util.tree_unflatten(treedef, moved)
+
+
+def _copy_to(array: Any, sharding: NamedSharding) -> jax.Array:
+    """``array`` laid out by ``sharding`` in buffers of its own (``jax.device_put`` reuses
+    a shard already on its device, which deleting ``array`` would then delete)."""
+    moved = jax.device_put(array, sharding)
+    if not isinstance(array, jax.Array):
+        return moved
+    mine = {shard.data.unsafe_buffer_pointer() for shard in array.addressable_shards}
+    if any(shard.data.unsafe_buffer_pointer() in mine for shard in moved.addressable_shards):
+        moved = jax.jit(jnp.copy)(moved)
+    return moved
+
+
+def mpmd_to_spmd_reshard(
+    mpmd_mesh: MpmdMesh, mpmd_arrays: Any, spmd_shardings: Any, threshold: int | None = None
+) -> Any:
+    """``mpmd_arrays`` (``MpmdArray``s or jax arrays on some ranks) laid out by
+    ``spmd_shardings`` (a matching pytree of ``NamedSharding`` over the whole mesh).
+
+    One process: each array's first replica is put there with ``jax.device_put``.
+    """
+    del threshold
+    if jax.process_count() > 1:
+        raise NotImplementedError(
+            "mpmd_to_spmd_reshard with several processes is not supported by jaxpp_mlir: "
+            "gather the outputs with CompiledProgram.gather and put them with jax.device_put"
+        )
+
+    def first_copy(leaf: Any) -> Any:
+        return leaf.first_mpmd_replica if isinstance(leaf, MpmdArray) else leaf
+
+    leaves = jax.tree_util.tree_map(
+        first_copy, mpmd_arrays, is_leaf=lambda x: isinstance(x, MpmdArray)
+    )
+    return jax.device_put(leaves, spmd_shardings)
+
+
+def as_jax_array(leaf: Any) -> Any:
+    """An ``MpmdArray`` argument as the jax array a compiled step reads (its first copy)."""
+    if not isinstance(leaf, MpmdArray):
+        return leaf
+    if not leaf.is_partially_addressable:
+        raise ValueError(
+            f"an argument {leaf!r} is held by no rank of this process: each process passes "
+            "the arrays of its own ranks"
+        )
+    local = leaf.to_mpmd_local_array
+    return local[0] if isinstance(local, list) else local
+
+
+def as_mpmd_array(leaf: Any, mesh: MpmdMesh) -> Any:
+    """A compiled step's output as JaxPP returns it: an ``MpmdArray`` on its ranks.
+
+    An output held by another process (a ``RemoteOutput``) holds no copy here; one
+    on the devices of several ranks (a small result replicated to every rank)
+    gives one copy per rank, each on that rank's submesh.
+    """
+    from jaxpp_mlir.runtime.remote_output import RemoteOutput
+
+    if isinstance(leaf, RemoteOutput):
+        spec = getattr(leaf.sharding, "spec", PartitionSpec())
+        return MpmdArray([], MpmdSharding(mesh, (leaf.rank,), spec), leaf.shape, leaf.dtype)
+    if not isinstance(leaf, jax.Array):
+        return leaf
+    spec = getattr(leaf.sharding, "spec", PartitionSpec())
+    rank = _rank_of(leaf, mesh)
+    if rank is not None:
+        return MpmdArray([leaf], MpmdSharding(mesh, (rank,), spec))
+    devices = leaf.sharding.device_set
+    ranks = [r for r in range(mesh.mpmd_dim) if devices.intersection(mesh.rank_devices(r))]
+    copies = []
+    for r in ranks:
+        if not leaf.sharding.is_fully_replicated:
+            spec = PartitionSpec()
+        on_rank = NamedSharding(mesh.rank_mesh(r), spec)
+        if all(d.process_index == jax.process_index() for d in mesh.rank_devices(r)):
+            copies.append(jax.device_put(leaf, on_rank))
+    return MpmdArray(copies, MpmdSharding(mesh, ranks, spec), tuple(leaf.shape), leaf.dtype)
+
+
+def as_mpmd_arrays(tree: Any, mesh: MpmdMesh) -> Any:
+    """Every output of ``tree`` wrapped by ``as_mpmd_array``."""
+    return jax.tree_util.tree_map(lambda leaf: as_mpmd_array(leaf, mesh), tree)
