@@ -273,7 +273,7 @@ def as_mpmd_array(leaf: Any, mesh: MpmdMesh) -> Any:
     on the devices of several ranks (a small result replicated to every rank)
     gives one copy per rank, each on that rank's submesh.
     """
-    from jaxpp_mlir.runtime.remote_output import RemoteOutput
+    from jaxpp_mlir.runtime.multiprocess.remote_output import RemoteOutput
 
     if isinstance(leaf, RemoteOutput):
         spec = getattr(leaf.sharding, "spec", PartitionSpec())
