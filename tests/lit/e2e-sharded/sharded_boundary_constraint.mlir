@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %inputs/sharded_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls,jaxpp-check-host-callbacks,jaxpp-verify-markers,jaxpp-check-shardings{mpmd-axis=stage submesh-size=4},sdy-propagation-pipeline,jaxpp-restore-sharding-constraints,jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
+// RUN: jaxpp-opt %inputs/sharded_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis=stage submesh-size=4},sdy-propagation-pipeline,jaxpp-restore-sharding-constraints,jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
 
 // A value defined by an sdy.sharding_constraint has the constraint's own
 // `sharding` as its sharding (Shardy writes no `sdy.sharding` on it). In the

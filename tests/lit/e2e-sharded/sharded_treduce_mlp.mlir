@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %inputs/sharded_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls,jaxpp-check-host-callbacks,jaxpp-verify-markers,jaxpp-check-shardings{mpmd-axis=stage submesh-size=4},sdy-propagation-pipeline,jaxpp-restore-sharding-constraints,jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
+// RUN: jaxpp-opt %inputs/sharded_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis=stage submesh-size=4},sdy-propagation-pipeline,jaxpp-restore-sharding-constraints,jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
 
 // The passes partition() runs for a sharded treduce step on an MpmdMesh
 // (stage=2, data=2, model=2) with the default schedule (Std1F1B(2)), on the

@@ -13,6 +13,10 @@ import warnings
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# numerics.py (the comparison rule) lives in tests/py/support.
+sys.path.insert(
+    1, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
+)
 sys.setrecursionlimit(10000)
 
 import importlib  # noqa: E402
