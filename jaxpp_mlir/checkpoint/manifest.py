@@ -74,8 +74,11 @@ def verify_metadata(path: str, manifest: dict[str, Any], metadata: str) -> None:
         )
 
 
-def verify_leaf(path: str, manifest: dict[str, Any], item: dict[str, Any]) -> None:
-    """Every file the save wrote for leaf ``item`` is there, unchanged, and no other."""
+def verify_leaf(path: str, manifest: dict[str, Any] | None, item: dict[str, Any]) -> None:
+    """Every file the save wrote for leaf ``item`` is there, unchanged, and no other (a
+    version-1 checkpoint has no manifest: ``None``, nothing to check against)."""
+    if manifest is None:
+        return
     folder = item["file"].rstrip("/") + "/"
     expected = {f: c for f, c in manifest["files"].items() if f.startswith(folder)}
     leaf = f"leaf {item['path']} of the checkpoint {path}"

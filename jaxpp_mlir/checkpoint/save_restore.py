@@ -67,6 +67,7 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "jaxpp_mlir.checkpoint"
 VERSION = 2  # 2: with a manifest
+READABLE_VERSIONS = (1, 2)  # 1: saved before manifests existed (read without checksums)
 METADATA = "metadata.json"
 MARKER = ".jaxpp_mlir_checkpoint"
 _saves = itertools.count()  # every process saves in the same order: names the meetings
@@ -144,7 +145,7 @@ def restore(path: str | os.PathLike, like: Any) -> Any:
     structure, shape or dtype than the checkpoint.
     """
     path = os.path.abspath(os.fspath(path))
-    manifest = manifests.read(path)
+    manifest = None if _saved_without_manifest(path) else manifests.read(path)
     metadata = _read_metadata(path, manifest)
     pairs, treedef = match(metadata["leaves"], like, path)
     reads, result = [], []
@@ -303,11 +304,31 @@ def _write_metadata(
 # ----------------------------------------------------------------- restoring
 
 
-def _read_metadata(path: str, manifest: dict[str, Any]) -> dict[str, Any]:
+def _saved_without_manifest(path: str) -> bool:
+    """Whether ``path`` is a complete checkpoint of version 1 (saved before manifests:
+    its metadata, written last, is there and says so; it has no manifest)."""
+    if os.path.exists(os.path.join(path, manifests.MANIFEST)):
+        return False
+    try:
+        with open(os.path.join(path, METADATA), "rb") as handle:
+            old = json.loads(handle.read().decode("utf-8")).get("version") == 1
+    except (OSError, ValueError, AttributeError):
+        return False  # manifests.read names what is missing
+    if old:
+        logger.warning(
+            "%s was saved in checkpoint format 1 (before manifests): its files are read "
+            "without checksums; save it again to have them checked",
+            path,
+        )
+    return old
+
+
+def _read_metadata(path: str, manifest: dict[str, Any] | None) -> dict[str, Any]:
     file = os.path.join(path, METADATA)
     if not os.path.exists(file):
         raise CheckpointError(f"{path} is an incomplete checkpoint: it has no {METADATA}")
-    manifests.verify_metadata(path, manifest, METADATA)
+    if manifest is not None:
+        manifests.verify_metadata(path, manifest, METADATA)
     try:
         with open(file, "rb") as handle:
             metadata = json.loads(handle.read().decode("utf-8"))
@@ -315,10 +336,11 @@ def _read_metadata(path: str, manifest: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"a JSON {type(metadata).__name__}, not an object")
     except ValueError as e:
         raise CheckpointError(f"{file} of the checkpoint {path} is unreadable: {e}") from None
-    if metadata.get("format") != FORMAT or metadata.get("version") != VERSION:
+    if metadata.get("format") != FORMAT or metadata.get("version") not in READABLE_VERSIONS:
         raise CheckpointError(
-            f"{file} is not a {FORMAT} checkpoint of version {VERSION} (format "
-            f"{metadata.get('format')!r}, version {metadata.get('version')!r})"
+            f"{file} is not a {FORMAT} checkpoint of a version this library reads "
+            f"{READABLE_VERSIONS} (format {metadata.get('format')!r}, version "
+            f"{metadata.get('version')!r})"
         )
     return metadata
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
+import pathlib
+import shutil
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import toolkit
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -180,3 +184,34 @@ def test_a_leaf_that_cannot_be_saved_is_named(tmp_path):
     with pytest.raises(checkpoint.CheckpointError, match=r"leaf \['opt'\]\[1\] is a object"):
         checkpoint.save(tmp_path / "c", {"opt": [1, object()]})
     assert not (tmp_path / "c").exists()
+
+
+FORMAT_1 = pathlib.Path(__file__).parent / "data" / "format1"  # saved by the library at 6d9e5f4
+
+
+def test_a_checkpoint_saved_before_manifests_still_restores(tmp_path, caplog):
+    """Format 1 (no manifest.json) is read as before, with a warning that its files are
+    not checked against checksums: a user's old checkpoints are never locked out."""
+    copy = tmp_path / "format1"
+    shutil.copytree(FORMAT_1, copy)
+    like = {
+        "w": jax.ShapeDtypeStruct((3, 4), jnp.float32, sharding=rank_sharding(0, P())),
+        "host": np.zeros((2, 3), np.int16),
+        "step": 0,
+        "lr": 0.0,
+    }
+    with caplog.at_level(logging.WARNING, logger="jaxpp_mlir.checkpoint"):
+        restored = checkpoint.restore(copy, like)
+    assert "checkpoint format 1 (before manifests)" in caplog.text
+    toolkit.assert_same_program(  # the bits the old library saved
+        restored["w"], np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    )
+    np.testing.assert_array_equal(restored["host"], np.arange(6, dtype=np.int16).reshape(2, 3))
+    assert (restored["step"], restored["lr"]) == (3, 0.1)
+
+
+def test_a_format_2_checkpoint_without_its_manifest_is_incomplete(state, tmp_path):
+    checkpoint.save(tmp_path / "c", state)
+    (tmp_path / "c" / "manifest.json").unlink()
+    with pytest.raises(checkpoint.CheckpointError, match="incomplete checkpoint: it has no"):
+        checkpoint.restore(tmp_path / "c", state)
