@@ -128,13 +128,6 @@ DUMP_DIR = Option(
     "partition",
     "directory receiving the input, the IR after every pass and the stage modules",
 )
-CACHE_DIR = Option(
-    "CACHE_DIR",
-    str,
-    None,
-    "stage markers",
-    "directory of the compiled marker library (default ~/.cache/jaxpp_mlir)",
-)
 SHUTDOWN_TIMEOUT = Option(
     "SHUTDOWN_TIMEOUT",
     float,
@@ -251,7 +244,6 @@ OPTIONS: tuple[Option, ...] = (
     TRANSFER_TIMEOUT,
     SETUP_TIMEOUT,
     DUMP_DIR,
-    CACHE_DIR,
     SHUTDOWN_TIMEOUT,
     MAX_MLIR_BYTES,
     PROGRESS,

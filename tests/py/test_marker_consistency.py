@@ -261,8 +261,7 @@ def _edited(text, edit):
 
 
 def _flip_first(backward):
-    direction = {jaxpp.DIRECTION_ATTR: ir.StringAttr.get(jaxpp.FORWARD)}
-    backward[0].attributes[jaxpp.FRONTEND_ATTRIBUTES] = ir.DictAttr.get(direction)
+    jaxpp.set_marker_direction(backward[0], jaxpp.FORWARD)
 
 
 def _remove(index):
