@@ -117,9 +117,16 @@ def _caller_line() -> str:
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
         if not filename.startswith(_LIBRARY_DIRS) and not filename.startswith("<frozen"):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+            return f"{_shown_path(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"
+
+
+def _shown_path(filename: str) -> str:
+    """``filename`` relative to the working directory when it lies inside it, so that a
+    lowered module records the same locations in every checkout of a project."""
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith(os.pardir) else relative
 
 
 def _check_direction(direction: str) -> None:

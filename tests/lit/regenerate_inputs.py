@@ -3,7 +3,9 @@
 Run from anywhere: ``python tests/lit/regenerate_inputs.py``, once per supported
 jax minor release (its files go to ``inputs/`` for 0.10, ``inputs/jax-<minor>/``
 for newer ones whose lowering differs). Each file is ``lowered.as_text()`` (no
-debug info, so the files only change when jax's lowering does). The lit tests
+debug info; marker locations relative to the repository root), so the files change only
+when jax's lowering or the captures do: a rerun on any supported jax leaves ``git diff``
+empty (tests/py/test_lit_inputs_reproducible.py checks it). The lit tests
 in ``tests/lit/e2e/``, ``tests/lit/e2e-loop/`` and ``tests/py/test_roundtrip.py``
 read them; rerun this script after a jax upgrade and review the diff of the
 FileCheck tests.
@@ -23,6 +25,7 @@ import jax.numpy as jnp  # noqa: E402
 import jaxpp_mlir as pp  # noqa: E402
 
 INPUTS_DIR = pathlib.Path(__file__).resolve().parent / "inputs"
+REPOSITORY_ROOT = INPUTS_DIR.parents[2]
 OLDEST_MINOR = "0.10"  # the captures in inputs/ itself
 NUM_STAGES = 3
 BATCH = 2
@@ -193,6 +196,9 @@ def inputs_dir_for(version: str) -> pathlib.Path:
 
 
 def main() -> None:
+    # Marker locations are recorded relative to the working directory: capture from the
+    # repository root so that every checkout writes the same files.
+    os.chdir(REPOSITORY_ROOT)
     target = inputs_dir_for(jax.__version__)
     texts = {name: capture().as_text() for name, capture in CAPTURES.items()}
     if target != INPUTS_DIR and all(

@@ -16,7 +16,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     } do {
       %c_13 = stablehlo.constant dense<1> : tensor<i32>
       %10 = stablehlo.add %iterArg_9, %c_13 : tensor<i32>
-      %11 = stablehlo.custom_call @jaxpp.loop_marker(%iterArg_9) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "4", jaxpp.reductions = "concat(0),add,add", jaxpp.schedule = ""}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], sdy.sharding_rule = #sdy.op_sharding_rule<([])->([])>} : (tensor<i32>) -> tensor<i32>
+      %11 = stablehlo.custom_call @jaxpp.loop_marker(%iterArg_9) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "4", jaxpp.reductions = "concat(0),add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:117\0Atests/lit/regenerate_inputs.py:117"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], sdy.sharding_rule = #sdy.op_sharding_rule<([])->([])>} : (tensor<i32>) -> tensor<i32>
       %12 = func.call @dynamic_index_in_dim(%iterArg, %11) : (tensor<4x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %13 = func.call @dynamic_index_in_dim(%iterArg_5, %11) : (tensor<4x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %14 = stablehlo.dot_general %12, %iterArg_6, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
