@@ -147,7 +147,15 @@ PROGRESS = Option(
     str,
     "1",
     "runtime",
-    "compile progress for 6 or more stage programs: 1 (log lines), tqdm (a bar) or 0 (off)",
+    "compile progress once a compile is slow: 1 (log records; one updating line on a terminal), "
+    "tqdm (a bar) or 0 (off)",
+)
+PROGRESS_AFTER = Option(
+    "PROGRESS_AFTER",
+    float,
+    3.0,
+    "runtime",
+    "seconds a compile of stage programs runs before its progress is shown",
 )
 REPLICATE_MAX_BYTES = Option(
     "REPLICATE_MAX_BYTES",
@@ -247,6 +255,7 @@ OPTIONS: tuple[Option, ...] = (
     SHUTDOWN_TIMEOUT,
     MAX_MLIR_BYTES,
     PROGRESS,
+    PROGRESS_AFTER,
     REPLICATE_MAX_BYTES,
     PACK_ACCUMULATORS,
     PACK_PARAMETERS,
