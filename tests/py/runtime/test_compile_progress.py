@@ -69,7 +69,9 @@ def test_long_single_compile_keeps_saying_it_runs(records, monkeypatch):
     thread.start()
     thread.join()
     reporter.finish()
-    heartbeats = [line for line in records.messages if line.startswith("compiling stage programs: 0/1")]
+    heartbeats = [
+        line for line in records.messages if line.startswith("compiling stage programs: 0/1")
+    ]
     assert len(heartbeats) >= 2, records.messages
 
 
