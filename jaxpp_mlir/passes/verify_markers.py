@@ -261,6 +261,7 @@ def _warn_dead_markers(markers: list[ir.Operation], written: tuple[str, ...] | N
     lines = [_source_line(op) for op in markers]
     if not written or "loc(unknown)" in lines:
         return  # nothing recorded, or locations stripped: nothing to compare
+    lines = [_as_written(line, written) for line in lines]
     alive: collections.Counter[str] = collections.Counter()
     per_direction: dict[str, collections.Counter[str]] = {
         jaxpp.FORWARD: collections.Counter(),
@@ -280,6 +281,15 @@ def _warn_dead_markers(markers: list[ir.Operation], written: tuple[str, ...] | N
             "JAX removed them because their result is unused; use the marker's result "
             "(x = pipeline_enter_stage(x)) for it to end a stage",
         )
+
+
+def _as_written(line: str, written: tuple[str, ...]) -> str:
+    """The recorded ``file:line`` that a location's ``file:line`` denotes: the frontend
+    records paths relative to the working directory it traced in, locations are absolute."""
+    for recorded in written:
+        if line == recorded or line.endswith("/" + recorded):
+            return recorded
+    return line
 
 
 def _file_location(line: str) -> ir.Location | None:

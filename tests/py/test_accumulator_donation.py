@@ -23,13 +23,16 @@ from jax.extend.mlir import ir
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.runtime.executor import compile_plan
 from jaxpp_mlir.runtime.placement import place_arguments
-from toolkit import assert_bit_exact, make_mesh
+from toolkit import make_mesh
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir_context import parse_module
 from jaxpp_mlir.plan import build_plan
 from jaxpp_mlir.plan.donation import donation_aliases
+
+# Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
+pytestmark = pytest.mark.numerics
 
 NUM_STAGES, NUM_MICROBATCHES, WIDTH = 4, 4, 8
 ALIAS = re.compile(r"tf\.aliasing_output = (\d+)")
@@ -171,13 +174,15 @@ SCHEDULES = {
 
 @pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
 @pytest.mark.parametrize("schedule_name", SCHEDULES)
-def test_steps_equal_plain_jit_bit_for_bit(lowered, inputs, expected, schedule_name, packed):
+def test_steps_equal_plain_jit(lowered, inputs, expected, schedule_name, packed):
     schedule, mpmd_dim = SCHEDULES[schedule_name]
     program = _partition(lowered, schedule, packed=packed, mpmd_dim=mpmd_dim)
     assert any(ALIAS.search(e.mlir_module) for e in program.plan.executables.values())
     compiled = program.compile()
-    for _ in range(2):  # the second call reuses nothing the first one consumed
-        assert_bit_exact(compiled(*inputs), expected)
+    first = compiled(*inputs)
+    toolkit.assert_matches_reference(first, expected, toolkit.SEPARATE_PROGRAMS)
+    # The second call (the same programs) reuses nothing the first one consumed.
+    toolkit.assert_same_program(compiled(*inputs), first)
     assert not any(x.is_deleted() for x in jax.tree_util.tree_leaves(inputs))
 
 
@@ -242,7 +247,7 @@ def test_a_callers_buffer_as_the_accumulators_start_is_not_consumed():
     ours = run(*params, xs, ys, *indices)
     start_values = [jnp.zeros((8, 6)), params[1]]
     theirs = jax.jit(_accumulate)(params, xs, ys, start_values)
-    assert_bit_exact(ours, [*theirs[0], theirs[1]])
+    toolkit.assert_matches_reference(ours, [*theirs[0], theirs[1]], toolkit.SEPARATE_PROGRAMS)
     assert not any(x.is_deleted() for x in (*params, xs, ys))
 
 

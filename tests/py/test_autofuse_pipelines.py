@@ -7,9 +7,12 @@ import pytest
 import toolkit
 from jaxpp_mlir.runtime import options
 from jaxpp_mlir.runtime.plan import RunStage
-from toolkit import assert_bit_exact, lower_cached, make_mesh, mlp_batch, mlp_params, mlp_train_step
+from toolkit import lower_cached, make_mesh, mlp_batch, mlp_params, mlp_train_step
 
 import jaxpp_mlir as pp
+
+# Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
+pytestmark = pytest.mark.numerics
 
 shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 
@@ -65,7 +68,11 @@ def test_fused_pipeline_matches_jax_jit(schedule, num_ranks, num_microbatches):
     )
     assert saved > 0
     assert len(plain_labels) - len(launch_labels(fused)) == saved
-    assert_bit_exact(fused.compile()(params, batch), jax.jit(mlp_train_step)(params, batch))
+    toolkit.assert_matches_reference(
+        fused.compile()(params, batch),
+        jax.jit(mlp_train_step)(params, batch),
+        toolkit.SEPARATE_PROGRAMS,
+    )
 
 
 def test_state_fed_back_through_a_fused_step():
@@ -77,8 +84,8 @@ def test_state_fed_back_through_a_fused_step():
     for _ in range(3):
         ours, losses = compiled(ours, batch)
         reference, reference_losses = jax.jit(mlp_train_step)(reference, batch)
-        assert_bit_exact(losses, reference_losses)
-    assert_bit_exact(ours, reference)
+        toolkit.assert_matches_reference(losses, reference_losses, toolkit.SEVERAL_STEPS)
+    toolkit.assert_matches_reference(ours, reference, toolkit.SEVERAL_STEPS)
 
 
 def test_option_turns_fusion_on(monkeypatch):
@@ -106,7 +113,9 @@ def test_fusion_with_packed_accumulators_matches_scan():
     )
     assert isinstance(program.schedule, pp.AutoFused)
     expected = jax.jit(toolkit.biased_layers_scan_step)(params, xs, ys)
-    assert_bit_exact(program.compile()(params, xs, ys), expected)
+    toolkit.assert_matches_reference(
+        program.compile()(params, xs, ys), expected, toolkit.SEPARATE_PROGRAMS
+    )
 
 
 def test_fused_runs_return_only_what_is_read_after_them():
@@ -125,4 +134,8 @@ def test_fused_runs_return_only_what_is_read_after_them():
             parts_outputs += len(plain.plan.executables[run.executable].output_specs)
     assert len(fused.plan.executables[name].output_specs) < parts_outputs
     assert max(fused.peak_bytes_per_rank()) <= max(plain.peak_bytes_per_rank())
-    assert_bit_exact(fused.compile()(params, batch), jax.jit(mlp_train_step)(params, batch))
+    toolkit.assert_matches_reference(
+        fused.compile()(params, batch),
+        jax.jit(mlp_train_step)(params, batch),
+        toolkit.SEPARATE_PROGRAMS,
+    )

@@ -7,10 +7,13 @@ import json
 import jax
 import pytest
 import toolkit
-from toolkit import assert_bit_exact, lower_cached, make_mesh, mlp_batch, mlp_params, mlp_train_step
+from toolkit import lower_cached, make_mesh, mlp_batch, mlp_params, mlp_train_step
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.schedules import Task
+
+# Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
+pytestmark = pytest.mark.numerics
 
 shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 
@@ -47,7 +50,9 @@ def test_measured_order_is_the_simulated_order(schedule, num_microbatches, tmp_p
     path = tmp_path / "trace.json"
     with pp.program_trace(str(path)):
         outputs = compiled(params, batch)
-    assert_bit_exact(outputs, jax.jit(mlp_train_step)(params, batch))
+    toolkit.assert_matches_reference(
+        outputs, jax.jit(mlp_train_step)(params, batch), toolkit.SEPARATE_PROGRAMS
+    )
     measured = measured_rank_order(json.loads(path.read_text())["traceEvents"])
     simulated = program.schedule.simulate(num_microbatches)
     expected = {

@@ -21,6 +21,7 @@ import compilation_cache_worker as worker
 import jax
 import numpy as np
 import pytest
+import toolkit
 from jax.extend import backend as jax_backend
 from jaxpp_mlir.runtime import executable_cache
 
@@ -76,12 +77,14 @@ def reference():
     return get
 
 
-def _assert_outputs(path: pathlib.Path, want: list[np.ndarray]) -> None:
+def _outputs(path: pathlib.Path) -> list[np.ndarray]:
     with np.load(path) as got:
-        leaves = [got[f"arr_{i}"] for i in range(len(got.files))]
-    assert len(leaves) == len(want)
-    for g, w in zip(leaves, want, strict=True):
-        np.testing.assert_array_equal(g, w)
+        return [got[f"arr_{i}"] for i in range(len(got.files))]
+
+
+def _assert_outputs(path: pathlib.Path, want: list[np.ndarray]) -> None:
+    """The outputs saved at ``path`` against plain ``jax.jit``'s (another program)."""
+    toolkit.assert_matches_reference(_outputs(path), want, toolkit.SEPARATE_PROGRAMS)
 
 
 FIRST_PROCESS_CACHE = "cache_after_first"
@@ -135,6 +138,10 @@ def test_second_process_loads_and_other_devices_or_modules_miss(
     assert other_module["hits"] == 0 and other_module["misses"] == other_module["made"] > 0
     assert other_module["entries"] == other_devices["entries"] + other_module["made"]
     _assert_outputs(tmp_path / "second" / "phase0.npz", reference(8))
+    # The cache's programs are the first process's: its numbers bit for bit.
+    toolkit.assert_same_program(
+        _outputs(tmp_path / "second" / "phase0.npz"), _outputs(root / "first" / "phase2.npz")
+    )
     _assert_outputs(tmp_path / "second" / "phase1.npz", reference(8))
     _assert_outputs(tmp_path / "second" / "phase2.npz", reference(16))
 

@@ -110,7 +110,7 @@ def test_partitioning_in_a_process_with_another_hash_seed_gives_identical_texts(
         text=True,
         timeout=600,
         env=dict(os.environ, PYTHONHASHSEED=seed),
-        cwd=tmp_path,
+        cwd=os.getcwd(),  # marker locations are recorded relative to the working directory
     )
     assert result.returncode == 0, result.stderr[-4000:]
     probe, other = result.stdout.split("\n", 1)

@@ -16,6 +16,9 @@ from jaxpp_mlir.runtime import executable_memo
 
 import jaxpp_mlir as pp
 
+# Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
+pytestmark = pytest.mark.numerics
+
 NUM_STAGES = 2
 
 
@@ -66,8 +69,9 @@ def test_other_devices_rebind_instead_of_compiling(step):
     assert reused == second.executable.num_compiled == num_executables
     devices = {d for exe in _executables(second).values() for d in exe.local_devices()}
     assert devices == set(jax.devices()[2:4])
-    toolkit.assert_bit_exact(second(params, batch), want)
-    toolkit.assert_bit_exact(first(params, batch), want)
+    # Rebound executables are the same programs as the ones compiled first.
+    toolkit.assert_matches_reference(first(params, batch), want, toolkit.SEPARATE_PROGRAMS)
+    toolkit.assert_same_program(second(params, batch), first(params, batch))
 
 
 def test_same_devices_share_the_executables(step):
@@ -78,7 +82,7 @@ def test_same_devices_share_the_executables(step):
     assert made == first_made and reused == second.executable.num_compiled
     for name, exe in _executables(second).items():
         assert exe is _executables(first)[name]
-    toolkit.assert_bit_exact(second(params, batch), want)
+    toolkit.assert_matches_reference(second(params, batch), want, toolkit.SEPARATE_PROGRAMS)
 
 
 def test_off_compiles_every_time(step, monkeypatch):
@@ -91,7 +95,8 @@ def test_off_compiles_every_time(step, monkeypatch):
     assert executable_memo.size() == 0
     for name, exe in _executables(second).items():
         assert exe is not _executables(first)[name]
-    toolkit.assert_bit_exact(second(params, batch), want)
+    toolkit.assert_matches_reference(first(params, batch), want, toolkit.SEPARATE_PROGRAMS)
+    toolkit.assert_same_program(second(params, batch), first(params, batch))
 
 
 def test_key_leaves_out_the_device_ids_only():
@@ -130,7 +135,7 @@ def test_unusable_entry_compiles_instead(step, caplog):
     # Every stage compiled again; only the rebinds within the plan come from memory.
     assert 0 < made and reused == compiled.executable.num_compiled - made
     assert caplog.text.count("cannot rebind the executable of") == made
-    toolkit.assert_bit_exact(compiled(params, batch), want)
+    toolkit.assert_matches_reference(compiled(params, batch), want, toolkit.SEPARATE_PROGRAMS)
 
 
 def test_negative_size_is_rejected(monkeypatch):

@@ -10,6 +10,9 @@ from jaxpp_mlir.runtime import placement
 
 import jaxpp_mlir as pp
 
+# Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
+pytestmark = pytest.mark.numerics
+
 
 @pytest.fixture(scope="module", params=[{"stage": 4}, {"stage": 4, "data": 2}], ids=str)
 def compiled(request):
@@ -52,4 +55,6 @@ def test_host_inputs_need_no_device_copy_at_any_call(compiled, monkeypatch):
     # (batched, or resharded by jax.device_put),
     # and the only device arrays passed are the program's own microbatch indices.
     assert copied == []
-    toolkit.assert_bit_exact(ours, jax.jit(toolkit.mlp_train_step)(params, batch))
+    toolkit.assert_matches_reference(
+        ours, jax.jit(toolkit.mlp_train_step)(params, batch), toolkit.SEPARATE_PROGRAMS
+    )

@@ -17,6 +17,9 @@ import toolkit
 
 import jaxpp_mlir as pp
 
+# Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
+pytestmark = pytest.mark.numerics
+
 NUM_LAYERS, WIDTH, NUM_STAGES, NUM_MICROBATCHES = 4, 8, 2, 4
 LAYERS_PER_STAGE = NUM_LAYERS // NUM_STAGES
 
@@ -53,4 +56,4 @@ def test_backward_tasks_carry_one_packed_accumulator(program):
 def test_step_equals_plain_jit_bit_for_bit(program, inputs):
     ours = program.compile()(*inputs)
     theirs = jax.jit(toolkit.biased_layers_scan_step)(*inputs)
-    toolkit.assert_bit_exact(ours, theirs)
+    toolkit.assert_matches_reference(ours, theirs, toolkit.SEPARATE_PROGRAMS)

@@ -20,9 +20,12 @@ import numpy as np
 import pytest
 import toolkit
 from jaxpp_mlir.runtime import options
-from toolkit import assert_bit_exact, make_mesh
+from toolkit import make_mesh
 
 import jaxpp_mlir as pp
+
+# Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
+pytestmark = pytest.mark.numerics
 
 NUM_STAGES, LAYERS_PER_STAGE, WIDTH, NUM_MICROBATCHES = 2, 2, 8, 4
 NUM_LAYERS = NUM_STAGES * LAYERS_PER_STAGE
@@ -77,7 +80,9 @@ def test_biased_layers_equal_plain_jit_bit_for_bit(
 ):
     program = _partition(biased_lowered, schedule_name, PACKINGS[packing])
     expected = jax.jit(toolkit.biased_layers_scan_step)(*biased_inputs)
-    assert_bit_exact(program.compile()(*biased_inputs), expected)
+    toolkit.assert_matches_reference(
+        program.compile()(*biased_inputs), expected, toolkit.SEPARATE_PROGRAMS
+    )
 
 
 def _stage_tasks(program: pp.PartitionedProgram, kind: str) -> dict[int, object]:
@@ -206,7 +211,9 @@ def test_mixed_dtypes_equal_plain_jit_bit_for_bit(
 ):
     program = _partition(mixed_lowered, schedule_name, PACKINGS[packing])
     expected = jax.jit(_mixed_scan_step)(*mixed_inputs)
-    assert_bit_exact(program.compile()(*mixed_inputs), expected)
+    toolkit.assert_matches_reference(
+        program.compile()(*mixed_inputs), expected, toolkit.SEPARATE_PROGRAMS
+    )
 
 
 def test_mixed_dtypes_pack_per_element_type(mixed_lowered):

@@ -17,6 +17,9 @@ import toolkit
 import jaxpp_mlir as pp
 from jaxpp_mlir.schedules.csv_format import schedule_from_csv, schedule_to_csv
 
+# Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
+pytestmark = pytest.mark.numerics
+
 DATA = pathlib.Path(__file__).parent / "data"
 
 ANY_COUNT = (4, 8, 9)
@@ -86,7 +89,7 @@ def test_a_pytorch_interleaved_file_runs_like_jit():
     got = program.compile()(params, batch)
     expected = jax.jit(toolkit.mlp_train_step)(params, batch)
     # Same ops per stage and gradients summed in microbatch order: bit for bit.
-    toolkit.assert_bit_exact(got, expected)
+    toolkit.assert_matches_reference(got, expected, toolkit.SEPARATE_PROGRAMS)
 
 
 @pytest.mark.parametrize(

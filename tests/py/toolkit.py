@@ -297,16 +297,6 @@ def stage_compiles_shared_by_file():
 # -- comparisons --------------------------------------------------------------------------
 
 
-def paired_leaves(actual, expected) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The leaves of two pytrees of the same structure, pairwise, as numpy arrays."""
-    actual_leaves, actual_tree = jax.tree_util.tree_flatten(actual)
-    expected_leaves, expected_tree = jax.tree_util.tree_flatten(expected)
-    assert actual_tree == expected_tree, f"{actual_tree} != {expected_tree}"
-    return [
-        (np.asarray(a), np.asarray(e)) for a, e in zip(actual_leaves, expected_leaves, strict=True)
-    ]
-
-
 # The suite's one rule for numerical assertions: numerics.py (bit for bit only between the
 # same programs by construction, a tolerance in ulps against a different program).
 assert_same_program = numerics.assert_same_program
@@ -314,18 +304,6 @@ assert_matches_reference = numerics.assert_matches_reference
 SEPARATE_PROGRAMS = numerics.SEPARATE_PROGRAMS
 SEVERAL_STEPS = numerics.SEVERAL_STEPS
 Tolerance = numerics.Tolerance
-
-
-def assert_bit_exact(actual, expected) -> None:
-    """Same pytree structure and every leaf equal bit for bit."""
-    for a, e in paired_leaves(actual, expected):
-        np.testing.assert_array_equal(a, e)
-
-
-def assert_close(actual, expected, *, rtol: float, atol: float = 1e-7) -> None:
-    """Same pytree structure and every leaf within ``rtol``/``atol``."""
-    for a, e in paired_leaves(actual, expected):
-        np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
 
 
 # -- scripts run in forked processes (tests/py/script_runner.py) --------------------------

@@ -19,12 +19,12 @@ initialize_from_env()
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+import toolkit  # noqa: E402
 from jax.sharding import Mesh  # noqa: E402
 from jaxpp_mlir.runtime.distributed import RemoteOutput  # noqa: E402
 from test_replicated_step_values import (  # noqa: E402
     NUM_STAGES,
     NUM_STEPS,
-    RTOL,
     initial_state,
     make_batch,
     train_step,
@@ -55,9 +55,8 @@ def main() -> None:
         want_history.append(losses)
     np.testing.assert_array_equal(got_state[1][0].count, want_state[1][0].count)
     np.testing.assert_array_equal(got_state[2], want_state[2])
-    np.testing.assert_array_equal(got_history[0], want_history[0])
-    for got, want in zip(jax.tree.leaves(got_state), jax.tree.leaves(want_state), strict=True):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=RTOL, atol=1e-7)
+    toolkit.assert_matches_reference(got_history[0], want_history[0], toolkit.SEPARATE_PROGRAMS)
+    toolkit.assert_matches_reference(got_state, want_state, toolkit.SEVERAL_STEPS)
     print(f"replicated count ok (process {jax.process_index()})", flush=True)
 
 

@@ -23,6 +23,9 @@ from schedule_strategies import random_schedules
 
 import jaxpp_mlir as pp
 
+# Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
+pytestmark = pytest.mark.numerics
+
 NUM_STAGES = 4
 NUM_MICROBATCHES = 4
 WIDTH = 4
@@ -93,9 +96,9 @@ def test_accepted_random_schedules_compute_what_jax_jit_computes(lowered, expect
         custom = pp.CustomSchedule(schedule.rows, NUM_STAGES, stage_rank=schedule.placement)
         program = pp.partition(lowered, mesh=toolkit.make_mesh(schedule.num_ranks), schedule=custom)
         grads, losses = program.compile()(*inputs())
-        for g, e in zip(grads, expected[0], strict=True):
-            np.testing.assert_array_equal(np.asarray(g), e)
-        np.testing.assert_array_equal(np.asarray(losses), expected[1])
+        toolkit.assert_matches_reference(
+            (list(grads), losses), (list(expected[0]), expected[1]), toolkit.SEPARATE_PROGRAMS
+        )
         fused = any(isinstance(item, pp.FusedTask) for row in schedule.rows for item in row)
         ran[(schedule.num_ranks, fused)] += 1
 
