@@ -150,6 +150,14 @@ PROGRESS = Option(
     "compile progress once a compile is slow: 1 (log records; one updating line on a terminal), "
     "tqdm (a bar) or 0 (off)",
 )
+SETUP_WARNINGS = Option(
+    "SETUP_WARNINGS",
+    int,
+    1,
+    "partition",
+    "1: PartitionWarning on set-ups that leave ranks idle (few microbatches, ranks without "
+    "a stage, uneven stages); 0: none",
+)
 PROGRESS_AFTER = Option(
     "PROGRESS_AFTER",
     float,
@@ -256,6 +264,7 @@ OPTIONS: tuple[Option, ...] = (
     MAX_MLIR_BYTES,
     PROGRESS,
     PROGRESS_AFTER,
+    SETUP_WARNINGS,
     REPLICATE_MAX_BYTES,
     PACK_ACCUMULATORS,
     PACK_PARAMETERS,
