@@ -250,7 +250,6 @@ def _partition(
         stage_ranks=placement or [s % mesh.mpmd_dim for s in range(num_stages)],
         num_ranks=mesh.mpmd_dim,
         stage_texts=[program.stage_module_texts(s) for s in range(num_stages)],
-        stacklevel=3,  # _partition, partition, the caller
     )
     partition_log.log_summary(program.plan, program.num_stages)
     if dump_dir is not None:

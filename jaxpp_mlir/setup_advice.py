@@ -14,7 +14,9 @@ per output element for every other op that computes something.
 
 from __future__ import annotations
 
+import inspect
 import math
+import os
 import warnings
 from collections.abc import Sequence
 
@@ -60,17 +62,31 @@ def warn_about_setup(
     stage_ranks: Sequence[int],
     num_ranks: int,
     stage_texts: Sequence[Sequence[str]],
-    stacklevel: int,
 ) -> None:
     """Warns (``PartitionWarning``) about each way the set-up wastes the machine.
 
     ``stage_ranks[s]`` is the rank of stage ``s``; ``stage_texts[s]`` the StableHLO
-    modules of its stage functions. ``stacklevel`` counts from this function's caller.
+    modules of its stage functions. The warning points at the innermost caller outside
+    jaxpp_mlir (the user's ``partition`` or ``mpmd_jit`` call).
     """
     if options.SETUP_WARNINGS.value() == 0:
         return
     for message in _findings(num_stages, num_microbatches, stage_ranks, num_ranks, stage_texts):
-        warnings.warn(message, PartitionWarning, stacklevel=stacklevel + 1)
+        warnings.warn(message, PartitionWarning, stacklevel=_user_stacklevel())
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_stacklevel() -> int:
+    """``warnings.warn``'s stacklevel, called from here, of the first frame outside jaxpp_mlir."""
+    frame = inspect.currentframe()
+    frame = frame.f_back if frame is not None else None  # level 1: the caller of warn()
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def _findings(
@@ -82,11 +98,12 @@ def _findings(
 ) -> list[str]:
     found = []
     if num_microbatches is not None and num_microbatches < num_stages:
+        plural = "es" if num_microbatches > 1 else ""
         found.append(
-            f"{num_microbatches} microbatches for {num_stages} stages: at most "
-            f"{num_microbatches} stages ever work at once, so every rank idles most of the "
-            f"step; use at least {num_stages} microbatches (4x the stages keeps the bubble "
-            "small, see README 'Choosing a schedule and a microbatch count')"
+            f"{num_microbatches} microbatch{plural} for {num_stages} stages: at most "
+            f"{num_microbatches} of the {num_stages} stages work at any time, so every rank "
+            f"idles most of the step; use at least {num_stages} microbatches (4x the stages "
+            "keeps the bubble small, see README 'Choosing a schedule and a microbatch count')"
         )
     idle = sorted(set(range(num_ranks)) - set(stage_ranks))
     if idle:
