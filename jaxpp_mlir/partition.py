@@ -12,7 +12,7 @@ from typing import Any
 import jax
 from jax.extend.mlir import ir
 
-from jaxpp_mlir import ir_context, partition_log
+from jaxpp_mlir import ir_context, partition_log, setup_advice
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.ir.utils import find_loop, find_main
@@ -162,6 +162,14 @@ def _partition(
         )
     )
     program = PartitionedProgram(module, mesh, schedule=schedule, **tree_info)
+    if options.setup_warnings:
+        setup_advice.warn_about_setup(
+            num_stages=num_stages,
+            num_microbatches=num_microbatches,
+            stage_ranks=placement or [s % mesh.mpmd_dim for s in range(num_stages)],
+            num_ranks=mesh.mpmd_dim,
+            stage_texts=[program.stage_module_texts(s) for s in range(num_stages)],
+        )
     partition_log.log_summary(program.plan, program.num_stages)
     if dump_dir is not None:
         program.dump(os.path.join(dump_dir, "program"))

@@ -32,6 +32,8 @@ class PartitionOptions:
     - ``replicate_max_bytes``: ``jaxpp-outline-outer-code``'s option of that name.
     - ``dump_dir``: a directory receiving the input, the IR after every pass, the
       stage modules and the schedule (None: no dump).
+    - ``setup_warnings``: warn (``PartitionWarning``) about set-ups that waste the
+      machine (fewer microbatches than stages, ranks without a stage, uneven stages).
     """
 
     fuse_tasks: bool = False
@@ -40,6 +42,7 @@ class PartitionOptions:
     pack_contraction_operands: bool = True
     replicate_max_bytes: int = DEFAULT_REPLICATE_MAX_BYTES
     dump_dir: str | None = None
+    setup_warnings: bool = True
 
     def __post_init__(self) -> None:
         if self.replicate_max_bytes < 0:
@@ -64,4 +67,5 @@ class PartitionOptions:
             ),
             replicate_max_bytes=_options.REPLICATE_MAX_BYTES.value(environ),
             dump_dir=dump_dir or None,
+            setup_warnings=_options.SETUP_WARNINGS.value(environ) != 0,
         )

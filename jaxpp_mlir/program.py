@@ -62,12 +62,15 @@ class PartitionedProgram:
         """The standalone StableHLO module(s) of ``stage`` (forward, then backward)."""
         if not 0 <= stage < self.num_stages:
             raise IndexError(f"stage {stage} is outside [0, {self.num_stages})")
-        texts = [
+        return "\n".join(self.stage_module_texts(stage))
+
+    def stage_module_texts(self, stage: int) -> list[str]:
+        """The standalone StableHLO module of each task function of ``stage``."""
+        return [
             text
             for name, text in self.stage_modules.items()
             if self._task_of[name][0] == stage and self._task_of[name][1] in jaxpp.KINDS
         ]
-        return "\n".join(texts)
 
     def schedule_text(self) -> str:
         """Each rank's ordered instructions, one per line."""

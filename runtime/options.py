@@ -179,13 +179,6 @@ DUMP_DIR = Option(
     "partition",
     "directory receiving the input, the IR after every pass and the stage modules",
 )
-CACHE_DIR = Option(
-    "CACHE_DIR",
-    str,
-    None,
-    "stage markers",
-    "directory of the compiled marker library (default ~/.cache/jaxpp_mlir)",
-)
 SHUTDOWN_TIMEOUT = Option(
     "SHUTDOWN_TIMEOUT",
     float,
@@ -207,8 +200,26 @@ PROGRESS = Option(
     str,
     "1",
     "runtime",
-    "compile progress for 6 or more stage programs: 1 (log lines), tqdm (a bar) or 0 (off)",
+    "compile progress once a compile is slow: 1 (log records; one updating line on a terminal), "
+    "tqdm (a bar) or 0 (off)",
     choices=("0", "1", "tqdm"),
+)
+SETUP_WARNINGS = Option(
+    "SETUP_WARNINGS",
+    int,
+    1,
+    "partition",
+    "1: PartitionWarning on set-ups that leave ranks idle (few microbatches, ranks without "
+    "a stage, uneven stages); 0: none",
+    choices=(0, 1),
+)
+PROGRESS_AFTER = Option(
+    "PROGRESS_AFTER",
+    float,
+    3.0,
+    "runtime",
+    "seconds a compile of stage programs runs before its progress is shown",
+    minimum=0,
 )
 REPLICATE_MAX_BYTES = Option(
     "REPLICATE_MAX_BYTES",
@@ -312,10 +323,11 @@ OPTIONS: tuple[Option, ...] = (
     TRANSFER_TIMEOUT,
     SETUP_TIMEOUT,
     DUMP_DIR,
-    CACHE_DIR,
     SHUTDOWN_TIMEOUT,
     MAX_MLIR_BYTES,
     PROGRESS,
+    PROGRESS_AFTER,
+    SETUP_WARNINGS,
     REPLICATE_MAX_BYTES,
     PACK_ACCUMULATORS,
     PACK_PARAMETERS,

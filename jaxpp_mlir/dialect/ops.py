@@ -6,21 +6,28 @@ every other module goes through the helpers below.
 
 Ops
 ---
-``stablehlo.custom_call @jaxpp.enter_stage``
+``stablehlo.optimization_barrier {jaxpp.marker = "fwd" | "bwd"}``
     The stage marker produced by the frontend. Variadic: one operand and one
-    result per pytree leaf, result i aliases operand i. Its
-    ``mhlo.frontend_attributes`` carry ``jaxpp.direction`` = ``"fwd"`` (the
-    marker the user wrote) or ``"bwd"`` (its transpose, placed by autodiff).
-``stablehlo.custom_call @jaxpp.loop_marker``
-    The microbatch loop marker produced by ``treduce``: an identity on the
-    loop's microbatch counter (one integer scalar operand, the result aliases
-    it) that sits in the body of the ``stablehlo.while`` loop over
-    microbatches. Its ``mhlo.frontend_attributes`` carry
-    ``jaxpp.num_microbatches`` (decimal string), ``jaxpp.schedule`` (the
-    schedule's ``repr``, empty when none was given) and ``jaxpp.reductions``
-    (the reduction of every result leaf, comma-separated: ``add``, ``max`` or
+    result per pytree leaf, result i is operand i. ``jaxpp.marker`` records the
+    direction: ``"fwd"`` (the marker the user wrote) or ``"bwd"`` (its
+    transpose, placed by autodiff). An optimization barrier runs under plain
+    ``jax.jit`` with no handler, stops fusion across the stage boundary, and
+    Shardy propagates shardings through it. A barrier without ``jaxpp.marker``
+    (the user's own ``jax.lax.optimization_barrier``, remat) is not a marker.
+``stablehlo.optimization_barrier {jaxpp.marker = "loop", ...}``
+    The microbatch loop marker produced by ``treduce``: a barrier on the loop's
+    microbatch counter (one integer scalar) that sits in the body of the
+    ``stablehlo.while`` loop over microbatches. It carries
+    ``jaxpp.num_microbatches`` (i64), ``jaxpp.schedule`` (the schedule's
+    ``repr``, empty when none was given), ``jaxpp.reductions`` (the reduction
+    of every result leaf, comma-separated: ``add``, ``max`` or
     ``concat(AXIS)``) and ``jaxpp.stage_markers`` (the ``file:line`` of every
     ``pipeline_enter_stage`` call made while tracing the body, newline-separated).
+``stablehlo.custom_call @jaxpp.enter_stage`` / ``@jaxpp.loop_marker``
+    The older form of the two markers, still read (modules saved before the
+    markers became barriers): the same operands and results, the direction in
+    ``mhlo.frontend_attributes`` as ``jaxpp.direction``, the loop marker's
+    parameters there too, all as strings. The accessors below read both forms.
 ``"jaxpp.task"(%args) {callee, jaxpp.stage, jaxpp.kind, jaxpp.rank?}``
     Runs the outlined stage function ``callee`` (a ``func.func``) once. ``kind``
     is ``"fwd"`` or ``"bwd"``.
@@ -47,6 +54,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo
 
 from jaxpp_mlir import _jax_compat
 
@@ -69,12 +77,15 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     JAXPP_OPS,
     KIND_ATTR,
     KINDS,
+    LOOP_MARKER,
     LOOP_MARKER_TARGET,
     LOOP_NUM_MICROBATCHES_ATTR,
     LOOP_OP,
     LOOP_REDUCTIONS_ATTR,
     LOOP_SCHEDULE_ATTR,
     LOOP_STAGE_MARKERS_ATTR,
+    MARKER_ATTR,
+    MARKER_OP,
     NUM_RANKS_ATTR,
     NUM_STAGES_ATTR,
     PEER_ATTR,
@@ -97,40 +108,101 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
 
 
 def is_stage_marker(op: ir.Operation | ir.OpView) -> bool:
-    """True for the ``stablehlo.custom_call @jaxpp.enter_stage`` marker."""
+    """True for a stage marker, in either form (see the module docstring)."""
     op = _operation(op)
-    if op.name != CUSTOM_CALL_OP or "call_target_name" not in op.attributes:
-        return False
-    return ir.StringAttr(op.attributes["call_target_name"]).value == ENTER_STAGE_TARGET
+    if op.name == MARKER_OP:
+        return _marker_tag(op) in (FORWARD, BACKWARD)
+    return _custom_call_target(op) == ENTER_STAGE_TARGET
 
 
 def marker_direction(op: ir.Operation | ir.OpView) -> str:
     """``"fwd"`` or ``"bwd"`` for a stage marker (``"fwd"`` when unspecified)."""
     op = _operation(op)
-    if FRONTEND_ATTRIBUTES not in op.attributes:
-        return FORWARD
-    attrs = ir.DictAttr(op.attributes[FRONTEND_ATTRIBUTES])
-    if DIRECTION_ATTR not in attrs:
-        return FORWARD
-    return ir.StringAttr(attrs[DIRECTION_ATTR]).value
+    if op.name == MARKER_OP:
+        return _marker_tag(op) or FORWARD
+    return _frontend_attribute(op, DIRECTION_ATTR) or FORWARD
+
+
+def set_marker_direction(op: ir.Operation | ir.OpView, direction: str) -> None:
+    """Rewrites a stage marker's direction, in the form the marker has."""
+    op = _operation(op)
+    if op.name == MARKER_OP:
+        op.attributes[MARKER_ATTR] = ir.StringAttr.get(direction)
+    else:
+        op.attributes[FRONTEND_ATTRIBUTES] = ir.DictAttr.get(
+            {DIRECTION_ATTR: ir.StringAttr.get(direction)}
+        )
 
 
 def is_loop_marker(op: ir.Operation | ir.OpView) -> bool:
-    """True for the ``stablehlo.custom_call @jaxpp.loop_marker`` microbatch loop marker."""
+    """True for treduce's microbatch loop marker, in either form."""
     op = _operation(op)
+    if op.name == MARKER_OP:
+        return _marker_tag(op) == LOOP_MARKER
+    return _custom_call_target(op) == LOOP_MARKER_TARGET
+
+
+def create_stage_marker(values: Sequence[ir.Value], direction: str, name: str = "") -> ir.Operation:
+    """Builds a stage marker on ``values`` at the current insertion point; a non-empty
+    ``name`` (``mark_stage_end(..., name=)``) labels the stage it ends."""
+    op = stablehlo.OptimizationBarrierOp(list(values)).operation
+    op.attributes[MARKER_ATTR] = ir.StringAttr.get(direction)
+    if name:
+        op.attributes[STAGE_NAME_ATTR] = ir.StringAttr.get(name)
+    return op
+
+
+def create_loop_marker(
+    counter: ir.Value,
+    *,
+    num_microbatches: int,
+    schedule: str,
+    reductions: Sequence[str],
+    stage_markers: Sequence[str],
+) -> ir.Operation:
+    """Builds treduce's loop marker on the microbatch ``counter`` at the current insertion point."""
+    op = stablehlo.OptimizationBarrierOp([counter]).operation
+    op.attributes[MARKER_ATTR] = ir.StringAttr.get(LOOP_MARKER)
+    op.attributes[LOOP_NUM_MICROBATCHES_ATTR] = _i64(num_microbatches)
+    op.attributes[LOOP_SCHEDULE_ATTR] = ir.StringAttr.get(schedule)
+    op.attributes[LOOP_REDUCTIONS_ATTR] = ir.StringAttr.get(",".join(reductions))
+    op.attributes[LOOP_STAGE_MARKERS_ATTR] = ir.StringAttr.get("\n".join(stage_markers))
+    return op
+
+
+def _marker_tag(op: ir.Operation) -> str | None:
+    if MARKER_ATTR not in op.attributes:
+        return None
+    attr = op.attributes[MARKER_ATTR]
+    return ir.StringAttr(attr).value if isinstance(attr, ir.StringAttr) else None
+
+
+def _custom_call_target(op: ir.Operation) -> str | None:
     if op.name != CUSTOM_CALL_OP or "call_target_name" not in op.attributes:
-        return False
-    return ir.StringAttr(op.attributes["call_target_name"]).value == LOOP_MARKER_TARGET
+        return None
+    return ir.StringAttr(op.attributes["call_target_name"]).value
 
 
-def _loop_marker_attr(op: ir.Operation | ir.OpView, name: str) -> str | None:
-    op = _operation(op)
+def _frontend_attribute(op: ir.Operation, name: str) -> str | None:
     if FRONTEND_ATTRIBUTES not in op.attributes:
         return None
     attrs = ir.DictAttr(op.attributes[FRONTEND_ATTRIBUTES])
     if name not in attrs:
         return None
     return ir.StringAttr(attrs[name]).value
+
+
+def _loop_marker_attr(op: ir.Operation | ir.OpView, name: str) -> str | None:
+    """A loop marker parameter as text: from the op (barrier form) or its frontend attributes."""
+    op = _operation(op)
+    if op.name != MARKER_OP:
+        return _frontend_attribute(op, name)
+    if name not in op.attributes:
+        return None
+    attr = op.attributes[name]
+    if isinstance(attr, ir.IntegerAttr):
+        return str(attr.value)
+    return ir.StringAttr(attr).value if isinstance(attr, ir.StringAttr) else None
 
 
 def loop_num_microbatches(op: ir.Operation | ir.OpView) -> int | None:

@@ -16,11 +16,18 @@ KINDS = (FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT)
 PRE = "pre"
 POST = "post"
 
+# Markers are optimization barriers tagged with MARKER_ATTR: "fwd"/"bwd" for a stage marker,
+# "loop" for treduce's loop marker (users' own barriers carry no such attribute).
+MARKER_OP = "stablehlo.optimization_barrier"
+MARKER_ATTR = "jaxpp.marker"
+LOOP_MARKER = "loop"
+# The older custom-call form of the markers, still read from saved modules.
 ENTER_STAGE_TARGET = "jaxpp.enter_stage"
 DIRECTION_ATTR = "jaxpp.direction"
 STAGE_NAME_ATTR = "jaxpp.stage_name"  # the label mark_stage_end(..., name=) gives a stage
 
 LOOP_MARKER_TARGET = "jaxpp.loop_marker"
+
 LOOP_NUM_MICROBATCHES_ATTR = "jaxpp.num_microbatches"
 LOOP_SCHEDULE_ATTR = "jaxpp.schedule"
 LOOP_REDUCTIONS_ATTR = "jaxpp.reductions"

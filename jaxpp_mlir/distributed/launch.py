@@ -16,7 +16,9 @@ and these environment variables:
 
 The script calls ``jaxpp_mlir.launch.initialize_from_env()`` first (it also
 works under Slurm or Open MPI, and alone, without any of these variables).
-Output lines are prefixed with ``[pN]``. When a process fails, the others get
+Output lines are prefixed with ``[pN]``, each child line kept whole; Gloo's
+connection messages (``[Gloo] Rank 0 is connected to 1 peer ranks...``, one per
+collective set-up) are dropped unless ``--gloo-log`` is given. When a process fails, the others get
 ``--grace`` seconds to stop by themselves (the runtime's watchdog makes them
 exit), then every process still running is killed by PID; the launcher exits
 with the first failing process's code (128 + signal for a signal). At the end
@@ -169,8 +171,20 @@ def child_env(
 _OUTPUT_LOCK = threading.Lock()
 
 
-def _pump(stream: IO[bytes], out: IO[bytes], prefix: bytes) -> None:
+# Gloo (the CPU collectives) prints one of these per connection set up, from C++.
+GLOO_CHATTER = re.compile(
+    rb"\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. "
+    rb"Expected number of connected peer ranks is : \d+"
+)
+
+
+def _pump(stream: IO[bytes], out: IO[bytes], prefix: bytes, drop_gloo: bool = True) -> None:
     for line in iter(stream.readline, b""):
+        if drop_gloo and GLOO_CHATTER.search(line):
+            # The message may share a line with the child's own output (two writers, one fd).
+            line = GLOO_CHATTER.sub(b"", line)
+            if not line.strip():
+                continue
         if not line.endswith(b"\n"):  # a child's last words without a newline
             line += b"\n"
         with _OUTPUT_LOCK:
@@ -209,6 +223,7 @@ class Launch:
         port: int | None = None,
         prefix: bool = True,
         env: dict[str, str] | None = None,
+        gloo_log: bool = False,
     ):
         self.port = port or free_port()
         self.started = time.monotonic()
@@ -236,7 +251,9 @@ class Launch:
                     tag = f"[p{i}] ".encode()
                     for stream, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
                         t = threading.Thread(
-                            target=_pump, args=(stream, out.buffer, tag), daemon=True
+                            target=_pump,
+                            args=(stream, out.buffer, tag, not gloo_log),
+                            daemon=True,
                         )
                         t.start()
                         self._threads.append(t)
@@ -451,6 +468,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--timeout", type=launch_args.positive_seconds, default=None, help="limit for the whole run"
     )
     parser.add_argument("--no-prefix", action="store_true", help="do not prefix output lines")
+    parser.add_argument(
+        "--gloo-log",
+        action="store_true",
+        help="keep Gloo's connection messages (dropped by default)",
+    )
     parser.add_argument("script", help="the Python script every process runs")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     ns = parser.parse_args(argv)
@@ -462,6 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         devices_per_proc=ns.devices_per_proc,
         port=ns.port,
         prefix=not ns.no_prefix,
+        gloo_log=ns.gloo_log,
     )
 
     def stop(signum: int, _frame: object) -> None:

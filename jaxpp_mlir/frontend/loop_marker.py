@@ -1,5 +1,5 @@
 """The loop marker: an identity primitive on the microbatch counter, lowered to a
-``stablehlo.custom_call`` that jaxpp-normalize-loop recognises."""
+tagged ``stablehlo.optimization_barrier`` that jaxpp-normalize-loop recognises."""
 
 from __future__ import annotations
 
@@ -9,23 +9,10 @@ from typing import Any
 import jax
 from jax.extend.core import Primitive
 from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import stablehlo
 from jax.interpreters import ad, batching, mlir
 
-from jaxpp_mlir.dialect.ops import (
-    FRONTEND_ATTRIBUTES,
-    LOOP_MARKER_TARGET,
-    LOOP_NUM_MICROBATCHES_ATTR,
-    LOOP_REDUCTIONS_ATTR,
-    LOOP_SCHEDULE_ATTR,
-    LOOP_STAGE_MARKERS_ATTR,
-)
-from jaxpp_mlir.frontend import marker_ffi
-from jaxpp_mlir.frontend.markers import _identity_sharding_rule
+from jaxpp_mlir.dialect.ops import create_loop_marker
 from jaxpp_mlir.frontend.reductions import TreduceError
-
-_SHARDING_RULE_ATTR = "sdy.sharding_rule"
-
 
 loop_marker_p = Primitive("jaxpp_loop_marker")
 
@@ -75,34 +62,14 @@ def _lowering(
     reductions: tuple[str, ...],
     stage_markers: tuple[str, ...] = (),
 ) -> Sequence[ir.Value]:
-    marker_ffi.ensure_registered()
-    (aval_out,) = ctx.avals_out
-    result_type = mlir.aval_to_ir_type(ctx.module_context, aval_out)
-    alias = stablehlo.OutputOperandAlias.get(
-        output_tuple_indices=[], operand_index=0, operand_tuple_indices=[]
+    marker = create_loop_marker(
+        x,
+        num_microbatches=num_microbatches,
+        schedule=schedule,
+        reductions=reductions,
+        stage_markers=stage_markers,
     )
-    op = stablehlo.CustomCallOp(
-        [result_type],
-        [x],
-        call_target_name=LOOP_MARKER_TARGET,
-        has_side_effect=False,
-        backend_config=ir.DictAttr.get({}),
-        api_version=mlir.i32_attr(4),
-        output_operand_aliases=ir.ArrayAttr.get([alias]),
-    )
-    op.attributes[FRONTEND_ATTRIBUTES] = ir.DictAttr.get(
-        {
-            LOOP_NUM_MICROBATCHES_ATTR: ir.StringAttr.get(str(num_microbatches)),
-            LOOP_SCHEDULE_ATTR: ir.StringAttr.get(schedule),
-            LOOP_REDUCTIONS_ATTR: ir.StringAttr.get(",".join(reductions)),
-            LOOP_STAGE_MARKERS_ATTR: ir.StringAttr.get("\n".join(stage_markers)),
-        }
-    )
-    if jax.config.jax_use_shardy_partitioner:
-        rule = _identity_sharding_rule([result_type])
-        if rule is not None:
-            op.attributes[_SHARDING_RULE_ATTR] = rule
-    return op.results
+    return marker.results
 
 
 def _jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:

@@ -3,14 +3,15 @@
 ``pipeline_enter_stage(tree)`` is the identity on a pytree of arrays that marks
 the END of a pipeline stage: a model split into N stages carries N markers, the
 last one marking the end of the last stage. It lowers to a single
-``stablehlo.custom_call @jaxpp.enter_stage`` taking every leaf of the tree,
-whose ``mhlo.frontend_attributes`` record the direction: ``"fwd"`` for the
-markers the user wrote, ``"bwd"`` for their transposes placed by autodiff.
+``stablehlo.optimization_barrier`` taking every leaf of the tree, tagged
+``{jaxpp.marker = "fwd"}`` for the markers the user wrote and ``"bwd"`` for
+their transposes placed by autodiff (see :mod:`jaxpp_mlir.dialect.ops`).
 
 The marker is linear: its JVP marks the non-zero tangents with the same
 direction, its transpose marks the non-zero cotangents with the opposite one.
-Under plain ``jax.jit`` the custom call runs as a no-op FFI handler (see
-:mod:`jaxpp_mlir.frontend.marker_ffi`).
+Under plain ``jax.jit`` it is an optimization barrier: the identity, compiled by
+XLA on every platform with no handler of ours, a fusion barrier through which
+Shardy propagates shardings.
 """
 
 from __future__ import annotations
@@ -27,19 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import Primitive
 from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import stablehlo
 from jax.interpreters import ad, batching, mlir
 
-from jaxpp_mlir.dialect.ops import (
-    BACKWARD,
-    DIRECTION_ATTR,
-    ENTER_STAGE_TARGET,
-    FORWARD,
-    FRONTEND_ATTRIBUTES,
-    STAGE_NAME_ATTR,
-)
+from jaxpp_mlir.dialect.ops import BACKWARD, FORWARD, create_stage_marker
 from jaxpp_mlir.errors import MarkerError
-from jaxpp_mlir.frontend import marker_ffi
 
 __all__ = [
     "enter_stage_p",
@@ -55,7 +47,6 @@ enter_stage_p = Primitive("jaxpp_enter_stage")
 enter_stage_p.multiple_results = True
 
 _OPPOSITE = {FORWARD: BACKWARD, BACKWARD: FORWARD}
-_SHARDING_RULE_ATTR = "sdy.sharding_rule"
 
 
 def pipeline_enter_stage(tree: T, name: str | None = None) -> T:
@@ -166,79 +157,7 @@ def _abstract_eval(*avals: Any, direction: str, name: str = "") -> list[Any]:
 def _lowering(
     ctx: mlir.LoweringRuleContext, *args: ir.Value, direction: str, name: str = ""
 ) -> Sequence[ir.Value]:
-    marker_ffi.ensure_registered()
-    result_types = [mlir.aval_to_ir_type(ctx.module_context, aval) for aval in ctx.avals_out]
-    multiple = len(args) > 1
-    aliases = [
-        stablehlo.OutputOperandAlias.get(
-            output_tuple_indices=[i] if multiple else [],
-            operand_index=i,
-            operand_tuple_indices=[],
-        )
-        for i in range(len(args))
-    ]
-    op = stablehlo.CustomCallOp(
-        result_types,
-        list(args),
-        call_target_name=ENTER_STAGE_TARGET,
-        has_side_effect=False,
-        backend_config=ir.DictAttr.get({}),
-        api_version=mlir.i32_attr(4),
-        output_operand_aliases=ir.ArrayAttr.get(aliases),
-        # The no-op handler's result is its operand's buffer: both must have one layout,
-        # or XLA may hand it, say, a row-major operand for a column-major result.
-        operand_layouts=_row_major_layouts([arg.type for arg in args]),
-        result_layouts=_row_major_layouts(result_types),
-    )
-    frontend = {DIRECTION_ATTR: ir.StringAttr.get(direction)}
-    if name:
-        frontend[STAGE_NAME_ATTR] = ir.StringAttr.get(name)
-    op.attributes[FRONTEND_ATTRIBUTES] = ir.DictAttr.get(frontend)
-    rule = _identity_sharding_rule(result_types) if jax.config.jax_use_shardy_partitioner else None
-    if rule is not None:
-        op.attributes[_SHARDING_RULE_ATTR] = rule
-    return op.results
-
-
-def _row_major_layouts(types: Sequence[ir.Type]) -> ir.ArrayAttr:
-    """XLA's default (row-major) layout of every type, as custom call layouts."""
-    index = ir.IndexType.get()
-    layouts = []
-    for t in types:
-        rank = ir.RankedTensorType(t).rank
-        minor_to_major = np.arange(rank - 1, -1, -1, dtype=np.int64)
-        layouts.append(ir.DenseIntElementsAttr.get(minor_to_major, type=index))
-    return ir.ArrayAttr.get(layouts)
-
-
-def _factor_name(index: int) -> str:
-    """Shardy's factor naming: ``i`` ... ``z``, then ``z_1``, ``z_2`` ..."""
-    letters = "ijklmnopqrstuvwxyz"
-    return letters[index] if index < len(letters) else f"z_{index - len(letters) + 1}"
-
-
-def _identity_sharding_rule(types: Sequence[ir.Type]) -> ir.Attribute | None:
-    """``#sdy.op_sharding_rule`` mapping every dim of result i to operand i's.
-
-    Without it Shardy treats the custom call as a barrier and replicates its
-    operands; with it shardings propagate straight through the marker. The
-    rule is built on the IR types (an extended dtype such as a PRNG key has
-    extra physical dims). None when a shape is not static.
-    """
-    mappings: list[str] = []
-    sizes: list[str] = []
-    for t in types:
-        if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
-            return None
-        names = []
-        for dim in t.shape:
-            name = _factor_name(len(sizes))
-            names.append(name)
-            sizes.append(f"{name}={dim}")
-        mappings.append(f"[{', '.join(names)}]")
-    operands = ", ".join(mappings)
-    factors = f" {{{', '.join(sizes)}}}" if sizes else ""
-    return ir.Attribute.parse(f"#sdy.op_sharding_rule<({operands})->({operands}){factors}>")
+    return create_stage_marker(args, direction, name=name).results
 
 
 def _is_passthrough(t: Any) -> bool:

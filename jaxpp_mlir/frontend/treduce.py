@@ -36,20 +36,19 @@ Lowering
 The loop is a ``lax.fori_loop`` over the microbatch index with static bounds,
 so it lowers to ONE ``stablehlo.while`` (and is reverse-differentiable). At the
 top of the body, the loop counter goes through the loop marker, a
-``stablehlo.custom_call @jaxpp.loop_marker`` that is the identity on the
-counter, and only the marked counter is used afterwards: every microbatch
-slice (``dynamic_slice``) and every ``Concat`` update reads it, so the marker is
+``stablehlo.optimization_barrier {jaxpp.marker = "loop"}`` on the counter, and
+only the marked counter is used afterwards: every microbatch slice
+(``dynamic_slice``) and every ``Concat`` update reads it, so the marker is
 never dead code while the body's result depends on the microbatch (when it
 does not, and no ``Concat`` reads the counter, JAX drops the marker and
 ``treduce`` warns). JAX lowers the loop body as a ``func.call`` of a private
 ``@closed_call...`` function: the marker is in that function, its operand is
 the argument bound to the ``fori_loop`` counter (a ``tensor<i32>`` iteration
-argument of the while, next to the while's own trip counter). Its
-``mhlo.frontend_attributes`` record ``jaxpp.num_microbatches``,
-``jaxpp.schedule`` (the schedule's ``repr``, ``""`` for none) and
-``jaxpp.reductions`` (one entry per result leaf, see
-:mod:`jaxpp_mlir.dialect.ops`). Under plain ``jax.jit`` the custom call runs as
-the no-op FFI handler of :mod:`jaxpp_mlir.frontend.marker_ffi`.
+argument of the while, next to the while's own trip counter). Its attributes
+record ``jaxpp.num_microbatches``, ``jaxpp.schedule`` (the schedule's
+``repr``, ``""`` for none) and ``jaxpp.reductions`` (one entry per result leaf,
+see :mod:`jaxpp_mlir.dialect.ops`). Under plain ``jax.jit`` the barrier needs no
+handler: XLA compiles it on every platform.
 
 Autodiff: the marker is an identity on an integer, so its tangent is a symbolic
 zero and it never appears in a backward pass. ``treduce`` of a function that

@@ -25,7 +25,7 @@ _TERMINATORS = ("func.return", jaxpp.YIELD_OP)
 class AssignStages(ModulePass):
     """Assign every op of @main to a stage and a direction (fwd/bwd) from the markers.
 
-    Forward markers (``@jaxpp.enter_stage``, direction fwd) end a stage: a value
+    Forward stage markers (direction fwd) end a stage: a value
     computed from the output of the k-th marker on its path belongs to stage k
     (the ops after the last marker, typically the loss and its gradient seed,
     join the last stage). The number of stages is the longest chain of forward

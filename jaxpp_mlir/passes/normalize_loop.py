@@ -17,7 +17,7 @@ from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pas
 @register_pass
 @dataclasses.dataclass(frozen=True)
 class NormalizeLoop(ModulePass):
-    """Rewrite the microbatch loop (the while holding @jaxpp.loop_marker) as a jaxpp.loop.
+    """Rewrite the microbatch loop (the while holding treduce's loop marker) as a jaxpp.loop.
 
     ``treduce`` lowers to one ``stablehlo.while`` whose body holds the loop
     marker. Its iteration arguments are of three sorts, told apart from the
@@ -57,7 +57,7 @@ class NormalizeLoop(ModulePass):
         for op in ir_utils.body(main).operations:
             op = op.operation
             if jaxpp.is_loop_marker(op):
-                return Evidence(op, "the step still holds a @jaxpp.loop_marker")
+                return Evidence(op, "the step still holds treduce's loop marker")
             if op.name == "stablehlo.while":
                 for nested in op.regions[1].blocks[0].operations:
                     if jaxpp.is_loop_marker(nested):
@@ -94,7 +94,7 @@ class NormalizeLoop(ModulePass):
         _rewrite(loop, marker, num_microbatches)
 
 
-_NOT_NORMALIZED = "the microbatch loop is still a stablehlo.while holding @jaxpp.loop_marker"
+_NOT_NORMALIZED = "the microbatch loop is still a stablehlo.while holding treduce's loop marker"
 
 
 def _parent(op: ir.Operation) -> ir.Operation | None:

@@ -24,7 +24,7 @@ class VerifyMarkers(ModulePass):
     """Check that forward and backward stage markers agree, before stages are assigned.
 
     Works on the stage block: the body of the microbatch loop (the
-    ``stablehlo.while`` holding ``@jaxpp.loop_marker``) if there is one, else
+    ``stablehlo.while`` holding treduce's loop marker) if there is one, else
     ``@main``. Counting on every dependence path the forward markers (F, the
     stages they end) and the backward markers (B, their transposes), it
     reports with a located error:
@@ -172,8 +172,8 @@ def _check_directions(markers: list[ir.Operation], paths: _MarkerPaths) -> None:
                 op,
                 "this stage marker is marked forward ('fwd') but autodiff placed it as the "
                 "transpose of a marker (its location is inside 'transpose(...)'): the "
-                "module's marker directions are inconsistent; restore jaxpp.direction = "
-                '"bwd" or lower the step again',
+                "module's marker directions are inconsistent; give it back its "
+                "'bwd' direction or lower the step again",
             )
         upstream = paths.upstream_backward_marker[op]
         if upstream is not None:

@@ -1,9 +1,12 @@
 """Gantt charts of schedules: simulated (planned), recorded (measured), or both.
 
 Ranks are rows, time runs left to right; forward, full backward, input-gradient
-and weight-gradient tasks have their own colours, other work (code before and
-after the loop, transfers) is grey, and idle time is the hatched lane behind
-the tasks. The title gives the makespan and the bubble fraction (idle share of
+and weight-gradient tasks have their own colours, and so do, in a measured step,
+receives (``transfer``) and the code before and after the microbatch loop
+(``outer``); idle time is the hatched lane behind the tasks. The legend names
+every colour; a measured panel says what its time is (device time: from when a
+rank could start an operation to when its outputs were ready; the host's dispatch
+is not drawn). The title gives the makespan and the bubble fraction (idle share of
 ranks x makespan). Needs matplotlib (``pip install jaxpp_mlir[plot]``).
 
 ``plot_schedule(schedule, n, path=...)`` draws the unit-cost-free default
@@ -23,8 +26,31 @@ from typing import Any
 from jaxpp_mlir.schedules.simulate import Costs, SimulationResult
 from jaxpp_mlir.schedules.task import BWD, BWD_I, BWD_W, FWD
 
-COLOURS = {FWD: "#4C72B0", BWD: "#55A868", BWD_I: "#DD8452", BWD_W: "#8172B3", None: "#B0B0B0"}
-_NAMES = {FWD: "forward", BWD: "backward", BWD_I: "input grad", BWD_W: "weight grad"}
+#: Kinds of the bars of a measured step that are not pipeline tasks.
+TRANSFER = "transfer"
+OUTER = "outer"
+COLOURS = {
+    FWD: "#4C72B0",
+    BWD: "#55A868",
+    BWD_I: "#DD8452",
+    BWD_W: "#8172B3",
+    TRANSFER: "#E5AE38",
+    OUTER: "#8C8C8C",
+    None: "#B0B0B0",
+}
+_NAMES = {
+    FWD: "forward",
+    BWD: "backward",
+    BWD_I: "input grad",
+    BWD_W: "weight grad",
+    TRANSFER: "receive (transfer)",
+    OUTER: "code outside the loop",
+}
+#: What the time axis of a measured panel is.
+MEASURED_NOTE = (
+    "device time per operation: from when the rank could start it (dispatched, previous "
+    "span done, input sent) to when its outputs were ready; host dispatch not drawn"
+)
 _SHORT = {FWD: "F", BWD: "B", BWD_I: "I", BWD_W: "W"}
 
 
@@ -41,12 +67,14 @@ class Bar:
 
 @dataclasses.dataclass(frozen=True)
 class Gantt:
-    """Bars of one run of a schedule, with its makespan and bubble fraction."""
+    """Bars of one run of a schedule, with its makespan and bubble fraction; ``note`` says
+    what the time axis measures."""
 
     title: str
     num_ranks: int
     bars: tuple[Bar, ...]
     unit: str = ""
+    note: str = ""
 
     @property
     def makespan(self) -> float:
@@ -110,7 +138,8 @@ def gantt_from_trace(
     """The device-timed spans of one step (default: the last) of a recorded trace, in ms.
 
     Pipeline tasks keep their kind; fused tasks are split evenly among their parts;
-    other spans on a rank's track (code outside the loop, receives) are grey.
+    receives are ``TRANSFER`` bars, the code outside the loop ``OUTER`` bars, each
+    labelled with its span's name.
     """
     events = load_trace_events(trace)
     spans = [
@@ -136,7 +165,8 @@ def gantt_from_trace(
         args = e.get("args", {})
         parts = args.get("tasks") or ([args] if "kind" in args else [])
         if not parts:
-            bars.append(Bar(row, start, stop, None, e.get("name", "")))
+            kind = TRANSFER if e.get("cat") == "transfer" else OUTER
+            bars.append(Bar(row, start, stop, kind, e.get("name", "")))
             continue
         width = (stop - start) / len(parts)
         for k, part in enumerate(parts):
@@ -145,7 +175,7 @@ def gantt_from_trace(
                 Bar(row, start + k * width, start + (k + 1) * width, kind,
                     f"{_SHORT.get(kind, '?')}{part['stage']}.{part['microbatch']}")
             )  # fmt: skip
-    return Gantt(title, len(row_of), tuple(bars), unit="ms")
+    return Gantt(title, len(row_of), tuple(bars), unit="ms", note=MEASURED_NOTE)
 
 
 def draw(ax: Any, gantt: Gantt, *, labels: bool = True) -> None:
@@ -167,16 +197,16 @@ def draw(ax: Any, gantt: Gantt, *, labels: bool = True) -> None:
     ax.set_ylim(gantt.num_ranks - 0.5, -0.5)
     ax.set_xlabel(f"time ({gantt.unit})" if gantt.unit else "time (simulated units)")
     unit = f" {gantt.unit}" if gantt.unit else ""
-    ax.set_title(
-        f"{gantt.title}: makespan {span:.3g}{unit}, bubble {gantt.bubble_fraction:.1%}", fontsize=10
-    )
+    title = f"{gantt.title}: makespan {span:.3g}{unit}, bubble {gantt.bubble_fraction:.1%}"
+    ax.set_title(title + (f"\n{gantt.note}" if gantt.note else ""), fontsize=9)
 
 
-def _legend(fig: Any) -> None:
+def _legend(fig: Any, gantts: Sequence[Gantt]) -> None:
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=COLOURS[k], label=_NAMES[k]) for k in (FWD, BWD, BWD_I, BWD_W)]
-    handles.append(Patch(color=COLOURS[None], label="other"))
+    present = {bar.kind for gantt in gantts for bar in gantt.bars}
+    shown = [k for k in (FWD, BWD, BWD_I, BWD_W, TRANSFER, OUTER) if k in present]
+    handles = [Patch(color=COLOURS[k], label=_NAMES[k]) for k in shown]
     handles.append(Patch(facecolor="#F4F4F4", hatch="//", edgecolor="#D8D8D8", label="idle"))
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
 
@@ -208,7 +238,7 @@ def render(
     )  # fmt: skip
     for ax, gantt in zip(axes[:, 0], gantts, strict=True):
         draw(ax, gantt)
-    _legend(fig)
+    _legend(fig, gantts)
     fig.tight_layout(rect=(0, 0.5 / (sum(heights) + 0.5), 1, 1))
     if path is not None:
         fig.savefig(path, dpi=dpi)

@@ -32,7 +32,7 @@ UNIT_COSTS: Mapping[str, float] = {kind: 1.0 for kind in KINDS}
 Costs = Mapping[str, float] | Callable[[Task], float]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class SimulationResult:
     """Timing of one simulated run of a schedule.
 
@@ -56,6 +56,24 @@ class SimulationResult:
     def idle_time(self) -> float:
         """Total time the ranks spent idle before the makespan."""
         return self.num_ranks * self.makespan - sum(self.busy_time)
+
+    @property
+    def launches(self) -> int:
+        """Executables the step starts, all ranks together (a fused task is one)."""
+        return sum(len(items) for items in self.timeline)
+
+    def grid(self) -> str:
+        """The rank-by-time grid (``render_timeline``; needs integer times, e.g. unit costs)."""
+        from jaxpp_mlir.schedules.render import render_timeline
+
+        return render_timeline(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"SimulationResult({self.num_ranks} ranks, makespan {self.makespan:g}, "
+            f"bubble {self.bubble_fraction:.1%}, peak activations per rank {self.peak_in_flight}, "
+            f"{self.launches} launches; .grid() draws it)"
+        )
 
 
 def cost_function(costs: Costs | None) -> Callable[[Task], float]:

@@ -27,7 +27,7 @@ from ..errors import RuntimeFailure
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, TensorSpec
 from . import executable_cache, executable_memo
-from .progress import CompileProgress
+from .progress import COMPILED, LOADED, CompileProgress
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compile")
 
@@ -41,6 +41,13 @@ _count_lock = threading.Lock()
 def compile_stage(
     name: str, mlir_module: str, devices: Sequence[jax.Device]
 ) -> jc.LoadedExecutable:
+    """Compiles one stage module for ``devices``, or loads it (see ``compile_or_load``)."""
+    return compile_or_load(name, mlir_module, devices)[0]
+
+
+def compile_or_load(
+    name: str, mlir_module: str, devices: Sequence[jax.Device]
+) -> tuple[jc.LoadedExecutable, str]:
     """Compiles one stage module for ``devices`` (one partition per device), or loads it
     from JAX's persistent compilation cache when that is on (``executable_cache``), or,
     when this process has compiled or loaded the same program already (for these or other
@@ -48,7 +55,9 @@ def compile_stage(
     persistent cache then too, as a compilation would be). Each call counts in
     ``compile_count``, however the executable was made.
 
-    Raises ``RuntimeFailure`` naming the executable when XLA rejects it.
+    Returns the executable and how it was made: ``progress.COMPILED`` or ``progress.LOADED``
+    (from the persistent cache or from memory). Raises ``RuntimeFailure`` naming the
+    executable when XLA rejects it.
     """
     global compile_count
     devices = tuple(devices)
@@ -97,7 +106,7 @@ def compile_stage(
         )
     if _trace.ACTIVE is not None:  # tracing hook: a compile span
         _trace.ACTIVE.record_compile(name, started, time.time_ns() / 1000.0)
-    return exe
+    return exe, COMPILED if how == "compiled" else LOADED
 
 
 def _remember_loaded(
@@ -135,8 +144,8 @@ def compile_stages(
     for index, (_, text, devices) in enumerate(jobs):
         first_of.setdefault((text, len(tuple(devices))), index)
     unique = sorted(set(first_of.values()))
-    progress = CompileProgress.start(len(unique))  # None: silent (few programs, or off)
-    compile_one = progress.wrap(compile_stage) if progress is not None else compile_stage
+    progress = CompileProgress.start(len(unique))  # None: switched off
+    compile_one = progress.wrap(compile_or_load) if progress is not None else compile_stage
     if len(unique) <= 1:
         compiled = {i: compile_one(*jobs[i]) for i in unique}
     else:

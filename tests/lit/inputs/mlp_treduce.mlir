@@ -55,7 +55,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
   func.func private @closed_call(%arg0: tensor<2x2x4xf32>, %arg1: tensor<2x2x4xf32>, %arg2: tensor<4x4xf32>, %arg3: tensor<4xf32>, %arg4: tensor<4x4xf32>, %arg5: tensor<4xf32>, %arg6: tensor<4x4xf32>, %arg7: tensor<4xf32>, %arg8: tensor<i32>, %arg9: tensor<f32>, %arg10: tensor<4xf32>, %arg11: tensor<4x4xf32>, %arg12: tensor<4xf32>, %arg13: tensor<4x4xf32>, %arg14: tensor<4xf32>, %arg15: tensor<4x4xf32>) -> (tensor<i32>, tensor<f32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>) {
     %c = stablehlo.constant dense<1> : tensor<i32>
     %0 = stablehlo.add %arg8, %c : tensor<i32>
-    %1 = stablehlo.custom_call @jaxpp.loop_marker(%arg8) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "2", jaxpp.reductions = "add,add,add,add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], sdy.sharding_rule = #sdy.op_sharding_rule<([])->([])>} : (tensor<i32>) -> tensor<i32>
+    %1 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "add,add,add,add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48"} %arg8 : tensor<i32>
     %2 = call @dynamic_index_in_dim(%arg0, %1) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
     %3 = call @dynamic_index_in_dim(%arg1, %1) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
     %4 = stablehlo.dot_general %2, %arg2, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
@@ -66,7 +66,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %cst = stablehlo.constant dense<1.000000e+00> : tensor<f32>
     %9 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %10 = stablehlo.subtract %9, %8 : tensor<2x4xf32>
-    %11 = stablehlo.custom_call @jaxpp.enter_stage(%8) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %11 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %8 : tensor<2x4xf32>
     %12 = stablehlo.dot_general %11, %arg4, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %13 = stablehlo.broadcast_in_dim %arg5, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
     %14 = stablehlo.broadcast_in_dim %13, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
@@ -75,7 +75,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %cst_0 = stablehlo.constant dense<1.000000e+00> : tensor<f32>
     %17 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %18 = stablehlo.subtract %17, %16 : tensor<2x4xf32>
-    %19 = stablehlo.custom_call @jaxpp.enter_stage(%16) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %19 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %16 : tensor<2x4xf32>
     %20 = stablehlo.dot_general %19, %arg6, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %21 = stablehlo.broadcast_in_dim %arg7, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
     %22 = stablehlo.broadcast_in_dim %21, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
@@ -84,7 +84,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %cst_1 = stablehlo.constant dense<1.000000e+00> : tensor<f32>
     %25 = stablehlo.broadcast_in_dim %cst_1, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %26 = stablehlo.subtract %25, %24 : tensor<2x4xf32>
-    %27 = stablehlo.custom_call @jaxpp.enter_stage(%24) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %27 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %24 : tensor<2x4xf32>
     %28 = stablehlo.subtract %27, %3 : tensor<2x4xf32>
     %29 = stablehlo.multiply %28, %28 : tensor<2x4xf32>
     %cst_2 = stablehlo.constant dense<2.000000e+00> : tensor<f32>
@@ -99,7 +99,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %34 = stablehlo.divide %cst_5, %cst_6 : tensor<f32>
     %35 = stablehlo.broadcast_in_dim %34, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %36 = stablehlo.multiply %35, %31 : tensor<2x4xf32>
-    %37 = stablehlo.custom_call @jaxpp.enter_stage(%36) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %37 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %36 : tensor<2x4xf32>
     %38 = stablehlo.multiply %37, %26 : tensor<2x4xf32>
     %39 = stablehlo.multiply %38, %24 : tensor<2x4xf32>
     %40 = stablehlo.add %38, %39 : tensor<2x4xf32>
@@ -111,7 +111,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %44 = stablehlo.dot_general %40, %19, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
     %45 = stablehlo.transpose %44, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
     %46 = stablehlo.dot_general %40, %arg6, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-    %47 = stablehlo.custom_call @jaxpp.enter_stage(%46) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %47 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %46 : tensor<2x4xf32>
     %48 = stablehlo.multiply %47, %18 : tensor<2x4xf32>
     %49 = stablehlo.multiply %48, %16 : tensor<2x4xf32>
     %50 = stablehlo.add %48, %49 : tensor<2x4xf32>
@@ -123,7 +123,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %54 = stablehlo.dot_general %50, %11, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
     %55 = stablehlo.transpose %54, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
     %56 = stablehlo.dot_general %50, %arg4, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-    %57 = stablehlo.custom_call @jaxpp.enter_stage(%56) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %57 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %56 : tensor<2x4xf32>
     %58 = stablehlo.multiply %57, %10 : tensor<2x4xf32>
     %59 = stablehlo.multiply %58, %8 : tensor<2x4xf32>
     %60 = stablehlo.add %58, %59 : tensor<2x4xf32>

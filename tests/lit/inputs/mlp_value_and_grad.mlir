@@ -8,7 +8,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %cst = stablehlo.constant dense<1.000000e+00> : tensor<f32>
     %5 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %6 = stablehlo.subtract %5, %4 : tensor<2x4xf32>
-    %7 = stablehlo.custom_call @jaxpp.enter_stage(%4) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %7 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %4 : tensor<2x4xf32>
     %8 = stablehlo.dot_general %7, %arg3, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %9 = stablehlo.broadcast_in_dim %arg2, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
     %10 = stablehlo.broadcast_in_dim %9, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
@@ -17,7 +17,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %cst_0 = stablehlo.constant dense<1.000000e+00> : tensor<f32>
     %13 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %14 = stablehlo.subtract %13, %12 : tensor<2x4xf32>
-    %15 = stablehlo.custom_call @jaxpp.enter_stage(%12) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %15 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %12 : tensor<2x4xf32>
     %16 = stablehlo.dot_general %15, %arg5, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %17 = stablehlo.broadcast_in_dim %arg4, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
     %18 = stablehlo.broadcast_in_dim %17, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
@@ -26,7 +26,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %cst_1 = stablehlo.constant dense<1.000000e+00> : tensor<f32>
     %21 = stablehlo.broadcast_in_dim %cst_1, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %22 = stablehlo.subtract %21, %20 : tensor<2x4xf32>
-    %23 = stablehlo.custom_call @jaxpp.enter_stage(%20) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %23 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %20 : tensor<2x4xf32>
     %24 = stablehlo.subtract %23, %arg7 : tensor<2x4xf32>
     %25 = stablehlo.multiply %24, %24 : tensor<2x4xf32>
     %cst_2 = stablehlo.constant dense<2.000000e+00> : tensor<f32>
@@ -41,7 +41,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %30 = stablehlo.divide %cst_5, %cst_6 : tensor<f32>
     %31 = stablehlo.broadcast_in_dim %30, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %32 = stablehlo.multiply %31, %27 : tensor<2x4xf32>
-    %33 = stablehlo.custom_call @jaxpp.enter_stage(%32) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %33 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %32 : tensor<2x4xf32>
     %34 = stablehlo.multiply %33, %22 : tensor<2x4xf32>
     %35 = stablehlo.multiply %34, %20 : tensor<2x4xf32>
     %36 = stablehlo.add %34, %35 : tensor<2x4xf32>
@@ -53,7 +53,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %40 = stablehlo.dot_general %36, %15, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
     %41 = stablehlo.transpose %40, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
     %42 = stablehlo.dot_general %36, %arg5, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-    %43 = stablehlo.custom_call @jaxpp.enter_stage(%42) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %43 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %42 : tensor<2x4xf32>
     %44 = stablehlo.multiply %43, %14 : tensor<2x4xf32>
     %45 = stablehlo.multiply %44, %12 : tensor<2x4xf32>
     %46 = stablehlo.add %44, %45 : tensor<2x4xf32>
@@ -65,7 +65,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %50 = stablehlo.dot_general %46, %7, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
     %51 = stablehlo.transpose %50, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
     %52 = stablehlo.dot_general %46, %arg3, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-    %53 = stablehlo.custom_call @jaxpp.enter_stage(%52) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %53 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %52 : tensor<2x4xf32>
     %54 = stablehlo.multiply %53, %6 : tensor<2x4xf32>
     %55 = stablehlo.multiply %54, %4 : tensor<2x4xf32>
     %56 = stablehlo.add %54, %55 : tensor<2x4xf32>

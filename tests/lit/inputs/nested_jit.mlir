@@ -3,13 +3,13 @@ module @jit_model attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas =
     %0 = call @first_stage(%arg0, %arg2) : (tensor<4x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
     %1 = stablehlo.dot_general %0, %arg1, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %2 = stablehlo.sine %1 : tensor<2x4xf32>
-    %3 = stablehlo.custom_call @jaxpp.enter_stage(%2) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %3 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %2 : tensor<2x4xf32>
     return %3 : tensor<2x4xf32>
   }
   func.func private @first_stage(%arg0: tensor<4x4xf32>, %arg1: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.dot_general %arg1, %arg0, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %1 = stablehlo.tanh %0 : tensor<2x4xf32>
-    %2 = stablehlo.custom_call @jaxpp.enter_stage(%1) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %2 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %1 : tensor<2x4xf32>
     return %2 : tensor<2x4xf32>
   }
 }

@@ -45,7 +45,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
   func.func private @closed_call(%arg0: tensor<2x2x4xf32>, %arg1: tensor<2x2x4xf32>, %arg2: tensor<4x8xf32>, %arg3: tensor<8x4xf32>, %arg4: tensor<4x8xf32>, %arg5: tensor<8x4xf32>, %arg6: tensor<i32>, %arg7: tensor<2xf32>, %arg8: tensor<4x8xf32>, %arg9: tensor<8x4xf32>, %arg10: tensor<4x8xf32>, %arg11: tensor<8x4xf32>) -> (tensor<i32>, tensor<2xf32>, tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>, tensor<8x4xf32>) {
     %c = stablehlo.constant dense<1> : tensor<i32>
     %0 = stablehlo.add %arg6, %c : tensor<i32>
-    %1 = stablehlo.custom_call @jaxpp.loop_marker(%arg6) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "2", jaxpp.reductions = "concat(0),add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:155\0Atests/lit/regenerate_inputs.py:155"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], sdy.sharding_rule = #sdy.op_sharding_rule<([])->([])>} : (tensor<i32>) -> tensor<i32>
+    %1 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "concat(0),add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:155\0Atests/lit/regenerate_inputs.py:155"} %arg6 : tensor<i32>
     %2 = call @dynamic_index_in_dim(%arg0, %1) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
     %3 = call @dynamic_index_in_dim(%arg1, %1) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
     %4 = stablehlo.dot_general %2, %arg2, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
@@ -55,7 +55,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
     %7 = stablehlo.subtract %6, %5 : tensor<2x8xf32>
     %8 = stablehlo.dot_general %5, %arg3, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
     %9 = sdy.sharding_constraint %8 <@mesh, [{"data"}, {}]> : tensor<2x4xf32>
-    %10 = stablehlo.custom_call @jaxpp.enter_stage(%9) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %10 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %9 : tensor<2x4xf32>
     %11 = stablehlo.dot_general %10, %arg4, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
     %12 = stablehlo.tanh %11 : tensor<2x8xf32>
     %cst_0 = stablehlo.constant dense<1.000000e+00> : tensor<f32>
@@ -63,7 +63,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
     %14 = stablehlo.subtract %13, %12 : tensor<2x8xf32>
     %15 = stablehlo.dot_general %12, %arg5, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
     %16 = sdy.sharding_constraint %15 <@mesh, [{"data"}, {}]> : tensor<2x4xf32>
-    %17 = stablehlo.custom_call @jaxpp.enter_stage(%16) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %17 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %16 : tensor<2x4xf32>
     %18 = stablehlo.subtract %17, %3 : tensor<2x4xf32>
     %19 = stablehlo.multiply %18, %18 : tensor<2x4xf32>
     %cst_1 = stablehlo.constant dense<2.000000e+00> : tensor<f32>
@@ -78,7 +78,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
     %24 = stablehlo.divide %cst_4, %cst_5 : tensor<f32>
     %25 = stablehlo.broadcast_in_dim %24, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %26 = stablehlo.multiply %25, %21 : tensor<2x4xf32>
-    %27 = stablehlo.custom_call @jaxpp.enter_stage(%26) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %27 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %26 : tensor<2x4xf32>
     %28 = sdy.sharding_constraint %27 <@mesh, [{"data"}, {}]> : tensor<2x4xf32>
     %29 = stablehlo.dot_general %28, %12, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
     %30 = stablehlo.transpose %29, dims = [1, 0] : (tensor<4x8xf32>) -> tensor<8x4xf32>
@@ -89,7 +89,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
     %35 = stablehlo.dot_general %34, %10, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<8x4xf32>
     %36 = stablehlo.transpose %35, dims = [1, 0] : (tensor<8x4xf32>) -> tensor<4x8xf32>
     %37 = stablehlo.dot_general %34, %arg4, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
-    %38 = stablehlo.custom_call @jaxpp.enter_stage(%37) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %38 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %37 : tensor<2x4xf32>
     %39 = sdy.sharding_constraint %38 <@mesh, [{"data"}, {}]> : tensor<2x4xf32>
     %40 = stablehlo.dot_general %39, %5, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
     %41 = stablehlo.transpose %40, dims = [1, 0] : (tensor<4x8xf32>) -> tensor<8x4xf32>

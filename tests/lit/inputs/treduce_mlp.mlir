@@ -32,7 +32,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
   func.func private @closed_call(%arg0: tensor<4x2x4xf32>, %arg1: tensor<4x2x4xf32>, %arg2: tensor<4x4xf32>, %arg3: tensor<4x4xf32>, %arg4: tensor<i32>, %arg5: tensor<4xf32>, %arg6: tensor<4x4xf32>, %arg7: tensor<4x4xf32>) -> (tensor<i32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
     %c = stablehlo.constant dense<1> : tensor<i32>
     %0 = stablehlo.add %arg4, %c : tensor<i32>
-    %1 = stablehlo.custom_call @jaxpp.loop_marker(%arg4) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "4", jaxpp.reductions = "concat(0),add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:117\0Atests/lit/regenerate_inputs.py:117"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], sdy.sharding_rule = #sdy.op_sharding_rule<([])->([])>} : (tensor<i32>) -> tensor<i32>
+    %1 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 4 : i64, jaxpp.reductions = "concat(0),add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:117\0Atests/lit/regenerate_inputs.py:117"} %arg4 : tensor<i32>
     %2 = call @dynamic_index_in_dim(%arg0, %1) : (tensor<4x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
     %3 = call @dynamic_index_in_dim(%arg1, %1) : (tensor<4x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
     %4 = stablehlo.dot_general %2, %arg2, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
@@ -40,13 +40,13 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %cst = stablehlo.constant dense<1.000000e+00> : tensor<f32>
     %6 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %7 = stablehlo.subtract %6, %5 : tensor<2x4xf32>
-    %8 = stablehlo.custom_call @jaxpp.enter_stage(%5) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %8 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %5 : tensor<2x4xf32>
     %9 = stablehlo.dot_general %8, %arg3, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %10 = stablehlo.tanh %9 : tensor<2x4xf32>
     %cst_0 = stablehlo.constant dense<1.000000e+00> : tensor<f32>
     %11 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %12 = stablehlo.subtract %11, %10 : tensor<2x4xf32>
-    %13 = stablehlo.custom_call @jaxpp.enter_stage(%10) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %13 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %10 : tensor<2x4xf32>
     %14 = stablehlo.subtract %13, %3 : tensor<2x4xf32>
     %15 = stablehlo.multiply %14, %14 : tensor<2x4xf32>
     %cst_1 = stablehlo.constant dense<2.000000e+00> : tensor<f32>
@@ -61,14 +61,14 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %20 = stablehlo.divide %cst_4, %cst_5 : tensor<f32>
     %21 = stablehlo.broadcast_in_dim %20, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %22 = stablehlo.multiply %21, %17 : tensor<2x4xf32>
-    %23 = stablehlo.custom_call @jaxpp.enter_stage(%22) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %23 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %22 : tensor<2x4xf32>
     %24 = stablehlo.multiply %23, %12 : tensor<2x4xf32>
     %25 = stablehlo.multiply %24, %10 : tensor<2x4xf32>
     %26 = stablehlo.add %24, %25 : tensor<2x4xf32>
     %27 = stablehlo.dot_general %26, %8, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
     %28 = stablehlo.transpose %27, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
     %29 = stablehlo.dot_general %26, %arg3, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-    %30 = stablehlo.custom_call @jaxpp.enter_stage(%29) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %30 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %29 : tensor<2x4xf32>
     %31 = stablehlo.multiply %30, %7 : tensor<2x4xf32>
     %32 = stablehlo.multiply %31, %5 : tensor<2x4xf32>
     %33 = stablehlo.add %31, %32 : tensor<2x4xf32>

@@ -8,7 +8,7 @@
 module @treduce_loop_not_normalized {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %c = stablehlo.constant dense<0> : tensor<i32>
-    // expected-error @+1 {{jaxpp-assign-stages: the microbatch loop is still a stablehlo.while holding @jaxpp.loop_marker: run jaxpp-normalize-loop first}}
+    // expected-error @+1 {{jaxpp-assign-stages: the microbatch loop is still a stablehlo.while holding treduce's loop marker: run jaxpp-normalize-loop first}}
     %0:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %arg0) : tensor<i32>, tensor<2x4xf32>
     cond {
       %c_1 = stablehlo.constant dense<2> : tensor<i32>

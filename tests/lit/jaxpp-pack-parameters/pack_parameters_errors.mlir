@@ -35,7 +35,7 @@ module @after_outlining attributes {jaxpp.num_stages = 1 : i64} {
 // Before jaxpp-normalize-loop, the microbatch loop is still a while.
 module @loop_not_normalized {
   func.func @main(%arg0: tensor<i32>, %arg1: tensor<4xf32>) -> tensor<i32> {
-    // expected-error @+1 {{jaxpp-pack-parameters: the microbatch loop is still a stablehlo.while holding @jaxpp.loop_marker: run jaxpp-normalize-loop first}}
+    // expected-error @+1 {{jaxpp-pack-parameters: the microbatch loop is still a stablehlo.while holding treduce's loop marker: run jaxpp-normalize-loop first}}
     %0 = stablehlo.while(%iterArg = %arg0) : tensor<i32>
      cond {
       %c = stablehlo.constant dense<2> : tensor<i32>

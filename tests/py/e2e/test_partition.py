@@ -135,8 +135,8 @@ def test_grad_without_the_last_forward_marker(batch):
     step = jax.grad(loss)
     lowered = jax.jit(step).lower(params, batch[0])
     text = lowered.as_text()
-    assert text.count('jaxpp.direction = "fwd"') == 2
-    assert text.count('jaxpp.direction = "bwd"') == 3
+    assert text.count('jaxpp.marker = "fwd"') == 2
+    assert text.count('jaxpp.marker = "bwd"') == 3
     program, result = run_pipelined(step, params, batch[0], num_ranks=3)
     assert program.num_stages == 3
     toolkit.assert_matches_reference(

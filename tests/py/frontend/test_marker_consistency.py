@@ -47,7 +47,9 @@ def _lower(model, **kwargs):
 
 
 def _partition(model, mesh, **kwargs):
-    with warnings.catch_warnings(record=True) as caught:
+    """The program and the marker warnings (set-up advice, tested elsewhere, switched off)."""
+    with warnings.catch_warnings(record=True) as caught, pytest.MonkeyPatch.context() as env:
+        env.setenv("JAXPP_MLIR_SETUP_WARNINGS", "0")
         warnings.simplefilter("always")
         program = pp.partition(_lower(model), mesh=mesh, **kwargs)
     return program, [w for w in caught if issubclass(w.category, pp.PartitionWarning)]
@@ -273,8 +275,7 @@ def _edited(text, edit):
 
 
 def _flip_first(backward):
-    direction = {jaxpp.DIRECTION_ATTR: ir.StringAttr.get(jaxpp.FORWARD)}
-    backward[0].attributes[jaxpp.FRONTEND_ATTRIBUTES] = ir.DictAttr.get(direction)
+    jaxpp.set_marker_direction(backward[0], jaxpp.FORWARD)
 
 
 def _remove(index):

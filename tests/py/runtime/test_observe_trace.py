@@ -14,7 +14,7 @@ import pytest
 import toolkit
 from jaxpp_mlir.runtime import compile as runtime_compile
 from jaxpp_mlir.runtime import trace as trace_module
-from jaxpp_mlir.runtime.compilation.progress import MIN_JOBS, CompileProgress
+from jaxpp_mlir.runtime.compilation.progress import CompileProgress
 from jaxpp_mlir.runtime.observation.trace import merge_traces, program_trace, task_fields
 from jaxpp_mlir.runtime.plan import Recv, RunStage
 from toolkit import make_mesh, mlp_batch, mlp_params, mlp_train_step
@@ -60,7 +60,8 @@ def traced(tmp_path_factory):
     level = progress_logger.level
     progress_logger.setLevel(logging.INFO)  # setLevel, not .level=: it clears the level cache
     disabled, progress_logger.disabled = progress_logger.disabled, False
-    with program_trace(path):
+    with program_trace(path), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JAXPP_MLIR_PROGRESS_AFTER", "0")  # progress from the start, however fast
         compiled_before = runtime_compile.compile_count
         try:
             step = program.compile()
@@ -215,17 +216,22 @@ def test_merge_rejects_a_file_that_is_not_a_trace(tmp_path):
 def test_compile_progress_names_every_program_and_the_slowest(traced):
     _, step, *_ = traced
     lines = step.progress_lines
-    assert len(lines) == step.compilations + 1
-    assert lines[0].startswith(f"compiled 1/{step.compilations} stage programs: ")
-    assert lines[-1].startswith(f"compiled {step.compilations} stage programs in ")
+    assert lines[0].startswith(f"compiling stage programs: 0/{step.compilations} done after ")
+    assert len(lines) == step.compilations + 2
+    assert re.match(f"(compiled|loaded) 1/{step.compilations} stage programs: ", lines[1])
+    counts = re.match(
+        r"(\d+) stage programs compiled(?:, (\d+) loaded from the cache)? in ", lines[-1]
+    )
+    assert int(counts.group(1)) + int(counts.group(2) or 0) == step.compilations
+    loaded = sum(line.startswith("loaded ") for line in lines[1:-1])
+    assert int(counts.group(2) or 0) == loaded
     slowest = re.search(r"slowest: (\S+) \(", lines[-1]).group(1)
-    found = [re.search(r": (\S+) \(([\d.]+) s\)", line) for line in lines[:-1]]
+    found = [re.search(r": (\S+) \(([\d.]+) s\)", line) for line in lines[1:-1]]
     times = {m.group(1): float(m.group(2)) for m in found}
     assert times[slowest] == max(times.values())
 
 
-def test_compile_progress_is_silent_when_few_or_switched_off(monkeypatch):
-    assert CompileProgress.start(MIN_JOBS - 1) is None
+def test_compile_progress_is_silent_when_switched_off(monkeypatch):
     monkeypatch.setenv("JAXPP_MLIR_PROGRESS", "0")
     assert CompileProgress.start(100) is None
 

@@ -39,7 +39,7 @@ def test_writes_input_and_ir_after_every_pass_in_order(dumped):
     assert sorted(p.name for p in path.iterdir() if p.is_file()) == expected
     texts = {name: (path / name).read_text() for name in expected}
     assert "module @jit_step" in texts["00_input.mlir"]
-    assert "@jaxpp.loop_marker" in texts["00_input.mlir"]
+    assert 'jaxpp.marker = "loop"' in texts["00_input.mlir"]
     assert "func.call" not in texts[expected[names.index("jaxpp-inline-calls") + 1]]
     assert '"jaxpp.task"' not in texts["00_input.mlir"]
     outlined = names.index("jaxpp-outline-stages") + 1

@@ -5,19 +5,19 @@ module @jit__loss attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas =
     %2 = stablehlo.broadcast_in_dim %1, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
     %3 = stablehlo.add %0, %2 : tensor<2x4xf32>
     %4 = stablehlo.tanh %3 : tensor<2x4xf32>
-    %5 = stablehlo.custom_call @jaxpp.enter_stage(%4) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %5 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %4 : tensor<2x4xf32>
     %6 = stablehlo.dot_general %5, %arg3, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %7 = stablehlo.broadcast_in_dim %arg2, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
     %8 = stablehlo.broadcast_in_dim %7, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
     %9 = stablehlo.add %6, %8 : tensor<2x4xf32>
     %10 = stablehlo.tanh %9 : tensor<2x4xf32>
-    %11 = stablehlo.custom_call @jaxpp.enter_stage(%10) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %11 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %10 : tensor<2x4xf32>
     %12 = stablehlo.dot_general %11, %arg5, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %13 = stablehlo.broadcast_in_dim %arg4, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
     %14 = stablehlo.broadcast_in_dim %13, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
     %15 = stablehlo.add %12, %14 : tensor<2x4xf32>
     %16 = stablehlo.tanh %15 : tensor<2x4xf32>
-    %17 = stablehlo.custom_call @jaxpp.enter_stage(%16) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %17 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %16 : tensor<2x4xf32>
     %18 = stablehlo.subtract %17, %arg7 : tensor<2x4xf32>
     %19 = stablehlo.multiply %18, %18 : tensor<2x4xf32>
     %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>

@@ -23,7 +23,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     } do {
       %c_29 = stablehlo.constant dense<1> : tensor<i32>
       %25 = stablehlo.add %iterArg_21, %c_29 : tensor<i32>
-      %26 = stablehlo.custom_call @jaxpp.loop_marker(%iterArg_21) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "2", jaxpp.reductions = "add,add,add,add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], sdy.sharding_rule = #sdy.op_sharding_rule<([])->([])>} : (tensor<i32>) -> tensor<i32>
+      %26 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "add,add,add,add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48"} %iterArg_21 : tensor<i32>
       %27 = func.call @dynamic_index_in_dim(%iterArg, %26) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %28 = func.call @dynamic_index_in_dim(%iterArg_13, %26) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %29 = stablehlo.dot_general %27, %iterArg_14, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
@@ -38,7 +38,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
       %36 = stablehlo.broadcast_in_dim %cst_31, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
       %37 = stablehlo.subtract %36, %33 : tensor<2x4xf32>
       %38 = stablehlo.multiply %35, %37 : tensor<2x4xf32>
-      %39 = stablehlo.custom_call @jaxpp.enter_stage(%33) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %39 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %33 : tensor<2x4xf32>
       %40 = stablehlo.dot_general %39, %iterArg_16, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
       %41 = stablehlo.broadcast_in_dim %iterArg_17, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
       %42 = stablehlo.broadcast_in_dim %41, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
@@ -51,7 +51,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
       %47 = stablehlo.broadcast_in_dim %cst_33, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
       %48 = stablehlo.subtract %47, %44 : tensor<2x4xf32>
       %49 = stablehlo.multiply %46, %48 : tensor<2x4xf32>
-      %50 = stablehlo.custom_call @jaxpp.enter_stage(%44) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %50 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %44 : tensor<2x4xf32>
       %51 = stablehlo.dot_general %50, %iterArg_18, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
       %52 = stablehlo.broadcast_in_dim %iterArg_19, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
       %53 = stablehlo.broadcast_in_dim %52, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
@@ -64,7 +64,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
       %58 = stablehlo.broadcast_in_dim %cst_35, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
       %59 = stablehlo.subtract %58, %55 : tensor<2x4xf32>
       %60 = stablehlo.multiply %57, %59 : tensor<2x4xf32>
-      %61 = stablehlo.custom_call @jaxpp.enter_stage(%55) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %61 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %55 : tensor<2x4xf32>
       %62 = stablehlo.subtract %61, %28 : tensor<2x4xf32>
       %63 = stablehlo.multiply %62, %62 : tensor<2x4xf32>
       %cst_36 = stablehlo.constant dense<2.000000e+00> : tensor<f32>
@@ -79,7 +79,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
       %68 = stablehlo.divide %cst_39, %cst_40 : tensor<f32>
       %69 = stablehlo.broadcast_in_dim %68, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
       %70 = stablehlo.multiply %69, %65 : tensor<2x4xf32>
-      %71 = stablehlo.custom_call @jaxpp.enter_stage(%70) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %71 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %70 : tensor<2x4xf32>
       %72 = stablehlo.multiply %71, %60 : tensor<2x4xf32>
       %cst_41 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
       %73 = stablehlo.reduce(%72 init: %cst_41) applies stablehlo.add across dimensions = [0] : (tensor<2x4xf32>, tensor<f32>) -> tensor<4xf32>
@@ -89,7 +89,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
       %76 = stablehlo.dot_general %72, %50, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
       %77 = stablehlo.transpose %76, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
       %78 = stablehlo.dot_general %72, %iterArg_18, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-      %79 = stablehlo.custom_call @jaxpp.enter_stage(%78) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %79 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %78 : tensor<2x4xf32>
       %80 = stablehlo.multiply %79, %49 : tensor<2x4xf32>
       %cst_43 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
       %81 = stablehlo.reduce(%80 init: %cst_43) applies stablehlo.add across dimensions = [0] : (tensor<2x4xf32>, tensor<f32>) -> tensor<4xf32>
@@ -99,7 +99,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
       %84 = stablehlo.dot_general %80, %39, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
       %85 = stablehlo.transpose %84, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
       %86 = stablehlo.dot_general %80, %iterArg_16, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-      %87 = stablehlo.custom_call @jaxpp.enter_stage(%86) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %87 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %86 : tensor<2x4xf32>
       %88 = stablehlo.multiply %87, %38 : tensor<2x4xf32>
       %cst_45 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
       %89 = stablehlo.reduce(%88 init: %cst_45) applies stablehlo.add across dimensions = [0] : (tensor<2x4xf32>, tensor<f32>) -> tensor<4xf32>

@@ -12,7 +12,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %7 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %8 = stablehlo.subtract %7, %4 : tensor<2x4xf32>
     %9 = stablehlo.multiply %6, %8 : tensor<2x4xf32>
-    %10 = stablehlo.custom_call @jaxpp.enter_stage(%4) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %10 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %4 : tensor<2x4xf32>
     %11 = stablehlo.dot_general %10, %arg3, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %12 = stablehlo.broadcast_in_dim %arg2, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
     %13 = stablehlo.broadcast_in_dim %12, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
@@ -25,7 +25,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %18 = stablehlo.broadcast_in_dim %cst_2, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %19 = stablehlo.subtract %18, %15 : tensor<2x4xf32>
     %20 = stablehlo.multiply %17, %19 : tensor<2x4xf32>
-    %21 = stablehlo.custom_call @jaxpp.enter_stage(%15) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %21 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %15 : tensor<2x4xf32>
     %22 = stablehlo.dot_general %21, %arg5, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %23 = stablehlo.broadcast_in_dim %arg4, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
     %24 = stablehlo.broadcast_in_dim %23, dims = [0, 1] : (tensor<1x4xf32>) -> tensor<2x4xf32>
@@ -38,7 +38,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %29 = stablehlo.broadcast_in_dim %cst_4, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %30 = stablehlo.subtract %29, %26 : tensor<2x4xf32>
     %31 = stablehlo.multiply %28, %30 : tensor<2x4xf32>
-    %32 = stablehlo.custom_call @jaxpp.enter_stage(%26) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %32 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %26 : tensor<2x4xf32>
     %33 = stablehlo.subtract %32, %arg7 : tensor<2x4xf32>
     %34 = stablehlo.multiply %33, %33 : tensor<2x4xf32>
     %cst_5 = stablehlo.constant dense<2.000000e+00> : tensor<f32>
@@ -53,7 +53,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %39 = stablehlo.divide %cst_8, %cst_9 : tensor<f32>
     %40 = stablehlo.broadcast_in_dim %39, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
     %41 = stablehlo.multiply %40, %36 : tensor<2x4xf32>
-    %42 = stablehlo.custom_call @jaxpp.enter_stage(%41) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %42 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %41 : tensor<2x4xf32>
     %43 = stablehlo.multiply %42, %31 : tensor<2x4xf32>
     %cst_10 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
     %44 = stablehlo.reduce(%43 init: %cst_10) applies stablehlo.add across dimensions = [0] : (tensor<2x4xf32>, tensor<f32>) -> tensor<4xf32>
@@ -63,7 +63,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %47 = stablehlo.dot_general %43, %21, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
     %48 = stablehlo.transpose %47, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
     %49 = stablehlo.dot_general %43, %arg5, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-    %50 = stablehlo.custom_call @jaxpp.enter_stage(%49) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %50 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %49 : tensor<2x4xf32>
     %51 = stablehlo.multiply %50, %20 : tensor<2x4xf32>
     %cst_12 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
     %52 = stablehlo.reduce(%51 init: %cst_12) applies stablehlo.add across dimensions = [0] : (tensor<2x4xf32>, tensor<f32>) -> tensor<4xf32>
@@ -73,7 +73,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     %55 = stablehlo.dot_general %51, %10, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
     %56 = stablehlo.transpose %55, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
     %57 = stablehlo.dot_general %51, %arg3, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-    %58 = stablehlo.custom_call @jaxpp.enter_stage(%57) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %58 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %57 : tensor<2x4xf32>
     %59 = stablehlo.multiply %58, %9 : tensor<2x4xf32>
     %cst_14 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
     %60 = stablehlo.reduce(%59 init: %cst_14) applies stablehlo.add across dimensions = [0] : (tensor<2x4xf32>, tensor<f32>) -> tensor<4xf32>

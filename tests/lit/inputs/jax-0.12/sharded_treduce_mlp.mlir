@@ -21,7 +21,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
     } do {
       %c_21 = stablehlo.constant dense<1> : tensor<i32>
       %18 = stablehlo.add %iterArg_15, %c_21 : tensor<i32>
-      %19 = stablehlo.custom_call @jaxpp.loop_marker(%iterArg_15) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "2", jaxpp.reductions = "concat(0),add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:155\0Atests/lit/regenerate_inputs.py:155"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], sdy.sharding_rule = #sdy.op_sharding_rule<([])->([])>} : (tensor<i32>) -> tensor<i32>
+      %19 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "concat(0),add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:155\0Atests/lit/regenerate_inputs.py:155"} %iterArg_15 : tensor<i32>
       %20 = func.call @dynamic_index_in_dim(%iterArg, %19) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %21 = func.call @dynamic_index_in_dim(%iterArg_9, %19) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %22 = stablehlo.dot_general %20, %iterArg_10, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
@@ -35,7 +35,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
       %28 = stablehlo.multiply %25, %27 : tensor<2x8xf32>
       %29 = stablehlo.dot_general %23, %iterArg_11, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
       %30 = sdy.sharding_constraint %29 <@mesh, [{"data"}, {}]> : tensor<2x4xf32>
-      %31 = stablehlo.custom_call @jaxpp.enter_stage(%30) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %31 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %30 : tensor<2x4xf32>
       %32 = stablehlo.dot_general %31, %iterArg_12, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
       %33 = stablehlo.tanh %32 : tensor<2x8xf32>
       %cst_24 = stablehlo.constant dense<1.000000e+00> : tensor<f32>
@@ -47,7 +47,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
       %38 = stablehlo.multiply %35, %37 : tensor<2x8xf32>
       %39 = stablehlo.dot_general %33, %iterArg_13, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
       %40 = sdy.sharding_constraint %39 <@mesh, [{"data"}, {}]> : tensor<2x4xf32>
-      %41 = stablehlo.custom_call @jaxpp.enter_stage(%40) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %41 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %40 : tensor<2x4xf32>
       %42 = stablehlo.subtract %41, %21 : tensor<2x4xf32>
       %43 = stablehlo.multiply %42, %42 : tensor<2x4xf32>
       %cst_26 = stablehlo.constant dense<2.000000e+00> : tensor<f32>
@@ -62,7 +62,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
       %48 = stablehlo.divide %cst_29, %cst_30 : tensor<f32>
       %49 = stablehlo.broadcast_in_dim %48, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
       %50 = stablehlo.multiply %49, %45 : tensor<2x4xf32>
-      %51 = stablehlo.custom_call @jaxpp.enter_stage(%50) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %51 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %50 : tensor<2x4xf32>
       %52 = sdy.sharding_constraint %51 <@mesh, [{"data"}, {}]> : tensor<2x4xf32>
       %53 = stablehlo.dot_general %52, %33, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
       %54 = stablehlo.transpose %53, dims = [1, 0] : (tensor<4x8xf32>) -> tensor<8x4xf32>
@@ -71,7 +71,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
       %57 = stablehlo.dot_general %56, %31, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<8x4xf32>
       %58 = stablehlo.transpose %57, dims = [1, 0] : (tensor<8x4xf32>) -> tensor<4x8xf32>
       %59 = stablehlo.dot_general %56, %iterArg_12, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
-      %60 = stablehlo.custom_call @jaxpp.enter_stage(%59) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %60 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %59 : tensor<2x4xf32>
       %61 = sdy.sharding_constraint %60 <@mesh, [{"data"}, {}]> : tensor<2x4xf32>
       %62 = stablehlo.dot_general %61, %23, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
       %63 = stablehlo.transpose %62, dims = [1, 0] : (tensor<4x8xf32>) -> tensor<8x4xf32>

@@ -16,7 +16,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     } do {
       %c_13 = stablehlo.constant dense<1> : tensor<i32>
       %10 = stablehlo.add %iterArg_9, %c_13 : tensor<i32>
-      %11 = stablehlo.custom_call @jaxpp.loop_marker(%iterArg_9) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.num_microbatches = "4", jaxpp.reductions = "concat(0),add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:117\0Atests/lit/regenerate_inputs.py:117"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], sdy.sharding_rule = #sdy.op_sharding_rule<([])->([])>} : (tensor<i32>) -> tensor<i32>
+      %11 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 4 : i64, jaxpp.reductions = "concat(0),add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:117\0Atests/lit/regenerate_inputs.py:117"} %iterArg_9 : tensor<i32>
       %12 = func.call @dynamic_index_in_dim(%iterArg, %11) : (tensor<4x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %13 = func.call @dynamic_index_in_dim(%iterArg_5, %11) : (tensor<4x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %14 = stablehlo.dot_general %12, %iterArg_6, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
@@ -28,7 +28,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
       %18 = stablehlo.broadcast_in_dim %cst_15, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
       %19 = stablehlo.subtract %18, %15 : tensor<2x4xf32>
       %20 = stablehlo.multiply %17, %19 : tensor<2x4xf32>
-      %21 = stablehlo.custom_call @jaxpp.enter_stage(%15) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %21 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %15 : tensor<2x4xf32>
       %22 = stablehlo.dot_general %21, %iterArg_7, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
       %23 = stablehlo.tanh %22 : tensor<2x4xf32>
       %cst_16 = stablehlo.constant dense<1.000000e+00> : tensor<f32>
@@ -38,7 +38,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
       %26 = stablehlo.broadcast_in_dim %cst_17, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
       %27 = stablehlo.subtract %26, %23 : tensor<2x4xf32>
       %28 = stablehlo.multiply %25, %27 : tensor<2x4xf32>
-      %29 = stablehlo.custom_call @jaxpp.enter_stage(%23) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %29 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %23 : tensor<2x4xf32>
       %30 = stablehlo.subtract %29, %13 : tensor<2x4xf32>
       %31 = stablehlo.multiply %30, %30 : tensor<2x4xf32>
       %cst_18 = stablehlo.constant dense<2.000000e+00> : tensor<f32>
@@ -53,12 +53,12 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
       %36 = stablehlo.divide %cst_21, %cst_22 : tensor<f32>
       %37 = stablehlo.broadcast_in_dim %36, dims = [] : (tensor<f32>) -> tensor<2x4xf32>
       %38 = stablehlo.multiply %37, %33 : tensor<2x4xf32>
-      %39 = stablehlo.custom_call @jaxpp.enter_stage(%38) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %39 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %38 : tensor<2x4xf32>
       %40 = stablehlo.multiply %39, %28 : tensor<2x4xf32>
       %41 = stablehlo.dot_general %40, %21, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
       %42 = stablehlo.transpose %41, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>
       %43 = stablehlo.dot_general %40, %iterArg_7, contracting_dims = [1] x [1], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-      %44 = stablehlo.custom_call @jaxpp.enter_stage(%43) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 0]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([i, j]) {i=2, j=4}>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      %44 = stablehlo.optimization_barrier {jaxpp.marker = "bwd"} %43 : tensor<2x4xf32>
       %45 = stablehlo.multiply %44, %20 : tensor<2x4xf32>
       %46 = stablehlo.dot_general %45, %12, contracting_dims = [0] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
       %47 = stablehlo.transpose %46, dims = [1, 0] : (tensor<4x4xf32>) -> tensor<4x4xf32>

@@ -1,0 +1,150 @@
+"""Warnings on partition set-ups that leave part of the machine idle.
+
+``partition`` calls ``warn_about_setup`` once the program is built. Each finding is a
+``PartitionWarning`` at the caller's ``partition(...)`` line: fewer microbatches than
+stages (stages wait for work every step), ranks of the mesh that run no stage, and
+stages whose estimated cost differs by more than ``COST_RATIO`` (the slowest stage
+sets the pace, the others wait). Silence them with a warnings filter on
+``PartitionWarning``, ``PartitionOptions(setup_warnings=False)`` or
+``JAXPP_MLIR_SETUP_WARNINGS=0``.
+
+A stage's cost is a FLOP estimate over its stage functions' StableHLO ops (forward
+and backward): ``2 * output elements * contracted size`` for ``dot_general``, one
+per output element for every other op that computes something.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import warnings
+from collections.abc import Sequence
+
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo
+
+from jaxpp_mlir import ir_context
+from jaxpp_mlir.errors import PartitionWarning
+from jaxpp_mlir.ir import utils as ir_utils
+
+#: Stages whose estimated costs differ by more than this factor are reported.
+COST_RATIO = 2.0
+
+# Ops that move or name data without computing: no FLOPs.
+_FREE_OPS = frozenset(
+    {
+        "func.func",
+        "func.return",
+        "func.call",
+        "stablehlo.constant",
+        "stablehlo.reshape",
+        "stablehlo.broadcast_in_dim",
+        "stablehlo.transpose",
+        "stablehlo.slice",
+        "stablehlo.dynamic_slice",
+        "stablehlo.concatenate",
+        "stablehlo.convert",
+        "stablehlo.return",
+        "stablehlo.tuple",
+        "stablehlo.get_tuple_element",
+        "stablehlo.optimization_barrier",
+        "stablehlo.iota",
+        "sdy.sharding_constraint",
+    }
+)
+
+
+def warn_about_setup(
+    *,
+    num_stages: int,
+    num_microbatches: int | None,
+    stage_ranks: Sequence[int],
+    num_ranks: int,
+    stage_texts: Sequence[Sequence[str]],
+) -> None:
+    """Warns (``PartitionWarning``) about each way the set-up wastes the machine.
+
+    ``stage_ranks[s]`` is the rank of stage ``s``; ``stage_texts[s]`` the StableHLO
+    modules of its stage functions. The warning points at the innermost caller outside
+    jaxpp_mlir (the user's ``partition`` or ``mpmd_jit`` call).
+    """
+    for message in _findings(num_stages, num_microbatches, stage_ranks, num_ranks, stage_texts):
+        warnings.warn(message, PartitionWarning, stacklevel=_user_stacklevel())
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_stacklevel() -> int:
+    """``warnings.warn``'s stacklevel, called from here, of the first frame outside jaxpp_mlir."""
+    frame = inspect.currentframe()
+    frame = frame.f_back if frame is not None else None  # level 1: the caller of warn()
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def _findings(
+    num_stages: int,
+    num_microbatches: int | None,
+    stage_ranks: Sequence[int],
+    num_ranks: int,
+    stage_texts: Sequence[Sequence[str]],
+) -> list[str]:
+    found = []
+    if num_microbatches is not None and num_microbatches < num_stages:
+        plural = "es" if num_microbatches > 1 else ""
+        found.append(
+            f"{num_microbatches} microbatch{plural} for {num_stages} stages: at most "
+            f"{num_microbatches} of the {num_stages} stages work at any time, so every rank "
+            f"idles most of the step; use at least {num_stages} microbatches (4x the stages "
+            "keeps the bubble small, see README 'Choosing a schedule and a microbatch count')"
+        )
+    idle = sorted(set(range(num_ranks)) - set(stage_ranks))
+    if idle:
+        found.append(
+            f"ranks {idle} of the mesh's {num_ranks} run no stage (the program has "
+            f"{num_stages} stages on ranks {sorted(set(stage_ranks))}): their devices stay "
+            "idle; mark more stages, use a schedule with more ranks, or a mesh with fewer "
+            "submeshes"
+        )
+    costs = [sum(estimate_flops(text) for text in texts) for texts in stage_texts]
+    if len(costs) > 1 and min(costs) > 0 and max(costs) > COST_RATIO * min(costs):
+        cheapest, dearest = costs.index(min(costs)), costs.index(max(costs))
+        found.append(
+            f"stage {dearest} costs about {max(costs) / min(costs):.1f}x stage {cheapest} "
+            f"(estimated FLOPs per microbatch, forward and backward: "
+            f"{', '.join(f'stage {s}: {c:.3g}' for s, c in enumerate(costs))}): the slowest "
+            "stage sets the pace and the others wait; move stage markers to even them out"
+        )
+    return found
+
+
+def estimate_flops(module_text: str) -> float:
+    """A FLOP estimate of one StableHLO module (see the module docstring)."""
+    module = ir_context.parse_module(module_text)
+    total = 0.0
+    for op in ir_utils.walk(module.operation):
+        if op.name in _FREE_OPS or not len(op.results):
+            continue
+        elements = sum(_elements(result.type) for result in op.results)
+        if op.name == "stablehlo.dot_general":
+            total += 2.0 * elements * _contracted_size(op)
+        else:
+            total += elements
+    return total
+
+
+def _elements(t: ir.Type) -> int:
+    if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
+        return 0
+    return math.prod(t.shape)
+
+
+def _contracted_size(op: ir.Operation) -> int:
+    numbers = stablehlo.DotDimensionNumbers(op.attributes["dot_dimension_numbers"])
+    lhs = ir.RankedTensorType(op.operands[0].type)
+    return math.prod(lhs.shape[d] for d in numbers.lhs_contracting_dimensions)
