@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %S/../inputs/legacy_custom_call_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code,jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s --check-prefixes=CHECK,JAX010
+// RUN: jaxpp-opt %S/../inputs/legacy_custom_call_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s --check-prefixes=CHECK,JAX010
 
 // A module saved before the markers became optimization barriers (jax 0.10.2's
 // capture, with `stablehlo.custom_call @jaxpp.enter_stage` / `@jaxpp.loop_marker`

@@ -15,7 +15,7 @@ import jax
 import pytest
 from jaxpp_mlir.runtime import compile as runtime_compile
 from jaxpp_mlir.runtime import progress
-from jaxpp_mlir.runtime.progress import COMPILED, LOADED, CompileProgress
+from jaxpp_mlir.runtime.compilation.progress import COMPILED, LOADED, CompileProgress
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[3]
 
