@@ -19,16 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from jaxpp_mlir.errors import CallError, RuntimeFailure
+from jaxpp_mlir.errors import CallError, JaxppError, RuntimeFailure
 from jaxpp_mlir.ray.handles import RayArray
 from jaxpp_mlir.ray.layout import MeshLayout
-from jaxpp_mlir.ray.waiting import WorkerFailure, wait_all
+from jaxpp_mlir.ray.waiting import WorkerFailure, probe, wait_all
 from jaxpp_mlir.ray.worker import HandleRef, Worker
 from jaxpp_mlir.runtime import options
 
 logger = logging.getLogger(__name__)
 
 FETCH_MAX_BYTES = 4096  # outputs at most this big come back with the step's answer
+_PROBE_TIMEOUT_S = 2.0  # after a failure, how long the other workers get to answer a ping
 
 
 def _import_ray() -> Any:
@@ -87,7 +88,8 @@ def start(
             "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices_per_worker}",
             "JAX_PLATFORMS": "cpu",
         }
-    actor_options = {"num_cpus": 0, **(worker_options or {})}
+    # Two threads: a ping (after a failure) is answered next to a step blocked in XLA.
+    actor_options = {"num_cpus": 0, "max_concurrency": 2, **(worker_options or {})}
     actor_options.setdefault("runtime_env", {}).setdefault("env_vars", {}).update(env)
     remote_worker = ray.remote(Worker)
     workers = [
@@ -103,8 +105,9 @@ class RayCluster:
     ``compile(program)`` returns a ``RayCompiledProgram``; ``gather`` fetches
     arrays; ``save``/``restore`` write and read checkpoints on the workers;
     ``shutdown`` (or leaving a ``with`` block) stops the workers. After a worker
-    fails, every later call raises ``RuntimeFailure`` (the ``jax.distributed``
-    processes cannot go on without it): start a new cluster.
+    fails (or raises: the others may be mid-step), the workers stop and every later
+    call raises ``RuntimeFailure`` (``jax.distributed`` cannot go on without a
+    process): start a new cluster.
     """
 
     def __init__(
@@ -152,9 +155,19 @@ class RayCluster:
         try:
             return wait_all(refs, self.names, what, timeout_s)
         except WorkerFailure as e:
-            self._failure = str(e)
-            self._kill_workers()
+            skip = -1 if e.stalled else e.worker
+            others = probe(self.workers, self.names, skip, _PROBE_TIMEOUT_S)
+            if others:
+                e.args = (f"{e}; {others}",)
+            self._stop_after(e)
             raise
+        except JaxppError as e:  # a worker's own error: the others may be mid-step
+            self._stop_after(e)
+            raise
+
+    def _stop_after(self, error: Exception) -> None:
+        self._failure = f"{type(error).__name__}: {error}"
+        self._kill_workers()
 
     def _check(self) -> None:
         if self._failure is not None:

@@ -6,6 +6,8 @@ import itertools
 import time
 from typing import Any
 
+import numpy as np
+
 from jaxpp_mlir.program import CompiledProgram
 from jaxpp_mlir.ray.handles import RayArray
 from jaxpp_mlir.runtime.plan import ExecutionPlan
@@ -16,7 +18,9 @@ class RemoteExecutable:
 
     What crosses per step: the arguments' ids (and any argument the driver holds
     itself, such as a batch, as host data, put once in Ray's object store), the ids
-    the driver dropped, and back the outputs of at most ``FETCH_MAX_BYTES``.
+    the driver dropped, and back the small outputs: at most ``FETCH_MAX_BYTES``, and
+    of a shape and dtype that no input has (a loss, a metric; not a parameter or an
+    optimizer state that the next step takes back, which stays on the workers).
     """
 
     def __init__(self, cluster: Any, program_id: int, plan: ExecutionPlan, process_of: list):
@@ -24,11 +28,17 @@ class RemoteExecutable:
         self.process_of = tuple(process_of)
         self.calls = itertools.count()
         self.last_step_s = 0.0
+        from jaxpp_mlir.ray.cluster import FETCH_MAX_BYTES
+
+        taken = {binding.spec for binding in plan.inputs}
+        self.fetched = [
+            j
+            for j, out in enumerate(plan.outputs)
+            if out.spec not in taken and _nbytes(out.spec) <= FETCH_MAX_BYTES
+        ]
 
     def __call__(self, *flat: Any) -> list[RayArray]:
         import ray
-
-        from jaxpp_mlir.ray.cluster import FETCH_MAX_BYTES
 
         cluster = self.cluster
         call = next(self.calls)
@@ -37,7 +47,7 @@ class RemoteExecutable:
         first = cluster.new_ids(len(self.plan.outputs))
         released = cluster.take_released()
         answers = cluster.wait(
-            cluster.everyone("call", self.program_id, first, shipped, released, FETCH_MAX_BYTES),
+            cluster.everyone("call", self.program_id, first, shipped, released, self.fetched),
             f"step {call} of program {self.program_id}",
             cluster.step_timeout_s,
         )
@@ -57,6 +67,10 @@ class RemoteExecutable:
             f"RemoteExecutable(program {self.program_id}, {self.plan.num_ranks} ranks on "
             f"{workers} Ray workers)"
         )
+
+
+def _nbytes(spec: Any) -> int:
+    return int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
 
 
 class RayCompiledProgram(CompiledProgram):

@@ -12,11 +12,12 @@ _POLL_S = 0.5  # how often a wait looks again (a failed worker is seen at once a
 
 
 class WorkerFailure(RuntimeFailure):
-    """A worker died, stalled or failed during ``what``; ``worker`` is its index."""
+    """A worker died, stalled or failed; ``worker`` is its index (the first of the late
+    ones when ``stalled``)."""
 
-    def __init__(self, message: str, worker: int):
+    def __init__(self, message: str, worker: int, *, stalled: bool = False):
         super().__init__(message)
-        self.worker = worker
+        self.worker, self.stalled = worker, stalled
 
 
 def wait_all(refs: Sequence[Any], names: Sequence[str], what: str, timeout_s: float) -> list[Any]:
@@ -40,12 +41,33 @@ def wait_all(refs: Sequence[Any], names: Sequence[str], what: str, timeout_s: fl
                 f"{what}: no answer from {listed} within {timeout_s:g} s (stalled, or blocked "
                 f"waiting for another worker)",
                 late[0],
+                stalled=True,
             )
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=min(left, _POLL_S))
         for ref in ready:
             i = pending.pop(ref)
             results[i] = _result(ref, names[i], i, what)
     return results
+
+
+def probe(workers: Sequence[Any], names: Sequence[str], skip: int, timeout_s: float) -> str:
+    """What the other workers answer to a ping (a worker runs it next to a blocked step):
+    the stalled and the dead ones, named; "" if all answer."""
+    import ray
+
+    others = [i for i in range(len(workers)) if i != skip]
+    refs = {workers[i].ping.remote(): i for i in others}
+    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    notes = []
+    for ref, i in refs.items():
+        if ref not in ready:
+            notes.append(f"{names[i]} does not answer (stalled)")
+            continue
+        try:
+            ray.get(ref, timeout=0)
+        except ray.exceptions.RayError:
+            notes.append(f"{names[i]} is gone too")
+    return "; ".join(notes)
 
 
 def _result(ref: Any, name: str, index: int, what: str) -> Any:

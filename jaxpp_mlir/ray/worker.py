@@ -119,12 +119,12 @@ class Worker:
         first_id: int,
         arguments: Sequence[Any],
         released: Sequence[int],
-        fetch_max_bytes: int,
+        fetched: Sequence[int],
     ) -> dict[int, np.ndarray]:
         """Runs this process's part of one step; stores output j as ``first_id + j``.
 
         Waits until this process's outputs are computed (so a failure ends the
-        call), and returns the ones it holds of at most ``fetch_max_bytes``.
+        call), and returns those of the outputs ``fetched`` that it holds.
         """
         import jax
 
@@ -137,8 +137,9 @@ class Worker:
         jax.block_until_ready(mine)
         for j, x in enumerate(outputs):
             self.store[first_id + j] = x
-            if isinstance(x, jax.Array) and x.nbytes <= fetch_max_bytes:
-                small[first_id + j] = np.asarray(x)
+        for j in fetched:
+            if isinstance(outputs[j], jax.Array):
+                small[first_id + j] = np.asarray(outputs[j])
         return small
 
     def _resolve(self, x: Any) -> Any:
@@ -164,6 +165,10 @@ class Worker:
             for i in ids
             if i in self.store and isinstance(self.store[i], jax.Array)
         }
+
+    def held(self) -> list[int]:
+        """The ids of the arrays this worker keeps."""
+        return sorted(self.store)
 
     def release(self, ids: Sequence[int]) -> None:
         for i in ids:
