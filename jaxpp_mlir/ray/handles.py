@@ -7,6 +7,16 @@ from typing import Any, Protocol
 import numpy as np
 
 
+def as_dtype(dtype: Any) -> np.dtype:
+    """``dtype`` (a name such as "bfloat16" too) as a numpy dtype."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, str(dtype)))
+
+
 class Owner(Protocol):
     """What a handle needs from its cluster: fetching and releasing by id."""
 
@@ -38,7 +48,7 @@ class RayArray:
         value: np.ndarray | None = None,
     ):
         self._owner, self.id = owner, array_id
-        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.shape, self.dtype = tuple(shape), as_dtype(dtype)
         self.worker, self.rank, self._value = worker, rank, value
 
     @property

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from jaxpp_mlir.program import CompiledProgram
-from jaxpp_mlir.ray.handles import RayArray
+from jaxpp_mlir.ray.handles import RayArray, as_dtype
 from jaxpp_mlir.runtime.plan import ExecutionPlan
 
 
@@ -70,7 +70,7 @@ class RemoteExecutable:
 
 
 def _nbytes(spec: Any) -> int:
-    return int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
+    return int(np.prod(spec.shape)) * as_dtype(spec.dtype).itemsize
 
 
 class RayCompiledProgram(CompiledProgram):
