@@ -23,6 +23,17 @@ Every process lowers and partitions the same step, compiles and runs its own
 ranks' stages; each step's loss (held by the last stage's process) is gathered
 to every process, and process 0 prints the same lines as a single-process run.
 Each process checks against jax.jit on its own devices.
+
+With --ray N, this process is the driver of a local Ray cluster of N worker
+processes (4 CPU devices each, jax.distributed among them; needs the ray
+extra: pip install -e ".[ray]"):
+
+    python examples/train_mlp.py --ray 2
+
+The driver lowers and partitions the step once and ships the plan; each worker
+compiles and runs its ranks. Parameters and optimizer state stay on the
+workers between steps; only each step's loss comes back, and the final state
+is gathered once for the check against jax.jit (run on the driver's devices).
 """
 
 from __future__ import annotations
@@ -52,6 +63,7 @@ MICROBATCH_SIZE = 8
 # width) or contract the update's arithmetic differently: a few float32 ulps per
 # step, which later steps carry forward (README, "Numbers").
 RTOL = 1e-5
+RAY_DEVICES_PER_WORKER = 4
 SCHEDULES = {
     "gpipe": lambda: pp.GPipe(NUM_STAGES),
     "1f1b": lambda: pp.Std1F1B(NUM_STAGES),
@@ -100,9 +112,19 @@ def main() -> int:
     parser.add_argument("--dump-dir", default=None, help="write the IR of every pass here")
     parser.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here")
     parser.add_argument("--plot", default=None, help="draw planned (and measured) schedule here")
+    parser.add_argument(
+        "--ray", type=int, default=0, metavar="N", help="run on a local Ray cluster of N workers"
+    )
     args = parser.parse_args()
+    if args.ray:
+        with pp.ray.start(args.ray, devices_per_worker=RAY_DEVICES_PER_WORKER) as cluster:
+            return run(args, False, cluster)
     # jax.distributed under jaxpp_mlir.launch (or Slurm, Open MPI); nothing in one process.
-    several = initialize_from_env()
+    return run(args, initialize_from_env(), None)
+
+
+def run(args, several: bool, cluster) -> int:
+    """The training; ``cluster``: the Ray cluster whose workers run it (None: here)."""
     me = jax.process_index()
 
     def say(*text: object) -> None:  # process 0 speaks for all
@@ -129,7 +151,12 @@ def main() -> int:
     say(f"peak bytes per rank: {program.peak_bytes_per_rank()}")
     tracing = pp.program_trace(args.trace) if args.trace else contextlib.nullcontext()
     with tracing as recorder:
-        ok = train(args, program, params, opt_state, batch, several, say)
+        if cluster is None:
+            step = program.compile()
+        else:
+            step = cluster.compile(program)
+            say(f"{args.ray} Ray workers; {step.executable!r}")
+        ok = train(args, step, params, opt_state, batch, several, say)
     if args.plot and me == 0:
         plot(args, program, recorder)
     return 0 if ok else 1
@@ -146,9 +173,8 @@ def plot(args, program, recorder) -> None:
         print(f"trace in {recorder.path}; planned and measured schedule drawn in {args.plot}")
 
 
-def train(args, program, params, opt_state, batch, several, say) -> bool:
+def train(args, step, params, opt_state, batch, several, say) -> bool:
     """Runs ``args.steps`` pipelined steps next to jax.jit's; whether they agree."""
-    step = program.compile()
     if several:
         say(f"{jax.process_count()} processes; {step.executable!r}".splitlines()[0])
 

@@ -55,7 +55,7 @@ _SOURCES = {
     "treduce_i": "jaxpp_mlir.frontend.treduce",
 }
 
-__all__ = sorted(_SOURCES)
+__all__ = sorted([*_SOURCES, "ray"])  # ray: the subpackage jaxpp_mlir.ray, loaded on use
 
 
 __getattr__ = lazy_getattr(__name__, _SOURCES, globals())

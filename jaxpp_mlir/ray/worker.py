@@ -1,0 +1,209 @@
+"""The worker: one Ray actor per host (or device group), one ``jax.distributed`` process.
+
+It holds the devices, the compiled part of every program the driver shipped and
+every array a step left on its devices, under the ids the driver names them by
+(an array held by another worker is a ``RemoteOutput`` here, as in a
+multi-controller run). It imports the runtime, never the compiler: the driver
+ships plans, not modules to partition.
+
+This module imports neither ray nor jax at its top: the actor's environment
+(``XLA_FLAGS``) must be set before jax loads, and the driver wraps the class with
+``ray.remote`` itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from jaxpp_mlir.ray.layout import MeshLayout
+
+logger = logging.getLogger(__name__)
+
+
+class HandleRef:
+    """A stand-in for a ``RayArray`` in what the driver ships: the id of a stored array."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, id: int):
+        self.id = id
+
+    def __reduce__(self) -> tuple:
+        return (HandleRef, (self.id,))
+
+
+class Worker:
+    """One ``jax.distributed`` process; every method is called by the driver through Ray."""
+
+    def __init__(self, index: int, count: int):
+        self.index, self.count = index, count
+        self.programs: dict[int, Any] = {}  # program id -> (DistributedPlan, index arrays)
+        self.store: dict[int, Any] = {}  # array id -> jax.Array, RemoteOutput or host value
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    def coordinator_address(self) -> str:
+        """``host:port`` for the ``jax.distributed`` coordinator: this worker's node, a free
+        port there."""
+        import ray
+
+        host = ray.util.get_node_ip_address()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            return f"{host}:{s.getsockname()[1]}"
+
+    def initialize(self, coordinator: str, heartbeat_timeout_s: int, init_timeout_s: int) -> dict:
+        """Joins ``jax.distributed`` as process ``index`` and starts the watchdog."""
+        import jax
+
+        from jaxpp_mlir.runtime import watchdog
+
+        jax.distributed.initialize(
+            coordinator_address=coordinator,
+            num_processes=self.count,
+            process_id=self.index,
+            heartbeat_timeout_seconds=heartbeat_timeout_s,
+            initialization_timeout=init_timeout_s,
+        )
+        watchdog.ensure_started()
+        return {
+            "pid": os.getpid(),
+            "process": jax.process_index(),
+            "local_devices": jax.local_device_count(),
+            "devices": jax.device_count(),
+        }
+
+    # ------------------------------------------------------------------ programs
+    def load(self, program_id: int, plan: Any, layout: MeshLayout, index_inputs: list) -> dict:
+        """Compiles this process's part of ``plan`` (every worker at once: a collective).
+
+        ``index_inputs``: the microbatch index arrays appended to the inputs, as
+        ``(rank, array)``. Returns each rank's process and the compile time.
+        """
+        import jax
+
+        from jaxpp_mlir.runtime.multiprocess.distributed import compile_distributed
+
+        start = time.perf_counter()
+        rank_devices, rank_meshes = layout.on_workers()
+        me = jax.process_index()
+        index_arrays = [
+            jax.device_put(array, rank_devices[rank][0])
+            if rank_devices[rank][0].process_index == me
+            else array
+            for rank, array in index_inputs
+        ]
+        executable = compile_distributed(
+            plan,
+            rank_devices,
+            num_user_inputs=len(plan.inputs) - len(index_inputs),
+            rank_meshes=rank_meshes,
+        )
+        self.programs[program_id] = (executable, index_arrays)
+        return {
+            "process_of": list(executable.process_of),
+            "compile_s": time.perf_counter() - start,
+        }
+
+    def call(
+        self,
+        program_id: int,
+        first_id: int,
+        arguments: Sequence[Any],
+        released: Sequence[int],
+        fetched: Sequence[int],
+    ) -> dict[int, np.ndarray]:
+        """Runs this process's part of one step; stores output j as ``first_id + j``.
+
+        Waits until this process's outputs are computed (so a failure ends the
+        call), and returns those of the outputs ``fetched`` that it holds.
+        """
+        import jax
+
+        self.release(released)
+        executable, index_arrays = self.programs[program_id]
+        flat = [self._resolve(x) for x in arguments]
+        outputs = executable(*flat, *index_arrays)
+        small: dict[int, np.ndarray] = {}
+        mine = [x for x in outputs if isinstance(x, jax.Array)]
+        jax.block_until_ready(mine)
+        for j, x in enumerate(outputs):
+            self.store[first_id + j] = x
+        for j in fetched:
+            if isinstance(outputs[j], jax.Array):
+                small[first_id + j] = np.asarray(outputs[j])
+        return small
+
+    def _resolve(self, x: Any) -> Any:
+        if isinstance(x, HandleRef):
+            if x.id not in self.store:
+                from jaxpp_mlir.errors import CallError
+
+                raise CallError(
+                    f"array {x.id} was released or never made on worker {self.index} "
+                    f"(a handle of another cluster, or used after the driver dropped it)"
+                )
+            return self.store[x.id]
+        return x
+
+    # ------------------------------------------------------------------ arrays
+    def fetch(self, ids: Sequence[int], released: Sequence[int] = ()) -> dict[int, np.ndarray]:
+        """The stored arrays among ``ids`` that this process holds, on the host."""
+        import jax
+
+        self.release(released)
+        return {
+            i: np.asarray(self.store[i])
+            for i in ids
+            if i in self.store and isinstance(self.store[i], jax.Array)
+        }
+
+    def held(self) -> list[int]:
+        """The ids of the arrays this worker keeps."""
+        return sorted(self.store)
+
+    def release(self, ids: Sequence[int]) -> None:
+        for i in ids:
+            self.store.pop(i, None)
+
+    # -------------------------------------------------------------- checkpoints
+    def save(self, path: str, tree: Any, force: bool, timeout_s: float | None) -> None:
+        """``jaxpp_mlir.checkpoint.save`` of ``tree`` (every worker at once: a collective)."""
+        import jax
+
+        from jaxpp_mlir import checkpoint
+
+        checkpoint.save(
+            path, jax.tree_util.tree_map(self._resolve, tree), force=force, timeout_s=timeout_s
+        )
+
+    def restore(self, path: str, like: Any, first_id: int) -> list[tuple[int, Any]]:
+        """``jaxpp_mlir.checkpoint.restore``; stores leaf i as ``first_id + i``.
+
+        Returns per leaf ``(process holding it, host value or None)``: a leaf
+        restored as an array stays here (its holder answers with its process).
+        """
+        import jax
+
+        from jaxpp_mlir import checkpoint
+        from jaxpp_mlir.runtime.multiprocess.remote_output import RemoteOutput
+
+        restored = checkpoint.restore(path, jax.tree_util.tree_map(self._resolve, like))
+        answer = []
+        for i, leaf in enumerate(jax.tree_util.tree_leaves(restored)):
+            self.store[first_id + i] = leaf
+            if isinstance(leaf, RemoteOutput):
+                answer.append((leaf.process, None))
+            elif isinstance(leaf, jax.Array):
+                answer.append((jax.process_index(), None))
+            else:
+                answer.append((-1, leaf))
+        return answer
