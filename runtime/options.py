@@ -3,7 +3,7 @@
 Each option has one environment variable, ``JAXPP_MLIR_<NAME>``; the names of
 earlier releases (``JAXPP_<NAME>``) are still read, with a
 ``DeprecationWarning``, when the new one is not set. The compiler side reads
-its options here too, so the README's table can be checked against
+its options here too, so the table in docs/options.md can be checked against
 ``OPTIONS``.
 """
 
@@ -338,7 +338,7 @@ OPTIONS: tuple[Option, ...] = (
 
 
 def markdown_row(option: Option) -> str:
-    """The option's row in the README's table of environment variables."""
+    """The option's row in docs/options.md's table of environment variables."""
     if option.default is None:
         default = ""
     elif isinstance(option.default, str):

@@ -2,7 +2,7 @@
 
 ``benchmarks/reference.py`` runs in this process through ``run_workload``, the
 function its command line calls; the schedule, partition-scaling and train-step
-scripts run as the commands README.md gives, with tiny sizes, each in a process
+scripts run as the commands docs/performance.md gives, with tiny sizes, each in a process
 of its own (forked from one that imported jax once: ``toolkit.run_scripts``).
 Every benchmark also checks its pipelined numbers against plain ``jax.jit``, in ulps of
 each leaf's largest magnitude (``max_ulps_*``): those checks are asserted here, by the

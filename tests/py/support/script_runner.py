@@ -1,7 +1,7 @@
 """Runs Python scripts each in its own forked process, after importing jax once.
 
 A fresh Python that imports jax, optax and jaxpp_mlir spends about a second of
-CPU on that before the script's first line; the tests run README.md's snippets
+CPU on that before the script's first line; the tests run the snippets of README.md and docs/*.md
 and the benchmark scripts this way. This runner imports them once (without
 starting any JAX backend, so each child creates its own with the environment's
 ``XLA_FLAGS``), then forks one child per job: the child changes to the job's
