@@ -19,9 +19,30 @@ from typing import ClassVar
 
 
 @dataclasses.dataclass(frozen=True)
+class Layout:
+    """How a value is laid out on its rank's submesh, as the compiler fixed it.
+
+    ``mesh_axes`` are the submesh's ``(name, size)`` axes over the rank's devices in
+    partition order; dimension ``d`` is split over the axes ``dims[d]`` (major
+    first; () for a whole dimension). The ``PartitionSpec`` of a ``NamedSharding``.
+    """
+
+    mesh_axes: tuple[tuple[str, int], ...]
+    dims: tuple[tuple[str, ...], ...]
+
+    def __str__(self) -> str:
+        axes = ", ".join(f"{n}={s}" for n, s in self.mesh_axes)
+        dims = ", ".join("{" + ", ".join(d) + "}" for d in self.dims)
+        return f"[{dims}] on <{axes}>"
+
+
+@dataclasses.dataclass(frozen=True)
 class TensorSpec:
     shape: tuple[int, ...]
     dtype: str  # a numpy dtype name: "float32", "int32", "bool", "bfloat16"...
+    # Its layout on the rank's submesh where the compiler fixed one; None: unknown
+    # (XLA chooses). Not part of equality: two layouts of one value are one spec.
+    layout: Layout | None = dataclasses.field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"

@@ -23,7 +23,7 @@ from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..errors import PlanError
 from ..liveness import last_uses
-from ..named_shardings import as_named
+from ..named_shardings import as_named, layout_sharding
 from ..plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
 
 
@@ -241,8 +241,22 @@ class _Resolver:
             self.out_shardings[name] = _transfer.executable_shardings(
                 exe, devices, len(stage.output_specs), outputs=True
             )
+            self._check_layouts(name, devices)
             if self.rank_meshes is not None:
                 self._name_shardings(name, self.rank_meshes[stage.rank])
+
+    def _check_layouts(self, name: str, devices: Sequence[jax.Device]) -> None:
+        """Raises ``PlanError`` where executable ``name`` lays a boundary value out
+        otherwise than the plan says."""
+        if len(devices) == 1:
+            return
+        stage = self.plan.executables[name]
+        for what, specs, shardings in (
+            ("input", stage.input_specs, self.in_shardings[name]),
+            ("output", stage.output_specs, self.out_shardings[name]),
+        ):
+            for position, (spec, actual) in enumerate(zip(specs, shardings, strict=True)):
+                check_layout(spec, actual, devices, f"{what} {position} of {name!r}")
 
     def _name_shardings(self, name: str, mesh: Mesh) -> None:
         """Executable ``name``'s shardings as ``NamedSharding``s on its rank's ``mesh``."""
@@ -420,6 +434,23 @@ class _Resolver:
                 info.sharding = _transfer.replicated_sharding(self.rank_devices[info.key[0]])
         for chan, src in self.channel_source.items():
             slots[chan].sharding = slots[src].sharding
+
+
+def check_layout(
+    spec: TensorSpec, actual: Sharding, devices: Sequence[jax.Device], what: str
+) -> None:
+    """Raises ``PlanError`` naming ``what`` and both layouts unless ``actual`` is the
+    layout ``spec`` gives (an unknown one takes any)."""
+    if spec.layout is None:
+        return
+    expected = layout_sharding(spec.layout, devices)
+    ndim = len(spec.shape)
+    if expected is None or not _transfer.same_layout(expected, actual, ndim):
+        got = jc.hlo_sharding(actual, ndim)
+        raise PlanError(
+            f"{what} is laid out as {got} by its compiled executable, but the plan "
+            f"says {spec.layout}"
+        )
 
 
 def _free_after(slots: list[Slot], num_instructions: int) -> list[list[int]]:
