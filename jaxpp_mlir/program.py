@@ -18,7 +18,6 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import CallError
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan import build_plan
-from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank
 from jaxpp_mlir.schedules import Schedule
 
@@ -78,7 +77,7 @@ class PartitionedProgram:
         for rank in range(self.num_ranks):
             lines.append(f"rank {rank}:")
             for inst in self.plan.rank_program(rank):
-                lines.append(f"  {_describe(inst)}")
+                lines.append(f"  {inst.listing()}")
         return "\n".join(lines) + "\n"
 
     def dump(self, path: str | os.PathLike) -> list[str]:
@@ -233,14 +232,6 @@ class CompiledProgram:
 
 
 # ------------------------------------------------------------- construction
-
-
-def _describe(inst: rt.Instruction) -> str:
-    if isinstance(inst, rt.RunStage):
-        return f"run {inst.executable} ({inst.label}) {list(inst.inputs)} -> {list(inst.outputs)}"
-    if isinstance(inst, rt.Send):
-        return f"send %{inst.value} -> rank {inst.peer} (channel {inst.channel})"
-    return f"recv %{inst.value} <- rank {inst.peer} (channel {inst.channel}) {inst.spec}"
 
 
 def _write(directory: str | os.PathLike, name: str, text: str) -> str:

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+import math
+from collections.abc import Iterator, Sequence
 
+import jax
+import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
+
+from .plan import Layout
 
 
 def as_named(sharding: Sharding, mesh: Mesh, ndim: int) -> Sharding:
@@ -64,3 +69,14 @@ def _spec(entries: list[tuple[str, ...]]) -> PartitionSpec:
         None if not e else e[0] if len(e) == 1 else e for e in entries
     ]
     return PartitionSpec(*parts)  # one entry per dimension, as specs are usually written
+
+
+def layout_sharding(layout: Layout, devices: Sequence[jax.Device]) -> Sharding | None:
+    """The sharding ``layout`` names over ``devices`` (in partition order), or None when
+    its mesh does not cover them (a layout for another submesh)."""
+    names = tuple(name for name, _ in layout.mesh_axes)
+    sizes = tuple(size for _, size in layout.mesh_axes)
+    if math.prod(sizes) != len(devices):
+        return None
+    mesh = Mesh(np.array(devices, dtype=object).reshape(sizes), names)
+    return NamedSharding(mesh, _spec(list(layout.dims)))

@@ -13,21 +13,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from jaxpp_mlir.runtime.liveness import value_specs
 from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank, spec_bytes
-from jaxpp_mlir.runtime.plan import ExecutionPlan, Recv, RunStage, TensorSpec
+from jaxpp_mlir.runtime.plan import ExecutionPlan, Recv, RunStage
 
 _TASK = re.compile(r"(fwd|bwd_i|bwd_w|bwd)_(\d+)__(\d+)")
-
-
-def _value_specs(plan: ExecutionPlan) -> dict[int, TensorSpec]:
-    specs = {binding.index: binding.spec for binding in plan.inputs}
-    for inst in plan.instructions:
-        if isinstance(inst, RunStage):
-            stage = plan.executables[inst.executable]
-            specs.update(zip(inst.outputs, stage.output_specs, strict=True))
-        elif isinstance(inst, Recv):
-            specs[inst.value] = inst.spec
-    return specs
 
 
 def num_microbatches(plan: ExecutionPlan) -> int:
@@ -39,7 +29,7 @@ def num_microbatches(plan: ExecutionPlan) -> int:
 
 def stage_bytes(plan: ExecutionPlan, num_stages: int) -> list[dict[str, int]]:
     """Per stage: ``{"param_bytes", "activation_bytes"}`` (see the module docstring)."""
-    specs = _value_specs(plan)
+    specs = value_specs(plan)
     inputs = {binding.index for binding in plan.inputs}
     params: list[set[int]] = [set() for _ in range(num_stages)]
     activations = [0] * num_stages
@@ -88,7 +78,7 @@ def summary_text(program: Any) -> str:
             f"    stage {stage}: params {_size(sizes['param_bytes'])}, "
             f"activations {_size(sizes['activation_bytes'])}"
         )
-    specs = _value_specs(plan)
+    specs = value_specs(plan)
     runs = [inst for inst in plan.instructions if isinstance(inst, RunStage)]
     recvs = [inst for inst in plan.instructions if isinstance(inst, Recv)]
     moved = sum(spec_bytes(specs[r.value]) for r in recvs)

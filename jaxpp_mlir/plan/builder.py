@@ -24,7 +24,7 @@ from jaxpp_mlir.plan.stage_modules import donated_arguments
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import Schedule
 
-from . import emission, expansion, fusion
+from . import emission, expansion, fusion, layouts
 from .carried import loop_state_versions
 from .donation import donation_aliases
 from .emission import Fused, ModuleSource, Standalone
@@ -160,11 +160,16 @@ class PlanBuilder:
         )
         inputs = self._inputs()
         donated = frozenset(donated_arguments(self.module))
+        boundary = {
+            name: emission.module_shardings(self.module, e.source)
+            for name, e in self.executables.items()
+        }
+        meshes = layouts.mesh_axes(self.module)
         aliases = donation_aliases(
             self.instructions,
             donated,
             {n: (e.input_specs, e.output_specs) for n, e in self.executables.items()},
-            lambda name: emission.module_shardings(self.module, self.executables[name].source),
+            boundary.__getitem__,
             carried=loop_state_versions(self.values),
             outputs=[(output.rank, output.value) for output in outputs],
         )
@@ -179,8 +184,8 @@ class PlanBuilder:
                     name,
                     e.rank,
                     texts[name],
-                    e.input_specs,
-                    e.output_specs,
+                    layouts.with_layouts(e.input_specs, boundary[name][0], meshes),
+                    layouts.with_layouts(e.output_specs, boundary[name][1], meshes),
                     tuple(sorted(aliases.get(name, {}).items())),
                     e.source.callees if isinstance(e.source, Fused) else (),
                 )

@@ -105,10 +105,7 @@ def prune_unread_outputs(builder: PlanBuilder, read_by_outputs: Iterable[int]) -
     """
     read = set(read_by_outputs)
     for inst in builder.instructions:
-        if isinstance(inst, rt.RunStage):
-            read.update(inst.inputs)
-        elif isinstance(inst, rt.Send):
-            read.add(inst.value)
+        read.update(inst.reads())
     kept: dict[str, set[int]] = {}
     for inst in builder.instructions:
         if isinstance(inst, rt.RunStage) and isinstance(

@@ -17,7 +17,7 @@ from jax.sharding import Sharding
 from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..plan import ExecutionPlan
-from .slots import CopyStep, ResolvedPlan, RunStep, SendStep, Slot, describe
+from .slots import CopyStep, ResolvedPlan, RunStep, SendStep, Slot
 
 Op = Callable[[list], None]
 
@@ -85,12 +85,12 @@ def _run_op(
         "device_put": jax.device_put,
         **{f"reshard_{k}": r.sharding for k, r in enumerate(reshards)},
     }
-    return generate("run", describe(inst), code, free, namespace)
+    return generate("run", inst.describe(), code, free, namespace)
 
 
 def _send_op(step: SendStep, slots: list[Slot], free_after: list[int]) -> Op:
     code = [f"env[{step.channel}] = env[{step.source}]  # {slots[step.channel].name()}"]
-    return generate("send", describe(step.inst), code, free_after, {})
+    return generate("send", step.inst.describe(), code, free_after, {})
 
 
 def _recv_ops(steps: list[CopyStep], slots: list[Slot], free_after: list[list[int]]) -> list[Op]:
@@ -109,8 +109,8 @@ def _recv_ops(steps: list[CopyStep], slots: list[Slot], free_after: list[list[in
         else:
             code = [f"env[{dst}] = device_put(env[{chan}], sharding)  # {slots[dst].name()}"]
             namespace = {"device_put": jax.device_put, "sharding": dst_sh}
-            ops.append(generate("reshard", describe(recv), code, (), namespace))
-    what = ", ".join(describe(step.inst) for step in steps)
+            ops.append(generate("reshard", recv.describe(), code, (), namespace))
+    what = ", ".join(step.inst.describe() for step in steps)
     if not batch:
         ops.append(generate("free", what, [], free, {}))
         return ops

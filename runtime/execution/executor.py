@@ -22,6 +22,8 @@ work for 8 runs, 6 transfers and 5 device arguments is about 5 us per call.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,12 +33,32 @@ from jax.sharding import Mesh, Sharding
 from .. import _jax_compat as jc
 from ..compilation import compile as _compile
 from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
+from ..liveness import last_uses
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, RunStage
 from .arguments import input_checks, place_arguments
-from .dispatch import make_ops
+from .dispatch import Op, make_ops
 from .replicated import assemble, replicated_outputs
-from .slots import resolve_slots
+from .slots import Step, resolve_slots
+
+
+@dataclasses.dataclass(frozen=True)
+class DispatchView:
+    """A compiled plan's generated dispatch, read only (for the tracer and for tests).
+
+    ``ops[i]`` is a generated operation over the slot list (``env``) and
+    ``op_end[i]`` how many of ``plan.instructions`` are done after it; ``steps[k]``
+    is instruction k resolved to slots; ``slot_of`` maps ``(rank, value)`` to its
+    slot; ``output_slots`` are the program outputs' slots.
+    """
+
+    plan: ExecutionPlan
+    ops: tuple[Op, ...]
+    op_end: tuple[int, ...]
+    steps: tuple[Step, ...]
+    slot_of: Mapping[tuple[int, int], int]
+    num_slots: int
+    output_slots: tuple[int, ...]
 
 
 class CompiledPlan:
@@ -72,16 +94,26 @@ class CompiledPlan:
         resolved = resolve_slots(plan, self.rank_devices, self.executables, self.rank_meshes)
         slots, where = resolved.slots, resolved.where
         self._ops, self._op_end = make_ops(plan, resolved, self.executables)
-        self._steps = resolved.steps  # read by the tracer (trace.describe_ops)
-        self._slots = where
         self._num_slots = len(slots)
         self._output_slots = resolved.output_slots
+        self._steps = tuple(resolved.steps)
+        self._slot_of = types.MappingProxyType(where)
         self._inputs = input_checks(plan, resolved)
         self._replicated = replicated_outputs(plan, resolved, self.rank_devices, self.rank_meshes)
-        self.last_uses: Mapping[tuple[int, int], int] = {
-            key: slots[s].last_use if slots[s].last_use >= 0 else slots[s].defined_at
-            for key, s in where.items()
-        }
+        self.last_uses: Mapping[tuple[int, int], int] = last_uses(plan)
+
+    @property
+    def dispatch(self) -> DispatchView:
+        """The generated operations and slots this plan dispatches, read only."""
+        return DispatchView(
+            self.plan,
+            tuple(self._ops),
+            tuple(self._op_end),
+            self._steps,
+            self._slot_of,
+            self._num_slots,
+            self._output_slots,
+        )
 
     # ------------------------------------------------------------------- call
     def input_shardings(self, position: int) -> tuple[Sharding, ...]:
@@ -151,9 +183,7 @@ class CompiledPlan:
         ]
         for rank, devices in enumerate(self.rank_devices):
             names = sorted(n for n, s in plan.executables.items() if s.rank == rank)
-            runs = sum(
-                1 for inst in plan.instructions if isinstance(inst, RunStage) and inst.rank == rank
-            )
+            runs = sum(1 for inst in plan.rank_program(rank) if inst.kind == RunStage.kind)
             device_text = ", ".join(f"{d.platform}:{d.id}" for d in devices)
             lines.append(
                 f"  rank {rank} on [{device_text}]: {runs} run{'s' * (runs != 1)} of "

@@ -22,7 +22,8 @@ from jax.sharding import Mesh, Sharding
 from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..errors import PlanError
-from ..named_shardings import as_named
+from ..liveness import last_uses
+from ..named_shardings import as_named, layout_sharding
 from ..plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
 
 
@@ -93,15 +94,6 @@ class ResolvedPlan:
     free_after: list[list[int]]  # per instruction, the slots that die after it
 
 
-def describe(inst: Instruction) -> str:
-    if isinstance(inst, RunStage):
-        label = f" ({inst.label})" if inst.label else ""
-        return f"run {inst.executable!r}{label} on rank {inst.rank}"
-    if isinstance(inst, Send):
-        return f"send of value {inst.value} from rank {inst.rank} to rank {inst.peer}"
-    return f"recv of value {inst.value} on rank {inst.rank} from rank {inst.peer}"
-
-
 class SlotTable:
     """Slots of a plan being resolved: which (rank, value) lives where, and checks."""
 
@@ -118,7 +110,7 @@ class SlotTable:
         return "its input binding" if at < 0 else f"instruction {at} ({self._inst(at)})"
 
     def _inst(self, at: int) -> str:
-        return describe(self.plan.instructions[at])
+        return self.plan.instructions[at].describe()
 
     def define(self, rank: int, value: int, spec: TensorSpec, sharding, at: int) -> int:
         """A new slot for ``value`` on ``rank``, defined by instruction ``at`` (-1: input)."""
@@ -153,7 +145,6 @@ class SlotTable:
                 info.sharding = sharding
             elif not _transfer.same_layout(info.sharding, sharding, len(spec.shape)):
                 return self._reshard(slot, sharding, at)
-        info.last_use = at
         return slot
 
     def _reshard(self, slot: int, sharding: Sharding, at: int) -> int:
@@ -166,7 +157,6 @@ class SlotTable:
             self.slots.append(Slot(info.key, info.spec, sharding, at))
             self.resharded[key] = copy
             self.reshards.setdefault(at, []).append(Reshard(slot, copy, sharding))
-            info.last_use = at
         self.slots[copy].last_use = at
         return copy
 
@@ -212,6 +202,9 @@ class _Resolver:
         steps = [self._resolve(at, inst) for at, inst in enumerate(plan.instructions)]
         self._check_all_received()
         output_slots = self._output_slots()
+        dies = last_uses(plan)  # a value's slot, read in any layout, dies with the value
+        for key, slot in table.where.items():
+            table.slots[slot].last_use = dies[key]
         self._check_donations(steps)
         self._default_shardings()
         return ResolvedPlan(
@@ -248,8 +241,22 @@ class _Resolver:
             self.out_shardings[name] = _transfer.executable_shardings(
                 exe, devices, len(stage.output_specs), outputs=True
             )
+            self._check_layouts(name, devices)
             if self.rank_meshes is not None:
                 self._name_shardings(name, self.rank_meshes[stage.rank])
+
+    def _check_layouts(self, name: str, devices: Sequence[jax.Device]) -> None:
+        """Raises ``PlanError`` where executable ``name`` lays a boundary value out
+        otherwise than the plan says."""
+        if len(devices) == 1:
+            return
+        stage = self.plan.executables[name]
+        for what, specs, shardings in (
+            ("input", stage.input_specs, self.in_shardings[name]),
+            ("output", stage.output_specs, self.out_shardings[name]),
+        ):
+            for position, (spec, actual) in enumerate(zip(specs, shardings, strict=True)):
+                check_layout(spec, actual, devices, f"{what} {position} of {name!r}")
 
     def _name_shardings(self, name: str, mesh: Mesh) -> None:
         """Executable ``name``'s shardings as ``NamedSharding``s on its rank's ``mesh``."""
@@ -265,13 +272,10 @@ class _Resolver:
 
     def _resolve(self, at: int, inst: Instruction) -> Step:
         self._check_rank(inst.rank, f"instruction {at}")
-        if isinstance(inst, RunStage):
-            return self._resolve_run(at, inst)
-        if isinstance(inst, Send):
-            return self._resolve_send(at, inst)
-        if isinstance(inst, Recv):
-            return self._resolve_recv(at, inst)
-        raise PlanError(f"instruction {at} is not an instruction: {inst!r}")
+        resolve = self._resolvers.get(getattr(inst, "kind", None))
+        if resolve is None:
+            raise PlanError(f"instruction {at} is not an instruction: {inst!r}")
+        return resolve(self, at, inst)
 
     def _resolve_run(self, at: int, inst: RunStage) -> RunStep:
         stage = self.plan.executables.get(inst.executable)
@@ -286,7 +290,7 @@ class _Resolver:
             stage.output_specs
         ):
             raise PlanError(
-                f"instruction {at} ({describe(inst)}) has {len(inst.inputs)} inputs "
+                f"instruction {at} ({inst.describe()}) has {len(inst.inputs)} inputs "
                 f"and {len(inst.outputs)} outputs; the executable takes "
                 f"{len(stage.input_specs)} and gives {len(stage.output_specs)}"
             )
@@ -314,7 +318,7 @@ class _Resolver:
         src = self.table.where.get((inst.rank, inst.value))
         if src is None:
             raise PlanError(
-                f"instruction {at} ({describe(inst)}) sends a value that rank "
+                f"instruction {at} ({inst.describe()}) sends a value that rank "
                 f"{inst.rank} does not hold"
             )
         info = slots[src]
@@ -330,7 +334,7 @@ class _Resolver:
         queue = self.pending.get(inst.channel)
         if not queue:
             raise PlanError(
-                f"instruction {at} ({describe(inst)}) waits on channel "
+                f"instruction {at} ({inst.describe()}) waits on channel "
                 f"{inst.channel}, but no send on it precedes it"
             )
         send, chan = queue.popleft()
@@ -342,12 +346,18 @@ class _Resolver:
             )
         if slots[chan].spec != inst.spec:
             raise PlanError(
-                f"instruction {at} ({describe(inst)}) expects {inst.spec} on channel "
+                f"instruction {at} ({inst.describe()}) expects {inst.spec} on channel "
                 f"{inst.channel}, but the send carries {slots[chan].spec}"
             )
         slots[chan].last_use = at
         dst = self.table.define(inst.rank, inst.value, inst.spec, None, at)
         return CopyStep(inst, chan, dst)
+
+    _resolvers: dict[str, Any] = {
+        RunStage.kind: _resolve_run,
+        Send.kind: _resolve_send,
+        Recv.kind: _resolve_recv,
+    }
 
     def _check_all_received(self) -> None:
         for channel, queue in self.pending.items():
@@ -373,7 +383,6 @@ class _Resolver:
                 raise PlanError(
                     f"output {k} is declared {out.spec} but value {out.value} is {slots[slot].spec}"
                 )
-            slots[slot].last_use = len(self.plan.instructions)
             output_slots.append(slot)
             for value, rank in out.replicas:  # its copies on other ranks stay alive too
                 replica = where.get((rank, value))
@@ -382,7 +391,6 @@ class _Resolver:
                         f"output {k} has a copy, value {value} on rank {rank}, that is never "
                         f"defined there as {out.spec}"
                     )
-                slots[replica].last_use = len(self.plan.instructions)
         return output_slots
 
     def _check_donations(self, steps: list[Step]) -> None:
@@ -402,7 +410,7 @@ class _Resolver:
                 last = max([slots[slot].last_use, *in_flight])
                 if step.inputs.count(slot) > 1:
                     raise PlanError(
-                        f"instruction {at} ({describe(step.inst)}) consumes input {position} "
+                        f"instruction {at} ({step.inst.describe()}) consumes input {position} "
                         f"(value {step.inst.inputs[position]}, donated to its output), but "
                         "reads the same value as another input too"
                     )
@@ -410,10 +418,10 @@ class _Resolver:
                     later = (
                         "the program's outputs"
                         if last >= len(plan.instructions)
-                        else f"instruction {last} ({describe(plan.instructions[last])})"
+                        else f"instruction {last} ({plan.instructions[last].describe()})"
                     )
                     raise PlanError(
-                        f"instruction {at} ({describe(step.inst)}) consumes input {position} "
+                        f"instruction {at} ({step.inst.describe()}) consumes input {position} "
                         f"(value {step.inst.inputs[position]}, donated to its output), but "
                         f"{later} still reads that value"
                     )
@@ -426,6 +434,23 @@ class _Resolver:
                 info.sharding = _transfer.replicated_sharding(self.rank_devices[info.key[0]])
         for chan, src in self.channel_source.items():
             slots[chan].sharding = slots[src].sharding
+
+
+def check_layout(
+    spec: TensorSpec, actual: Sharding, devices: Sequence[jax.Device], what: str
+) -> None:
+    """Raises ``PlanError`` naming ``what`` and both layouts unless ``actual`` is the
+    layout ``spec`` gives (an unknown one takes any)."""
+    if spec.layout is None:
+        return
+    expected = layout_sharding(spec.layout, devices)
+    ndim = len(spec.shape)
+    if expected is None or not _transfer.same_layout(expected, actual, ndim):
+        got = jc.hlo_sharding(actual, ndim)
+        raise PlanError(
+            f"{what} is laid out as {got} by its compiled executable, but the plan "
+            f"says {spec.layout}"
+        )
 
 
 def _free_after(slots: list[Slot], num_instructions: int) -> list[list[int]]:

@@ -25,7 +25,13 @@ from typing import Any
 import jax
 from jax.sharding import Sharding
 
-from ..plan import ExecutionPlan, Recv, RunStage, Send, StageExecutable, TensorSpec
+from ..plan import (
+    ExecutionPlan,
+    Instruction,
+    RunStage,
+    StageExecutable,
+    TensorSpec,
+)
 from . import collectives, ordering
 
 # (name, stage, devices, receive-buffer layouts or None for a transfer)
@@ -251,9 +257,5 @@ class LocalPlanBuilder:
         )
 
 
-def _values(inst: Any) -> tuple[int, ...]:
-    if isinstance(inst, RunStage):
-        return (*inst.inputs, *inst.outputs)
-    if isinstance(inst, Send | Recv):
-        return (inst.value,)
-    return ()
+def _values(inst: Instruction) -> tuple[int, ...]:
+    return (*inst.reads(), *inst.writes())

@@ -30,7 +30,7 @@ from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 
 from ..errors import PlanError
-from ..plan import ExecutionPlan, Recv, RunStage, Send, TensorSpec
+from ..plan import ExecutionPlan, Recv, Send, TensorSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,11 +240,8 @@ def check_sender_holds_values(
         for rank in ranks:
             defined_at[(rank, value)] = -1
     for at, inst in enumerate(plan.instructions):
-        if isinstance(inst, RunStage):
-            for v in inst.outputs:
-                defined_at.setdefault((inst.rank, v), at)
-        elif isinstance(inst, Recv):
-            defined_at.setdefault((inst.rank, inst.value), at)
+        for v in inst.writes():
+            defined_at.setdefault((inst.rank, v), at)
     for group in groups:
         for t in group.transfers:
             at = defined_at.get((t.src_rank, t.value))

@@ -190,7 +190,7 @@ class TraceRecorder:
         (worked out once per plan, for every recorder)."""
         infos = _DESCRIBED.get(plan)
         if infos is None:
-            infos = _DESCRIBED[plan] = describe_ops(plan)
+            infos = _DESCRIBED[plan] = describe_ops(plan.dispatch)
         return infos
 
     def finish(self) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +11,9 @@ import pytest
 import toolkit
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+from jaxpp_mlir.runtime.errors import PlanError
+from jaxpp_mlir.runtime.execution.executor import compile_plan
+from jaxpp_mlir.runtime.plan import Layout
 from toolkit import mpmd_mesh
 
 import jaxpp_mlir as pp
@@ -159,3 +164,64 @@ def test_stage_mesh_larger_than_the_submesh_is_rejected():
 def test_mesh_whose_mpmd_axis_does_not_divide_the_devices():
     with pytest.raises(pp.MeshError, match="3 devices do not split evenly along 'stage'"):
         pp.MpmdMesh.from_devices(jax.devices()[:3], {"stage": 2, "data": -1}, "stage")
+
+
+# ------------------------------------------- boundary layouts carried by the plan
+
+
+@pytest.fixture(scope="module")
+def tensor_parallel():
+    mesh = mpmd_mesh({"stage": 2, "data": 2, "model": 2})
+    lowering_mesh = mesh.lowering_mesh()
+    params, batch = make_inputs(2)
+    param_shardings, batch_shardings = shardings(lowering_mesh, 2, True)
+    params = jax.device_put(params, param_shardings)
+    batch = jax.device_put(batch, batch_shardings)
+    step = jax.jit(
+        train_step,
+        in_shardings=(param_shardings, batch_shardings),
+        out_shardings=(param_shardings, NamedSharding(lowering_mesh, P())),
+    )
+    return mesh, pp.partition(step.lower(params, batch), mesh=mesh)
+
+
+def _weight_input(plan):
+    """(executable name, input position) of a forward stage's model-sharded weight."""
+    for name, stage in plan.executables.items():
+        for position, spec in enumerate(stage.input_specs):
+            if spec.layout is not None and ("model",) in spec.layout.dims:
+                return name, position
+    raise AssertionError("no input of the plan is laid out over the 'model' axis")
+
+
+def test_boundary_layouts_are_in_the_plan(tensor_parallel):
+    _, program = tensor_parallel
+    name, position = _weight_input(program.plan)
+    layout = program.plan.executables[name].input_specs[position].layout
+    assert (
+        dict(layout.mesh_axes) == {"data": 2, "model": 2}
+        or dict(layout.mesh_axes).get("model") == 2
+    )
+
+
+def test_an_executable_that_disagrees_with_the_plan_is_a_plan_error(tensor_parallel):
+    mesh, program = tensor_parallel
+    plan = program.plan
+    name, position = _weight_input(plan)
+    stage = plan.executables[name]
+    spec = stage.input_specs[position]
+    wrong = Layout(spec.layout.mesh_axes, tuple(() for _ in spec.shape))  # replicated
+    specs = list(stage.input_specs)
+    specs[position] = dataclasses.replace(spec, layout=wrong)
+    bad = dataclasses.replace(
+        plan,
+        executables={
+            **plan.executables,
+            name: dataclasses.replace(stage, input_specs=tuple(specs)),
+        },
+    )
+    rank_devices = [mesh.rank_devices(r) for r in range(plan.num_ranks)]
+    with pytest.raises(PlanError, match=rf"input {position} of '{name}' is laid out as .*"
+                       r"but the plan says \[.*\] on <"):  # fmt: skip
+        compile_plan(bad, rank_devices)
+    compile_plan(plan, rank_devices)  # the plan as built passes the check

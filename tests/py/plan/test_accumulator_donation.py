@@ -143,17 +143,17 @@ def test_the_runtime_consumes_exactly_the_aliased_buffers(packed_std, inputs):
     compiled = packed_std.compile()
     plan_run = compiled.executable
     flat = compiled._flatten_inputs(inputs, {}) + list(compiled._index_arrays)
-    env = [None] * plan_run._num_slots
+    env = [None] * plan_run.dispatch.num_slots
     place_arguments(flat, plan_run._inputs, env)
     runs = iter(inst for inst in packed_std.plan.instructions if isinstance(inst, rt.RunStage))
     checked = 0
-    for op in plan_run._ops:
+    for op in plan_run.dispatch.ops:
         if op.kind != "run":
             op(env)
             continue
         inst = next(runs)
         aliases = _aliases(packed_std.plan.executables[inst.executable].mlir_module)
-        arrays = [env[plan_run._slots[(inst.rank, v)]] for v in inst.inputs]
+        arrays = [env[plan_run.dispatch.slot_of[(inst.rank, v)]] for v in inst.inputs]
         op(env)
         for position, array in enumerate(arrays):
             assert array.is_deleted() == (position in aliases), (inst.label, position)

@@ -127,7 +127,7 @@ def placement_copies(step: pp.CompiledProgram, state, batch, index: int) -> int:
     whose buffer is not one of the argument's own buffers."""
     plan = step.executable
     flat = [*step._flatten_inputs((state, batch), {}), *step._index_arrays]
-    env = [None] * plan._num_slots
+    env = [None] * plan.dispatch.num_slots
     place_arguments(flat, plan._inputs, env)
     own = {shard.data.unsafe_buffer_pointer() for shard in flat[index].addressable_shards}
     targets = plan._inputs[index].targets

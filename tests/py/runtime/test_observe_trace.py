@@ -162,15 +162,15 @@ def test_tracing_off_leaves_the_dispatch_code_unchanged(traced, monkeypatch):
     plan = step.executable
     assert trace_module.ACTIVE is None
     assert plan.dispatch_source() == source_before
-    ops_before = list(plan._ops)
+    ops_before = list(plan.dispatch.ops)
 
     def fail(*args, **kwargs):
         raise AssertionError("the tracer was called with tracing off")
 
     monkeypatch.setattr(trace_module.TraceRecorder, "wrap", fail)
     step(params, batch)
-    assert plan._ops == ops_before and all(
-        a is b for a, b in zip(plan._ops, ops_before, strict=True)
+    assert list(plan.dispatch.ops) == ops_before and all(
+        a is b for a, b in zip(plan.dispatch.ops, ops_before, strict=True)
     )
     assert plan.dispatch_source() == source_before
 

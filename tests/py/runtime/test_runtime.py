@@ -235,10 +235,10 @@ def test_values_freed_after_last_use(chain):
     assert lu[(0, B)] == 7 and lu[(2, B)] == 6
     assert lu[(2, LOSS)] == n and lu[(0, LOSS_R0)] == n
 
-    slot = chain._slots
+    slot = chain.dispatch.slot_of
     # Stop after the send of h1 (5 instructions): rank 1 has dropped h1 and the junk,
     # the channel holds h1, rank 0 still holds h0 for its tail.
-    env: list = [None] * chain._num_slots
+    env: list = [None] * chain.dispatch.num_slots
     chain._run(chain_args(), env, stop=5)
     assert env[slot[(1, H1)]] is None and env[slot[(1, JUNK)]] is None
     assert env[slot[(1, H0_R1)]] is None and env[slot[(1, W1)]] is None
@@ -246,10 +246,10 @@ def test_values_freed_after_last_use(chain):
     # Left: h0 and b on rank 0; w2, b and scale on rank 2; h1 on its channel.
     assert sum(v is not None for v in env) == 6
     # A full run leaves only the outputs.
-    env = [None] * chain._num_slots
+    env = [None] * chain.dispatch.num_slots
     chain._run(chain_args(), env)
     live = {i for i, v in enumerate(env) if v is not None}
-    assert live == set(chain._output_slots)
+    assert live == set(chain.dispatch.output_slots)
 
 
 def test_no_leaked_arrays(chain):
@@ -412,7 +412,7 @@ def test_two_device_ranks(devices):
         ),
     )
     compiled = compile_plan(plan, [devices[0:2], devices[2:4]])
-    kinds = [op.kind for op in compiled._ops]
+    kinds = [op.kind for op in compiled.dispatch.ops]
     assert kinds == ["run", "send", "send", "reshard", "copy", "run"]
     x, w0, w1 = chain_args()[:3]
     (out,) = compiled(x, w0, w1)
