@@ -57,6 +57,20 @@ def launch_two_processes(
     return result
 
 
+def load_example(name: str):
+    """``examples/<name>.py`` imported as a module (registered in ``sys.modules``: flax
+    modules resolve their annotations through it)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[3] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def on_device(values: np.ndarray) -> jax.Array:
     """``values`` as an array on the default device, uncommitted, like ``jnp.asarray``.
 
