@@ -230,6 +230,15 @@ REPLICATE_MAX_BYTES = Option(
     "over their devices (0: each output on one rank)",
     minimum=0,
 )
+SHARED_OUTPUT_MAX_BYTES = Option(
+    "SHARED_OUTPUT_MAX_BYTES",
+    int,
+    1024,
+    "runtime (several processes)",
+    "largest step output held by another process that every process receives after each "
+    "call, readable there with np.asarray (0: none; larger ones through step.gather)",
+    minimum=0,
+)
 
 PACK_ACCUMULATORS = Option(
     "PACK_ACCUMULATORS",
@@ -329,6 +338,7 @@ OPTIONS: tuple[Option, ...] = (
     PROGRESS_AFTER,
     SETUP_WARNINGS,
     REPLICATE_MAX_BYTES,
+    SHARED_OUTPUT_MAX_BYTES,
     PACK_ACCUMULATORS,
     PACK_PARAMETERS,
     COMPILATION_CACHE,

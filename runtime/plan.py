@@ -229,6 +229,8 @@ class ExecutionPlan:
     inputs: tuple[InputBinding, ...]
     outputs: tuple[OutputBinding, ...]
     instructions: tuple[Instruction, ...]
+    # Stage -> the name mark_stage_end(x, name=...) gave it (named stages only).
+    stage_names: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def rank_program(self, rank: int) -> list[Instruction]:
         return [inst for inst in self.instructions if inst.rank == rank]

@@ -12,7 +12,7 @@ points also take ``MpmdArray``s (each reads its first replica).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 import jax
@@ -57,8 +57,11 @@ class MpmdArray:
         mpmd_sharding: MpmdSharding,
         shape: tuple[int, ...] | None = None,
         dtype: Any = None,
+        *,
+        received: Callable[[], list[jax.Array]] | None = None,
     ):
         mesh = mpmd_sharding.mpmd_mesh
+        self._received = received  # makes this process's copies of a value it received
         self._mpmd_sharding = mpmd_sharding
         self._mpmd_idxs = tuple(sorted(mpmd_sharding.mesh_ids))
         self._arrays: dict[int, jax.Array] = {}
@@ -122,12 +125,19 @@ class MpmdArray:
     @property
     def is_partially_addressable(self) -> bool:
         """Whether this process holds the array on some rank."""
-        return bool(self._arrays)
+        return bool(self._arrays) or self._received is not None
+
+    def _local_arrays(self) -> dict[int, jax.Array]:
+        """This process's copies, by rank (a received value's made now, on first use)."""
+        if self._received is not None:
+            made, self._received = self._received(), None
+            self._arrays = {_rank_of(a, self._mpmd_sharding.mpmd_mesh): a for a in made}
+        return self._arrays
 
     @property
     def to_mpmd_local_array(self) -> jax.Array | list[jax.Array] | None:
         """This process's copy (a list when it holds several ranks); None when it holds none."""
-        arrays = list(self._arrays.values())
+        arrays = list(self._local_arrays().values())
         if not arrays:
             return None
         return arrays[0] if len(arrays) == 1 else arrays
@@ -135,7 +145,7 @@ class MpmdArray:
     @property
     def first_mpmd_replica(self) -> jax.Array | None:
         """The copy of the lowest holding rank, when this process holds it."""
-        return self._arrays.get(self._mpmd_idxs[0]) if self._mpmd_idxs else None
+        return self._local_arrays().get(self._mpmd_idxs[0]) if self._mpmd_idxs else None
 
     def is_deleted(self) -> bool:
         return any(array.is_deleted() for array in self._arrays.values())
@@ -145,7 +155,7 @@ class MpmdArray:
             array.delete()
 
     def block_until_ready(self) -> MpmdArray:
-        for array in self._arrays.values():
+        for array in self._local_arrays().values():
             array.block_until_ready()
         return self
 
@@ -163,7 +173,7 @@ class MpmdArray:
         return format(self._readable(), format_spec)
 
     def _readable(self) -> jax.Array:
-        arrays = list(self._arrays.values())
+        arrays = list(self._local_arrays().values())
         if not arrays:
             raise ValueError(
                 f"this process holds no copy of the array on ranks {self._mpmd_idxs} "
@@ -277,6 +287,8 @@ def as_mpmd_array(leaf: Any, mesh: MpmdMesh) -> Any:
 
     if isinstance(leaf, RemoteOutput):
         spec = getattr(leaf.sharding, "spec", PartitionSpec())
+        if leaf.shared is not None:  # every process receives it: a copy on each of its ranks
+            return _shared_array(leaf, mesh)
         return MpmdArray([], MpmdSharding(mesh, (leaf.rank,), spec), leaf.shape, leaf.dtype)
     if not isinstance(leaf, jax.Array):
         return leaf
@@ -294,6 +306,24 @@ def as_mpmd_array(leaf: Any, mesh: MpmdMesh) -> Any:
         if all(d.process_index == jax.process_index() for d in mesh.rank_devices(r)):
             copies.append(jax.device_put(leaf, on_rank))
     return MpmdArray(copies, MpmdSharding(mesh, ranks, spec), tuple(leaf.shape), leaf.dtype)
+
+
+def _shared_array(leaf: Any, mesh: MpmdMesh) -> MpmdArray:
+    """A small output of another process, received here: one copy per rank of this process
+    (made when first read), on the ranks of both processes."""
+    me = jax.process_index()
+    local = [
+        r for r in range(mesh.mpmd_dim) if all(d.process_index == me for d in mesh.rank_devices(r))
+    ]
+    ranks = sorted({leaf.rank, *local})
+    sharding = MpmdSharding(mesh, tuple(ranks), PartitionSpec())
+
+    def copies() -> list[jax.Array]:
+        value = leaf.value()
+        replicated = [NamedSharding(mesh.rank_mesh(r), PartitionSpec()) for r in local]
+        return [jax.device_put(value, sharding) for sharding in replicated]
+
+    return MpmdArray([], sharding, leaf.shape, leaf.dtype, received=copies if local else None)
 
 
 def as_mpmd_arrays(tree: Any, mesh: MpmdMesh) -> Any:

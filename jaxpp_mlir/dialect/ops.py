@@ -134,6 +134,15 @@ def set_marker_direction(op: ir.Operation | ir.OpView, direction: str) -> None:
         )
 
 
+def marker_stage_name(op: ir.Operation | ir.OpView) -> str:
+    """The name ``mark_stage_end(x, name=...)`` gave a stage marker ("" when none)."""
+    op = _operation(op)
+    if FRONTEND_ATTRIBUTES not in op.attributes:
+        return ""
+    attrs = ir.DictAttr(op.attributes[FRONTEND_ATTRIBUTES])
+    return ir.StringAttr(attrs[STAGE_NAME_ATTR]).value if STAGE_NAME_ATTR in attrs else ""
+
+
 def is_loop_marker(op: ir.Operation | ir.OpView) -> bool:
     """True for treduce's microbatch loop marker, in either form."""
     op = _operation(op)

@@ -75,7 +75,7 @@ def summary_text(program: Any) -> str:
     lines.append("  stages (inputs: parameters and data read; activations: one forward's outputs):")
     for stage, sizes in enumerate(stage_bytes(plan, program.num_stages)):
         lines.append(
-            f"    stage {stage}: params {_size(sizes['param_bytes'])}, "
+            f"    stage {stage}{_named(plan, stage)}: params {_size(sizes['param_bytes'])}, "
             f"activations {_size(sizes['activation_bytes'])}"
         )
     specs = value_specs(plan)
@@ -107,3 +107,9 @@ def short_repr(program: Any) -> str:
         f"PartitionedProgram({program.num_stages} stages on {program.num_ranks} ranks, "
         f"{program.schedule!r}, {len(program.stage_modules)} stage functions)"
     )
+
+
+def _named(plan: Any, stage: int) -> str:
+    """`` (name)`` of a stage named by ``mark_stage_end(x, name=...)``, else ""."""
+    name = plan.stage_names.get(stage)
+    return f" ({name})" if name else ""

@@ -21,11 +21,15 @@ class CheckShardings(ModulePass):
 
     A step runs SPMD inside each stage's submesh, so it must be lowered on the
     lowering mesh (``MpmdMesh.lowering_mesh()``: the mpmd axis of size 1, the
-    other axes those of one submesh), and no sharding may name the mpmd axis.
+    other axes those of one submesh), and no sharding may name the mpmd axis,
+    except a ``with_sharding_constraint`` inside the step (JaxPP accepts one
+    such as ``P(("stage", "fsdp"))``): the axis has size 1 there, so it is
+    dropped from the constraint, which shards the same way without it.
 
     Precondition: none; a module without an ``sdy.mesh`` passes unchanged.
-    Postcondition: the IR is unchanged; a violation fails with an error at the
-    mesh or at the op whose sharding names the mpmd axis.
+    Postcondition: no ``sdy.sharding_constraint`` names the mpmd axis; nothing
+    else changed; a violation fails with an error at the mesh or at the op
+    whose sharding names the mpmd axis.
     """
 
     name = "jaxpp-check-shardings"
@@ -69,6 +73,9 @@ class CheckShardings(ModulePass):
                     if shardings.SHARDING_ATTR in attrs:
                         self._check(main, attrs[shardings.SHARDING_ATTR])
         for op in ir_utils.walk(main):
+            if op.name == "sdy.sharding_constraint":
+                op.attributes["sharding"] = self._without_mpmd_axis(op.attributes["sharding"])
+                continue
             for name in (shardings.SHARDING_ATTR, "sharding", "in_shardings", "out_shardings"):
                 if name not in op.attributes:
                     continue
@@ -85,6 +92,24 @@ class CheckShardings(ModulePass):
         axes += [sdy.AxisRefAttr(a).name for a in sharding.replicated_axes]
         if self.mpmd_axis in axes:
             raise diagnostics.error(op, self._message())
+
+    def _without_mpmd_axis(self, sharding: ir.Attribute) -> ir.Attribute:
+        """``sharding`` without the mpmd axis (size 1 in the mesh, checked before)."""
+        sharding = sdy.TensorShardingAttr(sharding)
+
+        def kept(axes) -> list[ir.Attribute]:
+            return [a for a in axes if sdy.AxisRefAttr(a).name != self.mpmd_axis]
+
+        dims = []
+        for dim in sharding.dimension_shardings:
+            dim = sdy.DimensionShardingAttr(dim)
+            dims.append(sdy.DimensionShardingAttr.get(kept(dim.axes), dim.is_closed, dim.priority))
+        return sdy.TensorShardingAttr.get(
+            sharding.mesh_or_ref,
+            dims,
+            kept(sharding.replicated_axes),
+            kept(sharding.unreduced_axes),
+        )
 
     def _message(self) -> str:
         return (

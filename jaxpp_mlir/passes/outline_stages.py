@@ -17,7 +17,9 @@ from jaxpp_mlir.passes.base import Evidence, ModulePass, find_in_stage_block, re
 class OutlineStages(ModulePass):
     """Outline each stage's forward and backward into its own func.func, called by jaxpp.task.
 
-    Stage markers are erased (they are identities). The ops of each
+    Stage markers are erased (they are identities); the name a forward marker
+    gives its stage (``jaxpp.stage_name``, from ``mark_stage_end(x, name=)``)
+    goes onto that stage's functions, forward and backward. The ops of each
     (stage, direction) group move, in their original order, into a private
     function ``@stage<k>_<fwd|bwd>`` whose arguments are the values the group
     reads from outside and whose results are the values other groups or the
@@ -68,6 +70,7 @@ class OutlineStages(ModulePass):
         block = ir_utils.stage_block(main)
         top_ops = [op.operation for op in block.operations][:-1]
         num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR)  # checked by `requires`
+        names = _stage_names(top_ops)
         for op in top_ops:
             if jaxpp.is_stage_marker(op):
                 for result, operand in zip(op.results, op.operands, strict=True):
@@ -82,7 +85,7 @@ class OutlineStages(ModulePass):
                 continue
             groups.setdefault((jaxpp.get_stage(op), jaxpp.get_kind(op)), []).append(op)
         for stage, kind in sorted(groups, key=lambda k: task_position(k, num_stages)):
-            outlining.outline_group(
+            task = outlining.outline_group(
                 module,
                 groups[(stage, kind)],
                 copyable,
@@ -91,9 +94,30 @@ class OutlineStages(ModulePass):
                 stage=stage,
                 kind=kind,
             )
+            if stage in names:
+                function = _function(module, jaxpp.task_callee(task))
+                function.attributes[jaxpp.STAGE_NAME_ATTR] = ir.StringAttr.get(names[stage])
         for op in reversed(top_ops):
             if op in copyable and all(not list(r.uses) for r in op.results):
                 op.erase()
+
+
+def _function(module: ir.Operation, name: str) -> ir.Operation:
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and ir_utils.symbol_name(op.operation) == name:
+            return op.operation
+    raise AssertionError(f"outline_group made no @{name}")
+
+
+def _stage_names(ops: list[ir.Operation]) -> dict[int, str]:
+    """Stage -> the name its forward marker gives it (``mark_stage_end(x, name=...)``)."""
+    names: dict[int, str] = {}
+    for op in ops:
+        if jaxpp.is_stage_marker(op) and jaxpp.marker_direction(op) == jaxpp.FORWARD:
+            name = jaxpp.marker_stage_name(op)
+            if name:
+                names.setdefault(jaxpp.get_stage(op), name)
+    return names
 
 
 def task_position(key: tuple[int, str], num_stages: int) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from jaxpp_mlir.passes.check_host_callbacks import CheckHostCallbacks
 from jaxpp_mlir.passes.check_shardings import CheckShardings
 from jaxpp_mlir.passes.inline_calls import InlineCalls
 from jaxpp_mlir.passes.insert_transfers import InsertTransfers
+from jaxpp_mlir.passes.materialize_replica_groups import MaterializeReplicaGroups
 from jaxpp_mlir.passes.normalize_loop import NormalizeLoop
 from jaxpp_mlir.passes.outline_outer_code import OutlineOuterCode
 from jaxpp_mlir.passes.outline_stages import OutlineStages
@@ -61,6 +62,8 @@ def stage_pipeline(
     return [
         # Markers inside called functions must be visible in @main.
         make_element(InlineCalls()),
+        # shard_map collectives name mesh axes; jaxpp.loop would hide the mesh from them.
+        make_element(MaterializeReplicaGroups()),
         # A host callback cannot run inside a stage program: refused early, located.
         make_element(CheckHostCallbacks()),
         # Stage markers must be well nested before stages are read from them (and agree

@@ -194,6 +194,7 @@ class PlanBuilder:
             inputs=tuple(inputs),
             outputs=tuple(outputs),
             instructions=tuple(self.instructions),
+            stage_names=_stage_names(self.module, task_of),
         )
         index_inputs = [IndexInput(m, r) for m, r in self.values.index_ids]
         stage_modules = {callee: texts[callee] for callee in task_of}
@@ -241,6 +242,19 @@ def _task_of(block: ir.Block) -> dict[str, tuple[int, str]]:
             for callee, key in _task_of(jaxpp.loop_body(op)).items():
                 result.setdefault(callee, key)
     return result
+
+
+def _stage_names(module: ir.Module, task_of: dict[str, tuple[int, str]]) -> dict[int, str]:
+    """Stage -> the ``jaxpp.stage_name`` that jaxpp-outline-stages put on its functions."""
+    names: dict[int, str] = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or jaxpp.STAGE_NAME_ATTR not in op.attributes:
+            continue
+        callee = ir.StringAttr(op.attributes["sym_name"]).value
+        if callee in task_of:
+            names[task_of[callee][0]] = ir.StringAttr(op.attributes[jaxpp.STAGE_NAME_ATTR]).value
+    return dict(sorted(names.items()))
 
 
 def _main(module: ir.Module) -> ir.Operation:

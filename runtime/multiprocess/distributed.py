@@ -54,6 +54,7 @@ from .distributed_setup import (
     warm_up_order,
 )
 from .remote_output import RemoteOutput
+from .shared_outputs import OutputSharing, share_owners
 
 __all__ = [
     "DistributedOptions",
@@ -74,10 +75,13 @@ class DistributedOptions:
 
     ``setup_timeout_s`` bounds each setup barrier (a peer still partitioning
     or compiling); the watchdog's options bound transfers and heartbeats.
-    Environment variables override the defaults (``runtime.options``).
+    ``shared_output_max_bytes``: outputs up to this size reach every process
+    after each call (``shared_outputs``). Environment variables override the
+    defaults (``runtime.options``).
     """
 
     setup_timeout_s: float = options.SETUP_TIMEOUT.default
+    shared_output_max_bytes: int = options.SHARED_OUTPUT_MAX_BYTES.default
     watchdog: _watchdog.WatchdogOptions = dataclasses.field(
         default_factory=_watchdog.WatchdogOptions
     )
@@ -86,6 +90,7 @@ class DistributedOptions:
     def from_env(cls) -> DistributedOptions:
         return cls(
             setup_timeout_s=options.SETUP_TIMEOUT.value(),
+            shared_output_max_bytes=options.SHARED_OUTPUT_MAX_BYTES.value(),
             watchdog=_watchdog.WatchdogOptions.from_env(),
         )
 
@@ -150,6 +155,14 @@ class DistributedPlan:
             if not self._dog.kv_lost:  # its calls would hang
                 self._exchange.fail(f"{type(e).__name__}: {e}")
             raise
+        self._sharing = OutputSharing(
+            self.serial,
+            self.process,
+            self.num_processes,
+            share_owners(plan.outputs, self.process_of, self.options.shared_output_max_bytes),
+            [out.spec for out in plan.outputs],
+            self.options.watchdog.transfer_timeout_s,
+        )
         self._dog.set_state(f"program {self.serial} ready")
 
     # ------------------------------------------------------------------ setup
@@ -213,6 +226,7 @@ class DistributedPlan:
         self.calls += 1
         self._dog.set_state(f"program {self.serial}, call {call}")
         args = list(args)
+        self._sharing.before_call(args)
         if self._feeds:
             self._forward(args, call)
         local_args = []
@@ -221,6 +235,8 @@ class DistributedPlan:
                 local_args.append(self._placeholder(k))
             elif isinstance(x, RemoteOutput) and x.loader is not None:
                 local_args.append(x.loader())  # a checkpoint leaf restored for another process
+            elif isinstance(x, RemoteOutput) and x.shared is not None:
+                local_args.append(x.value())  # a small output every process received
             elif isinstance(x, RemoteOutput):
                 raise CallError(
                     f"argument {k} is needed by rank(s) {list(binding.ranks)} of this process, "
@@ -234,23 +250,28 @@ class DistributedPlan:
             local_outputs = self.local(*local_args)
         except JaxppError as e:
             raise type(e)(f"process {self.process}: {e}") from e
-        outputs: list[Any] = []
         it = iter(local_outputs)
-        for j, out in enumerate(self.plan.outputs):
-            if self.process_of[out.rank] == self.process:
-                outputs.append(next(it))
-            else:
-                outputs.append(
-                    RemoteOutput(
-                        self.serial,
-                        call,
-                        j,
-                        out.rank,
-                        self.process_of[out.rank],
-                        out.spec,
-                        self.output_shardings.get(j),
-                    )
-                )
+        mine = {
+            j: next(it)
+            for j, out in enumerate(self.plan.outputs)
+            if self.process_of[out.rank] == self.process
+        }
+        shared = self._sharing.after_call(call, mine)
+        outputs = [
+            mine[j]
+            if j in mine
+            else RemoteOutput(
+                self.serial,
+                call,
+                j,
+                out.rank,
+                self.process_of[out.rank],
+                out.spec,
+                self.output_shardings.get(j),
+                shared=shared.get(j),
+            )
+            for j, out in enumerate(self.plan.outputs)
+        ]
         self._forwardable = {
             f.output: outputs[f.output] for f in self._feeds if f.src_process == self.process
         }

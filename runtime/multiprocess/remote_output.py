@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable
 from typing import Any
 
@@ -21,9 +22,23 @@ class RemoteOutput:
     where needed) or fetch everything with ``gather``. A placeholder with a
     ``loader`` (a leaf restored from a checkpoint into another process) is
     read by its loader where the program needs it in this process too.
+
+    A small output (``shared``: its copy on its way from the holding process,
+    see ``shared_outputs``) reads like an array here: ``np.asarray``,
+    ``float``, ``item``, indexing and jax functions wait for that copy.
     """
 
-    __slots__ = ("call", "index", "loader", "process", "program", "rank", "sharding", "spec")
+    __slots__ = (
+        "call",
+        "index",
+        "loader",
+        "process",
+        "program",
+        "rank",
+        "shared",
+        "sharding",
+        "spec",
+    )
 
     def __init__(
         self,
@@ -35,10 +50,11 @@ class RemoteOutput:
         spec: TensorSpec,
         sharding: Any = None,
         loader: Callable[[], np.ndarray] | None = None,
+        shared: concurrent.futures.Future | None = None,
     ):
         self.program, self.call, self.index = program, call, index
         self.rank, self.process, self.spec = rank, process, spec
-        self.sharding, self.loader = sharding, loader
+        self.sharding, self.loader, self.shared = sharding, loader, shared
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -53,6 +69,16 @@ class RemoteOutput:
         """The ``PartitionSpec`` of its sharding (None if its sharding is unknown)."""
         return getattr(self.sharding, "spec", None)
 
+    @property
+    def ndim(self) -> int:
+        return len(self.spec.shape)
+
+    def value(self) -> np.ndarray:
+        """This process's copy of a shared output (raises ``CallError`` for another one)."""
+        if self.shared is None:
+            raise self._error()
+        return self.shared.result()
+
     def _error(self) -> CallError:
         return CallError(
             f"output {self.index} ({self.spec}) is held by rank {self.rank} in process "
@@ -60,32 +86,37 @@ class RemoteOutput:
             f"step.gather(outputs), called by every process"
         )
 
-    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
-        raise self._error()
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self.value(), dtype=dtype)
 
     def __jax_array__(self) -> jax.Array:
-        raise self._error()
+        return jax.numpy.asarray(self.value())
 
     def __float__(self) -> float:
-        raise self._error()
+        return float(self.value())
 
     def __int__(self) -> int:
-        raise self._error()
+        return int(self.value())
 
     def __bool__(self) -> bool:
-        raise self._error()
+        return bool(self.value())
 
     def __getitem__(self, key: Any) -> Any:
-        raise self._error()
+        return self.value()[key]
+
+    def __format__(self, format_spec: str) -> str:
+        return format(self.value(), format_spec) if self.shared is not None else repr(self)
 
     def item(self) -> Any:
-        raise self._error()
+        return self.value().item()
 
     def block_until_ready(self) -> RemoteOutput:
-        return self  # nothing to wait for in this process
+        if self.shared is not None:
+            self.shared.result()
+        return self  # otherwise nothing to wait for in this process
 
     def is_ready(self) -> bool:
-        return True
+        return self.shared is None or self.shared.done()
 
     def is_deleted(self) -> bool:
         return False
@@ -95,4 +126,5 @@ class RemoteOutput:
 
     def __repr__(self) -> str:
         where = f"RemoteOutput({self.spec} on rank {self.rank}, process {self.process}"
+        where += ", shared with every process" if self.shared is not None else ""
         return where + (f", {self.sharding})" if self.sharding is not None else ")")

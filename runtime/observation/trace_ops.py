@@ -66,6 +66,9 @@ def describe_ops(dispatch: DispatchView) -> list[OpInfo]:
             inst = execution.instructions[end - 1]
             if isinstance(inst, RunStage):
                 parts = task_fields(inst.label)
+                for part in parts:
+                    if part["stage"] in execution.stage_names:
+                        part["stage_name"] = execution.stage_names[part["stage"]]
                 args = {"executable": inst.executable, "label": inst.label}
                 if len(parts) == 1:
                     args.update(parts[0])

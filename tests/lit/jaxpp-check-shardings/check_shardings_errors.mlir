@@ -87,30 +87,8 @@ module @nested_op_sharding_names_mpmd_axis {
 
 // -----
 
-module @sharding_constraint_names_mpmd_axis {
-  sdy.mesh @mesh = <["stage"=1, "data"=2, "model"=2]>
-  func.func @main(%arg0: tensor<4x8xf32>) -> tensor<4x8xf32> {
-    // expected-error @+1 {{a sharding names the mpmd axis 'stage': inside a stage, shard over the other mesh axes only (the mpmd axis separates the stages)}}
-    %0 = sdy.sharding_constraint %arg0 <@mesh, [{"stage", ?}, {}]> : tensor<4x8xf32>
-    return %0 : tensor<4x8xf32>
-  }
-}
-
-// -----
-
-// Naming the mpmd axis as replicated names it too.
-module @replicated_mpmd_axis {
-  sdy.mesh @mesh = <["stage"=1, "data"=2, "model"=2]>
-  func.func @main(%arg0: tensor<4x8xf32>) -> tensor<4x8xf32> {
-    // expected-error @+1 {{a sharding names the mpmd axis 'stage'}}
-    %0 = sdy.sharding_constraint %arg0 <@mesh, [{"data"}, {}], replicated={"stage"}> : tensor<4x8xf32>
-    return %0 : tensor<4x8xf32>
-  }
-}
-
-// -----
-
-// Shardy's own sdy.reshard carries its sharding as `sharding`, like a constraint.
+// Shardy's own sdy.reshard carries its sharding as `sharding`: refused (only a
+// with_sharding_constraint has the mpmd axis dropped).
 module @reshard_names_mpmd_axis {
   sdy.mesh @mesh = <["stage"=1, "data"=2, "model"=2]>
   func.func @main(%arg0: tensor<4x8xf32>) -> tensor<4x8xf32> {

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
-
 import jax
 import numpy as np
 import pytest
+import toolkit
 
 pytest.importorskip("flax")
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[3] / "examples"
 # The smallest pipeline (two stages of one block each); the parameters drawn by numpy, as
 # flax's initializers would draw them, without compiling those (the default, --init flax,
 # is the same model and step).
@@ -21,17 +17,9 @@ TINY = ["--layers", "2", "--stages", "2", "--d-model", "16", "--heads", "2", "--
         "--init", "numpy"]  # fmt: skip
 
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # flax modules resolve their annotations through it
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_gpt2_linen_bf16_trains_like_jax_jit(capsys):
-    example = load("gpt2_flax_linen")
+    example = toolkit.load_example("gpt2_flax_linen")
     assert example.main(TINY) == 0
     out = capsys.readouterr().out
     assert "OK: worst relative difference" in out and "bfloat16 parameters" in out
@@ -39,14 +27,14 @@ def test_gpt2_linen_bf16_trains_like_jax_jit(capsys):
 
 
 def test_gpt2_linen_rejects_layers_that_do_not_split_into_stages():
-    example = load("gpt2_flax_linen")
+    example = toolkit.load_example("gpt2_flax_linen")
     with pytest.raises(SystemExit):
         example.main(["--layers", "3", "--stages", "2"])
 
 
 @pytest.mark.slow
 def test_gpt2_nnx_bf16_trains_like_jax_jit(capsys):
-    example = load("gpt2_flax_nnx")
+    example = toolkit.load_example("gpt2_flax_nnx")
     assert example.main(TINY) == 0
     out = capsys.readouterr().out
     assert "OK: worst relative difference" in out and "bfloat16 parameters" in out
@@ -72,7 +60,7 @@ def test_default_flax_init_and_the_tests_numpy_init_give_the_same_parameters_lay
     """The training tests draw parameters with numpy (``--init numpy``); the examples'
     default, flax's initializers, must give the same leaves: paths, shapes and dtypes, and
     the same layer-norm scales (ones) and biases (zeros)."""
-    example = load(name)
+    example = toolkit.load_example(name)
     flax_init = _leaves_by_path(_initial_params(example, name, "flax"))
     numpy_init = _leaves_by_path(_initial_params(example, name, "numpy"))
     assert sorted(flax_init) == sorted(numpy_init)

@@ -129,6 +129,35 @@ def test_stages_that_want_different_shardings_for_the_boundary_value():
     toolkit.assert_matches_reference(result, expected, toolkit.SEPARATE_PROGRAMS)
 
 
+def test_constraint_naming_the_mpmd_axis_drops_it():
+    """A with_sharding_constraint over ("stage", "data") inside the step, as JaxPP users
+    write it: "stage" has size 1 on the lowering mesh, so the constraint shards over
+    "data" alone, in the stage program as in jax.jit."""
+    mesh = mpmd_mesh({"stage": 2, "data": 2, "model": 2})
+    lowering_mesh = mesh.lowering_mesh()
+    params, batch = make_inputs(2)
+    rows = NamedSharding(lowering_mesh, P(("stage", "data"), None))
+
+    def loss(params, microbatch):
+        x, y = microbatch
+        for w_in, w_out in params:
+            x = jax.lax.with_sharding_constraint(jnp.tanh(x @ w_in) @ w_out, rows)
+            x = pp.pipeline_enter_stage(x)
+        return jnp.mean((x - y) ** 2)
+
+    def step(params, batch):
+        return pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), batch, operation=(pp.Concat(), pp.Add)
+        )
+
+    jitted = jax.jit(step)
+    program = pp.partition(jitted.lower(params, batch), mesh=mesh)
+    assert all('{"stage"' not in program.stage_ir(s) for s in range(2))  # no sharding names it
+    toolkit.assert_matches_reference(
+        program.compile()(params, batch), jitted(params, batch), toolkit.SEPARATE_PROGRAMS
+    )
+
+
 # ------------------------------------------------------------------ errors
 
 

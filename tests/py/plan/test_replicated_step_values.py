@@ -13,7 +13,6 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -227,19 +226,8 @@ def test_two_processes_keep_the_count_right(python_server):
         / "multiprocess"
         / "replicated_count_worker.py"
     )
-    command = [
-        sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2", "--devices-per-proc", "2",
-        "--timeout", "150", str(worker),
-    ]  # fmt: skip
     limits = {"JAXPP_MLIR_SETUP_TIMEOUT": "60", "JAXPP_MLIR_TRANSFER_TIMEOUT": "60"}
-    result = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, **limits, **python_server.env},
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = toolkit.launch_two_processes(str(worker), python_server, limits)
     for process in range(2):
         assert f"replicated count ok (process {process})" in result.stdout
 

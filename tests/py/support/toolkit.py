@@ -37,6 +37,40 @@ def subprocess_env(**overrides: str) -> dict[str, str]:
     return dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", CPU_DEVICES_FLAG), **overrides)
 
 
+def launch_two_processes(
+    script: str, python_server: Any, env: dict[str, str], *, devices_per_proc: int = 2
+) -> subprocess.CompletedProcess:
+    """``script`` as 2 processes under ``jaxpp_mlir.launch`` (through the fork server),
+    bounded to 150 s inside and 180 s outside; asserts that both exited with 0."""
+    command = [
+        sys.executable, "-m", "jaxpp_mlir.launch", "--nproc", "2",
+        "--devices-per-proc", str(devices_per_proc), "--timeout", "150", script,
+    ]  # fmt: skip
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **env, **python_server.env},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def load_example(name: str):
+    """``examples/<name>.py`` imported as a module (registered in ``sys.modules``: flax
+    modules resolve their annotations through it)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[3] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def on_device(values: np.ndarray) -> jax.Array:
     """``values`` as an array on the default device, uncommitted, like ``jnp.asarray``.
 
