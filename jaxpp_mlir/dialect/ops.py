@@ -135,8 +135,11 @@ def set_marker_direction(op: ir.Operation | ir.OpView, direction: str) -> None:
 
 
 def marker_stage_name(op: ir.Operation | ir.OpView) -> str:
-    """The name ``mark_stage_end(x, name=...)`` gave a stage marker ("" when none)."""
+    """The name ``mark_stage_end(x, name=...)`` gave a stage marker ("" when none): an
+    attribute of the barrier form, a frontend attribute of the saved custom-call form."""
     op = _operation(op)
+    if STAGE_NAME_ATTR in op.attributes:
+        return ir.StringAttr(op.attributes[STAGE_NAME_ATTR]).value
     if FRONTEND_ATTRIBUTES not in op.attributes:
         return ""
     attrs = ir.DictAttr(op.attributes[FRONTEND_ATTRIBUTES])

@@ -33,7 +33,6 @@ from jax.sharding import Mesh, Sharding
 from .. import _jax_compat as jc
 from ..compilation import compile as _compile
 from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
-from ..liveness import last_uses
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, RunStage
 from .arguments import input_checks, place_arguments
@@ -100,7 +99,11 @@ class CompiledPlan:
         self._slot_of = types.MappingProxyType(where)
         self._inputs = input_checks(plan, resolved)
         self._replicated = replicated_outputs(plan, resolved, self.rank_devices, self.rank_meshes)
-        self.last_uses: Mapping[tuple[int, int], int] = last_uses(plan)
+        # After resolution: a value read in another layout too dies after its copy is made.
+        self.last_uses: Mapping[tuple[int, int], int] = {
+            key: slots[s].last_use if slots[s].last_use >= 0 else slots[s].defined_at
+            for key, s in where.items()
+        }
 
     @property
     def dispatch(self) -> DispatchView:

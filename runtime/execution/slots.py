@@ -105,6 +105,8 @@ class SlotTable:
         self.resharded: dict[tuple[int, Any], int] = {}
         # instruction index -> the reshards made just before it
         self.reshards: dict[int, list[Reshard]] = {}
+        # slot -> the last instruction reading it in its own layout (not through a copy)
+        self.last_direct_read: dict[int, int] = {}
 
     def _at(self, at: int) -> str:
         return "its input binding" if at < 0 else f"instruction {at} ({self._inst(at)})"
@@ -145,6 +147,7 @@ class SlotTable:
                 info.sharding = sharding
             elif not _transfer.same_layout(info.sharding, sharding, len(spec.shape)):
                 return self._reshard(slot, sharding, at)
+        self.last_direct_read[slot] = at
         return slot
 
     def _reshard(self, slot: int, sharding: Sharding, at: int) -> int:
@@ -202,9 +205,18 @@ class _Resolver:
         steps = [self._resolve(at, inst) for at, inst in enumerate(plan.instructions)]
         self._check_all_received()
         output_slots = self._output_slots()
-        dies = last_uses(plan)  # a value's slot, read in any layout, dies with the value
+        dies = last_uses(plan)
+        copied = {source for source, _ in table.resharded}
         for key, slot in table.where.items():
             table.slots[slot].last_use = dies[key]
+            if slot in copied and dies[key] < len(plan.instructions):
+                # Readers of another layout read the copy, made from this slot before the
+                # first of them: the slot dies after its last direct read or copy.
+                made = [
+                    table.slots[c].defined_at for (s, _), c in table.resharded.items() if s == slot
+                ]
+                direct = table.last_direct_read.get(slot, table.slots[slot].defined_at)
+                table.slots[slot].last_use = max(direct, *made)
         self._check_donations(steps)
         self._default_shardings()
         return ResolvedPlan(
