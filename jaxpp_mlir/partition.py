@@ -27,9 +27,13 @@ from jaxpp_mlir.passes.pipelines import (  # noqa: F401  (partition's names befo
     SHARDY_PROPAGATION,
     default_pipeline,
     default_pipeline_text,
+    grouping_pipeline,
     placement_pipeline,
+    segment_pipeline,
     stage_pipeline,
 )
+from jaxpp_mlir.planner.segment_costs import segment_costs
+from jaxpp_mlir.planner.stage_split import SplitEstimate, choose_split, estimate_split
 from jaxpp_mlir.program import PartitionedProgram
 from jaxpp_mlir.runtime import options as _options
 from jaxpp_mlir.schedules import Schedule, Std1F1B
@@ -49,6 +53,8 @@ def partition(
     strict: bool = False,
     fuse_tasks: bool | None = None,
     options: PartitionOptions | None = None,
+    stage_split: tuple[int, ...] | None = None,
+    memory_limit_bytes: int | None = None,
 ) -> PartitionedProgram:
     """Partitions a lowered step into stage programs over ``mesh``'s submeshes.
 
@@ -67,6 +73,12 @@ def partition(
     on one rank as one launch wherever that delays no task (``schedules.AutoFused``).
     ``options`` (default: ``PartitionOptions.from_env()``) holds every other setting;
     ``dump_dir`` and ``fuse_tasks``, where given, take the place of its fields.
+
+    With more marked segments (markers) than the schedule has stages, neighbouring
+    segments are merged into stages: the split with the least simulated step time under
+    the segments' estimated costs (``planner.segment_costs``), among those whose
+    estimated peak bytes per rank fit ``memory_limit_bytes``. ``stage_split`` (segments
+    per stage, e.g. ``(2, 1, 1, 4)``) forces a split. ``program.stage_split`` says which.
     """
     options = PartitionOptions.from_env() if options is None else options
     if not isinstance(options, PartitionOptions):
@@ -85,6 +97,8 @@ def partition(
             schedule=schedule,
             options=dataclasses.replace(options, **changes),
             strict=strict,
+            stage_split=stage_split,
+            memory_limit_bytes=memory_limit_bytes,
         )
 
 
@@ -115,6 +129,8 @@ def _partition(
     schedule: Schedule | None,
     options: PartitionOptions,
     strict: bool = False,
+    stage_split: tuple[int, ...] | None = None,
+    memory_limit_bytes: int | None = None,
 ) -> PartitionedProgram:
     if not isinstance(mesh, MpmdMesh):
         raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
@@ -127,18 +143,30 @@ def _partition(
     submesh_size = len(mesh.rank_devices(0))
     sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
     runner.run(
-        stage_pipeline(
+        segment_pipeline(
             num_stages=schedule.num_stages if schedule is not None else 0,
             mpmd_axis=mesh.mpmd_axis_name,
             submesh_size=submesh_size,
             sharded=sharded,
+        )
+    )
+    num_microbatches = _num_microbatches(module)
+    estimate = None
+    if stage_split is not None or (
+        schedule is not None and schedule.num_stages < _num_stages(module)
+    ):
+        stage_split, estimate = _stage_split(
+            module, schedule, stage_split, num_microbatches, memory_limit_bytes
+        )
+    runner.run(
+        grouping_pipeline(
+            stage_split=stage_split or (),
             pack_accumulators=options.pack_accumulators,
             pack_parameters=options.pack_parameters,
             pack_contraction_operands=options.pack_contraction_operands,
         )
     )
-    num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
-    num_microbatches = _num_microbatches(module)
+    num_stages = _num_stages(module)
     if num_microbatches is None:
         if schedule is not None:
             raise ScheduleError(
@@ -162,6 +190,7 @@ def _partition(
         )
     )
     program = PartitionedProgram(module, mesh, schedule=schedule, **tree_info)
+    program.stage_estimate = estimate
     partition_log.log_summary(program.plan, program.num_stages)
     if dump_dir is not None:
         program.dump(os.path.join(dump_dir, "program"))
@@ -205,6 +234,53 @@ class _Runner:
                 tuple(d.render() for d in failure.diagnostics),
             ) from None
         partition_log.surface_warnings(found, strict=self.strict)
+
+
+def _num_stages(module: ir.Module) -> int:
+    return jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
+
+
+def _stage_split(
+    module: ir.Module,
+    schedule: Schedule | None,
+    stage_split: tuple[int, ...] | None,
+    num_microbatches: int | None,
+    memory_limit_bytes: int | None,
+) -> tuple[tuple[int, ...], SplitEstimate | None]:
+    """The segments per stage: the one given (checked against the schedule), else the
+    split of the schedule's stages with the least simulated step time."""
+    if stage_split is not None:
+        split = tuple(stage_split)
+        if not split or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in split):
+            raise ScheduleError(
+                f"stage_split must be a tuple of positive ints (segments per stage), got "
+                f"{stage_split!r}"
+            )
+        if schedule is not None and len(split) != schedule.num_stages:
+            raise ScheduleError(
+                f"stage_split {split} makes {len(split)} stages but the schedule {schedule!r} "
+                f"has {schedule.num_stages}"
+            )
+        if schedule is None or num_microbatches is None:
+            return split, None
+        costs = segment_costs(module.operation)
+        if sum(split) != costs.num_segments:
+            return split, None  # jaxpp-merge-stages names the mismatch, located
+        return split, estimate_split(schedule, split, costs, num_microbatches)
+    assert schedule is not None
+    if num_microbatches is None:
+        raise ScheduleError(
+            f"the program has {_num_stages(module)} marked segments and the schedule "
+            f"{schedule!r} {schedule.num_stages} stages: merging segments into stages needs "
+            "a treduce microbatch loop to balance; give stage_split= to merge by hand"
+        )
+    best = choose_split(
+        schedule,
+        segment_costs(module.operation),
+        num_microbatches,
+        memory_limit_bytes=memory_limit_bytes,
+    )
+    return best.split, best
 
 
 def _num_microbatches(module: ir.Module) -> int | None:

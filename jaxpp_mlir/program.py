@@ -47,6 +47,13 @@ class PartitionedProgram:
         self.schedule = schedule
         self.num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
         self.num_ranks = jaxpp.get_int_attr(module.operation, jaxpp.NUM_RANKS_ATTR) or 0
+        # Marked segments per stage (one each unless partition merged segments).
+        self.stage_split: tuple[int, ...] = jaxpp.get_stage_split(module.operation) or (
+            (1,) * self.num_stages
+        )
+        # partition's estimate of the chosen split (a planner.stage_split.SplitEstimate), if
+        # it merged segments.
+        self.stage_estimate: Any = None
         built = build_plan(module, num_ranks=self.num_ranks, schedule=schedule)
         self.stage_modules = built.stage_modules
         self._task_of = built.task_of  # stage function -> its task's (stage, kind)

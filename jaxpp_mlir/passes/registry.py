@@ -6,6 +6,7 @@ from jaxpp_mlir.passes import (  # noqa: F401
     check_shardings,
     inline_calls,
     insert_transfers,
+    merge_stages,
     normalize_loop,
     outline_outer_code,
     outline_stages,
