@@ -32,6 +32,7 @@ from jaxpp_mlir.passes.pipelines import (  # noqa: F401  (partition's names befo
     segment_pipeline,
     stage_pipeline,
 )
+from jaxpp_mlir.planner.plan_pipeline import PipelinePlan, plan_candidates
 from jaxpp_mlir.planner.segment_costs import segment_costs
 from jaxpp_mlir.planner.stage_split import SplitEstimate, choose_split, estimate_split
 from jaxpp_mlir.program import PartitionedProgram
@@ -42,13 +43,15 @@ from jaxpp_mlir.schedules.base import uses_split_backward
 from jaxpp_mlir.schedules.parse import schedule_from_text
 
 DUMP_DIR_ENV = _options.DUMP_DIR.env
+#: ``partition(..., schedule=AUTO)`` takes the best candidate of ``plan_pipeline``.
+AUTO = "auto"
 
 
 def partition(
     x: Any,
     *,
     mesh: MpmdMesh,
-    schedule: Schedule | None = None,
+    schedule: Schedule | str | None = None,
     dump_dir: str | os.PathLike | None = None,
     strict: bool = False,
     fuse_tasks: bool | None = None,
@@ -79,6 +82,7 @@ def partition(
     the segments' estimated costs (``planner.segment_costs``), among those whose
     estimated peak bytes per rank fit ``memory_limit_bytes``. ``stage_split`` (segments
     per stage, e.g. ``(2, 1, 1, 4)``) forces a split. ``program.stage_split`` says which.
+    ``schedule="auto"`` takes the schedule and split ``plan_pipeline`` ranks best.
     """
     options = PartitionOptions.from_env() if options is None else options
     if not isinstance(options, PartitionOptions):
@@ -126,7 +130,7 @@ def _partition(
     x: Any,
     *,
     mesh: MpmdMesh,
-    schedule: Schedule | None,
+    schedule: Schedule | str | None,
     options: PartitionOptions,
     strict: bool = False,
     stage_split: tuple[int, ...] | None = None,
@@ -134,7 +138,12 @@ def _partition(
 ) -> PartitionedProgram:
     if not isinstance(mesh, MpmdMesh):
         raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
-    if schedule is not None and not isinstance(schedule, Schedule):
+    auto = isinstance(schedule, str) and schedule == AUTO
+    if auto and stage_split is not None:
+        raise ScheduleError(
+            'schedule="auto" chooses the stage split: give stage_split= only with a schedule'
+        )
+    if schedule is not None and not auto and not isinstance(schedule, Schedule):
         raise TypeError(f"schedule must be a jaxpp_mlir schedule, got {type(schedule).__name__}")
     module, tree_info = _import(x)
     treduce_schedule = _treduce_schedule_text(module)
@@ -144,7 +153,7 @@ def _partition(
     sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
     runner.run(
         segment_pipeline(
-            num_stages=schedule.num_stages if schedule is not None else 0,
+            num_stages=schedule.num_stages if isinstance(schedule, Schedule) else 0,
             mpmd_axis=mesh.mpmd_axis_name,
             submesh_size=submesh_size,
             sharded=sharded,
@@ -152,6 +161,11 @@ def _partition(
     )
     num_microbatches = _num_microbatches(module)
     estimate = None
+    if auto:
+        best = _plan(module, num_microbatches, mesh, memory_limit_bytes).best
+        schedule = best.schedule
+        if best.stage_split != (1,) * len(best.stage_split):
+            stage_split = best.stage_split
     if stage_split is not None or (
         schedule is not None and schedule.num_stages < _num_stages(module)
     ):
@@ -234,6 +248,44 @@ class _Runner:
                 tuple(d.render() for d in failure.diagnostics),
             ) from None
         partition_log.surface_warnings(found, strict=self.strict)
+
+
+def plan_pipeline(x: Any, *, mesh: MpmdMesh, memory_limit_bytes: int | None = None) -> PipelinePlan:
+    """The pipeline layouts that fit ``mesh`` for the lowered step ``x``, best first.
+
+    Each candidate is a schedule (kind and parameters), a stage split (marked segments
+    per stage), the predicted step seconds, bubble fraction, peak bytes per rank and
+    launches per step, from the segments' costs estimated from their StableHLO ops
+    (``planner.segment_costs``) and simulated. ``str(plan)`` is a table;
+    ``partition(x, mesh=mesh, schedule="auto")`` partitions with ``plan[0]``.
+    """
+    if not isinstance(mesh, MpmdMesh):
+        raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
+    module, _ = _import(x)
+    sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
+    _Runner(module, None).run(
+        segment_pipeline(
+            mpmd_axis=mesh.mpmd_axis_name,
+            submesh_size=len(mesh.rank_devices(0)),
+            sharded=sharded,
+        )
+    )
+    return _plan(module, _num_microbatches(module), mesh, memory_limit_bytes)
+
+
+def _plan(
+    module: ir.Module, num_microbatches: int | None, mesh: MpmdMesh, memory_limit_bytes: int | None
+) -> PipelinePlan:
+    if num_microbatches is None:
+        raise ScheduleError(
+            "planning a pipeline needs a treduce microbatch loop: the step has none"
+        )
+    return plan_candidates(
+        segment_costs(module.operation),
+        num_microbatches,
+        mesh.mpmd_dim,
+        memory_limit_bytes=memory_limit_bytes,
+    )
 
 
 def _num_stages(module: ir.Module) -> int:

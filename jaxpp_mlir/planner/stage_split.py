@@ -40,6 +40,10 @@ class Machine:
     launch_s: float = 5e-5
 
 
+#: The machine ``partition`` and ``plan_pipeline`` estimate for (no calibration).
+DEFAULT_MACHINE = Machine()
+
+
 @dataclasses.dataclass(frozen=True)
 class SplitEstimate:
     """One split under one schedule: predicted step seconds, bubble, peak bytes per rank,
@@ -107,7 +111,7 @@ def estimate_split(
     split: tuple[int, ...],
     costs: SegmentCosts,
     num_microbatches: int,
-    machine: Machine = Machine(),
+    machine: Machine = DEFAULT_MACHINE,
 ) -> SplitEstimate:
     """Simulate ``schedule`` with the stages ``split`` makes of the segments."""
     forward, backward = _segment_seconds(costs, machine)
@@ -152,7 +156,7 @@ def estimate_split(
     )
 
 
-def candidate_splits(costs: SegmentCosts, num_stages: int, machine: Machine = Machine()):
+def candidate_splits(costs: SegmentCosts, num_stages: int, machine: Machine = DEFAULT_MACHINE):
     """The splits worth simulating for ``num_stages`` stages (see the module doc)."""
     n = costs.num_segments
     if num_stages > n:
@@ -173,7 +177,7 @@ def rank_splits(
     num_microbatches: int,
     *,
     memory_limit_bytes: int | None = None,
-    machine: Machine = Machine(),
+    machine: Machine = DEFAULT_MACHINE,
 ) -> list[SplitEstimate]:
     """Every candidate split simulated, fitting ones first, fastest first."""
     estimates = [
@@ -202,7 +206,7 @@ def choose_split(
     num_microbatches: int,
     *,
     memory_limit_bytes: int | None = None,
-    machine: Machine = Machine(),
+    machine: Machine = DEFAULT_MACHINE,
 ) -> SplitEstimate:
     """The split with the least simulated step time that fits the memory limit."""
     ranked = rank_splits(

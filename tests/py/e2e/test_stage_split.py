@@ -117,3 +117,40 @@ def test_memory_limit_excludes_splits_over_it(case):
     # The balanced split here also has the least peak: below it, nothing fits.
     with pytest.raises(pp.ScheduleError, match=f"the least estimated peak is {peak} bytes"):
         pp.partition(lowered, mesh=mesh, schedule=schedule, memory_limit_bytes=peak - 1)
+
+
+def test_plan_pipeline_ranks_the_layouts_that_fit_the_mesh(case):
+    lowered, _, _, mesh = case
+    plan = pp.plan_pipeline(lowered, mesh=mesh)
+    kinds = {type(c.schedule).__name__ for c in plan}
+    assert {"GPipe", "Std1F1B", "Interleaved1F1B"} <= kinds
+    assert all(c.schedule.mpmd_dim == 4 and sum(c.stage_split) == 8 for c in plan)
+    assert all(len(c.stage_split) == c.schedule.num_stages for c in plan)
+    steps = [c.step_s for c in plan]
+    assert steps == sorted(steps)
+    assert all(len(c.peak_bytes) == 4 and c.launches > 0 and 0 <= c.bubble < 1 for c in plan)
+    table = str(plan)
+    assert table.splitlines()[0] == "pipeline plans for 8 marked segments, 16 microbatches"
+    assert repr(plan.best.schedule) in table.splitlines()[2]
+
+
+def test_plan_pipeline_puts_layouts_over_the_memory_limit_last(case):
+    lowered, _, _, mesh = case
+    free = pp.plan_pipeline(lowered, mesh=mesh)
+    limit = min(max(c.peak_bytes) for c in free)
+    limited = pp.plan_pipeline(lowered, mesh=mesh, memory_limit_bytes=limit)
+    assert limited.best.fits and max(limited.best.peak_bytes) <= limit
+    fits = [c.fits for c in limited]
+    assert fits == sorted(fits, reverse=True)
+    assert "(over the memory limit)" in str(limited) or all(fits)
+
+
+def test_auto_schedule_takes_the_best_plan_and_matches_jit(case):
+    lowered, args, expected, mesh = case
+    best = pp.plan_pipeline(lowered, mesh=mesh).best
+    program = pp.partition(lowered, mesh=mesh, schedule="auto")
+    assert repr(program.schedule) == repr(best.schedule)
+    assert program.stage_split == best.stage_split
+    toolkit.assert_matches_reference(program.compile()(*args), expected, toolkit.SEPARATE_PROGRAMS)
+    with pytest.raises(pp.ScheduleError, match='schedule="auto" chooses the stage split'):
+        pp.partition(lowered, mesh=mesh, schedule="auto", stage_split=(2, 2, 2, 2))
