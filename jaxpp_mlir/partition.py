@@ -32,7 +32,7 @@ from jaxpp_mlir.passes.pipelines import (  # noqa: F401  (partition's names befo
     segment_pipeline,
     stage_pipeline,
 )
-from jaxpp_mlir.planner.plan_pipeline import PipelinePlan, plan_candidates
+from jaxpp_mlir.planner.plan_pipeline import PipelinePlan, machine_for, plan_candidates
 from jaxpp_mlir.planner.segment_costs import segment_costs
 from jaxpp_mlir.planner.stage_split import SplitEstimate, choose_split, estimate_split
 from jaxpp_mlir.program import PartitionedProgram
@@ -170,7 +170,7 @@ def _partition(
         schedule is not None and schedule.num_stages < _num_stages(module)
     ):
         stage_split, estimate = _stage_split(
-            module, schedule, stage_split, num_microbatches, memory_limit_bytes
+            module, schedule, stage_split, num_microbatches, memory_limit_bytes, mesh
         )
     runner.run(
         grouping_pipeline(
@@ -285,6 +285,7 @@ def _plan(
         num_microbatches,
         mesh.mpmd_dim,
         memory_limit_bytes=memory_limit_bytes,
+        machine=machine_for(mesh),
     )
 
 
@@ -298,6 +299,7 @@ def _stage_split(
     stage_split: tuple[int, ...] | None,
     num_microbatches: int | None,
     memory_limit_bytes: int | None,
+    mesh: MpmdMesh,
 ) -> tuple[tuple[int, ...], SplitEstimate | None]:
     """The segments per stage: the one given (checked against the schedule), else the
     split of the schedule's stages with the least simulated step time."""
@@ -318,7 +320,7 @@ def _stage_split(
         costs = segment_costs(module.operation)
         if sum(split) != costs.num_segments:
             return split, None  # jaxpp-merge-stages names the mismatch, located
-        return split, estimate_split(schedule, split, costs, num_microbatches)
+        return split, estimate_split(schedule, split, costs, num_microbatches, machine_for(mesh))
     assert schedule is not None
     if num_microbatches is None:
         raise ScheduleError(
@@ -331,6 +333,7 @@ def _stage_split(
         segment_costs(module.operation),
         num_microbatches,
         memory_limit_bytes=memory_limit_bytes,
+        machine=machine_for(mesh),
     )
     return best.split, best
 

@@ -11,6 +11,7 @@ time among those whose estimated peak bytes per rank fit ``memory_limit_bytes``.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -99,6 +100,14 @@ class PipelinePlan(Sequence[Candidate]):
                 f"{c.bubble:>7.1%} {max(c.peak_bytes) / 2**20:>13.2f} {c.launches:>8}{over}"
             )
         return "\n".join(lines)
+
+
+def machine_for(mesh: Any) -> Machine:
+    """The default machine, with CPU devices sharing the host's cores."""
+    platforms = {device.platform for device in mesh.jax_mesh.devices.flat}
+    if platforms == {"cpu"}:
+        return dataclasses.replace(DEFAULT_MACHINE, parallel_ranks=os.cpu_count() or 1)
+    return DEFAULT_MACHINE
 
 
 def schedule_kinds(num_segments: int, mpmd_dim: int) -> Iterator[Schedule]:
