@@ -15,6 +15,7 @@ step-by-rank grid, ``>>`` marking the step each stuck rank waits at.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 
@@ -316,15 +317,10 @@ def simulate_tasks(
     idle = num_ranks * makespan - sum(busy)
     bubble = idle / (num_ranks * makespan) if makespan > 0 else 0.0
     timeline = [
-        [
-            (ready, item_end[index], arrays.items[index])
-            for index, ready in zip(
-                range(rank_items[rank], rank_items[rank + 1]),
-                item_ready[rank_items[rank] : rank_items[rank + 1]],
-                strict=True,
-            )
-        ]
-        for rank in range(num_ranks)
+        list(
+            zip(item_ready[first:last], item_end[first:last], arrays.items[first:last], strict=True)
+        )
+        for first, last in itertools.pairwise(rank_items)
     ]
     return SimulationResult(
         num_ranks=num_ranks,
