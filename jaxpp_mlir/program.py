@@ -74,7 +74,22 @@ class PartitionedProgram:
             for name, text in self.stage_modules.items()
             if self._task_of[name][0] == stage and self._task_of[name][1] in jaxpp.KINDS
         ]
+        if any(count > 1 for count in self.stage_split):
+            texts.insert(0, self._merged_stage_note(stage))
         return "\n".join(texts)
+
+    def _merged_stage_note(self, stage: int) -> str:
+        """``// stage 1: marked segments 2-3 of 8; estimated ...`` for a merged program."""
+        first = sum(self.stage_split[:stage])
+        last = first + self.stage_split[stage] - 1
+        note = f"// stage {stage}: marked segments {first}-{last} of {sum(self.stage_split)}"
+        estimate = self.stage_estimate
+        if estimate is not None:
+            note += (
+                f"; estimated forward {estimate.stage_forward_s[stage] * 1e3:.3g} ms, "
+                f"backward {estimate.stage_backward_s[stage] * 1e3:.3g} ms"
+            )
+        return note
 
     def schedule_text(self) -> str:
         """Each rank's ordered instructions, one per line."""

@@ -74,6 +74,11 @@ def test_balanced_split_keeps_stages_at_four_layers_and_matches_jit(case):
     summary = program.summary()
     assert "segments 0-1" in summary or "segment 0" in summary
     assert "estimated fwd" in summary
+    last = program.num_stages - 1
+    first_of_last = sum(program.stage_split[:last])
+    assert program.stage_ir(last).startswith(
+        f"// stage {last}: marked segments {first_of_last}-7 of 8; estimated forward "
+    )
     toolkit.assert_matches_reference(program.compile()(*args), expected, toolkit.SEPARATE_PROGRAMS)
 
 
