@@ -119,7 +119,9 @@ class Interleaved1F1B(Schedule):
             if self.fuse_steady_state:
                 pairs = [FusedTask((tasks[i], tasks[i + 1])) for i in range(first, last, 2)]
                 order = [*tasks[:first], *pairs, *tasks[last:]]
-            per_rank.append(fuse_last_stage_pairs(order, self.num_stages - 1))
+            last_stage = self.num_stages - 1
+            holds_last = self._place(last_stage) == rank
+            per_rank.append(fuse_last_stage_pairs(order, last_stage) if holds_last else order)
         return per_rank
 
     def _repr_fields(self) -> dict[str, Any]:
