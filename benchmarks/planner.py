@@ -1,6 +1,7 @@
 """The planner's predictions against measured step times (issue 29).
 
 Run: python benchmarks/planner.py [--workloads W1,W2,U] [--top 4] [--steps 10] [--warmup 2]
+                                  [--calibrate]
 
 For each workload, with a marker after every layer (so the planner chooses the stage
 split as well as the schedule): ``pp.plan_pipeline`` ranks the layouts that fit the
@@ -10,6 +11,7 @@ load), and the median measured step is printed beside the predicted one, with th
 Spearman rank correlation of predicted and measured over the candidates. The
 predictions use the planner's default machine constants (no calibration): the absolute
 times are not expected to match, their order is what the planner relies on.
+``--calibrate`` plans on segment times measured on the devices (``calibrate=True``).
 
 W1 and W2 are benchmarks/reference.py's workloads (8 layers of 512 on 4 ranks, 8
 microbatches of 8; 32 layers of 256 on 8 ranks, 16 microbatches of 4); U has unequal
@@ -113,13 +115,13 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(np.corrcoef(ranks_a, ranks_b)[0, 1])
 
 
-def run(model: Model, top: int, steps: int, warmup: int) -> dict:
+def run(model: Model, top: int, steps: int, warmup: int, calibrate: bool = False) -> dict:
     params, xs, ys = init(model)
     mesh = pp.MpmdMesh(
         jax.sharding.Mesh(np.array(jax.devices()[: model.ranks]), ("stage",)), "stage"
     )
     lowered = jax.jit(step_fn(model)).lower(params, xs, ys)
-    plan = pp.plan_pipeline(lowered, mesh=mesh)
+    plan = pp.plan_pipeline(lowered, mesh=mesh, calibrate=calibrate)
     print(plan, flush=True)
     chosen = list(plan)[:top]
     compiled, states = [], []
@@ -147,6 +149,7 @@ def run(model: Model, top: int, steps: int, warmup: int) -> dict:
     actual = [r["measured_ms"] for r in rows]
     return {
         "workload": model.name,
+        "calibrated": calibrate,
         "rows": rows,
         "spearman": round(spearman(predicted, actual), 3),
         # Within the planner's ties (equal predictions), any of them counts as its pick.
@@ -161,9 +164,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=4)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--calibrate", action="store_true")
     args = parser.parse_args()
     for name in args.workloads.split(","):
-        result = run(MODELS[name], args.top, args.steps, args.warmup)
+        result = run(MODELS[name], args.top, args.steps, args.warmup, args.calibrate)
         print(f"{'schedule':<84} {'split':<28} {'predicted ms':>12} {'measured ms':>12}")
         for row in result["rows"]:
             split = str(tuple(row["stage_split"]))

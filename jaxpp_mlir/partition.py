@@ -32,8 +32,9 @@ from jaxpp_mlir.passes.pipelines import (  # noqa: F401  (partition's names befo
     segment_pipeline,
     stage_pipeline,
 )
+from jaxpp_mlir.planner.calibration import calibrated_costs
 from jaxpp_mlir.planner.plan_pipeline import PipelinePlan, machine_for, plan_candidates
-from jaxpp_mlir.planner.segment_costs import segment_costs
+from jaxpp_mlir.planner.segment_costs import SegmentCosts, segment_costs
 from jaxpp_mlir.planner.stage_split import SplitEstimate, choose_split, estimate_split
 from jaxpp_mlir.program import PartitionedProgram
 from jaxpp_mlir.runtime import options as _options
@@ -250,7 +251,9 @@ class _Runner:
         partition_log.surface_warnings(found, strict=self.strict)
 
 
-def plan_pipeline(x: Any, *, mesh: MpmdMesh, memory_limit_bytes: int | None = None) -> PipelinePlan:
+def plan_pipeline(
+    x: Any, *, mesh: MpmdMesh, memory_limit_bytes: int | None = None, calibrate: bool = False
+) -> PipelinePlan:
     """The pipeline layouts that fit ``mesh`` for the lowered step ``x``, best first.
 
     Each candidate is a schedule (kind and parameters), a stage split (marked segments
@@ -258,6 +261,9 @@ def plan_pipeline(x: Any, *, mesh: MpmdMesh, memory_limit_bytes: int | None = No
     launches per step, from the segments' costs estimated from their StableHLO ops
     (``planner.segment_costs``) and simulated. ``str(plan)`` is a table;
     ``partition(x, mesh=mesh, schedule="auto")`` partitions with ``plan[0]``.
+    ``calibrate=True`` (``x`` a ``jax.stages.Lowered``) measures each segment's forward
+    and backward once on the mesh's devices and plans on those times instead
+    (``planner.calibration``: it compiles and runs the step once, one segment per stage).
     """
     if not isinstance(mesh, MpmdMesh):
         raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
@@ -270,18 +276,25 @@ def plan_pipeline(x: Any, *, mesh: MpmdMesh, memory_limit_bytes: int | None = No
             sharded=sharded,
         )
     )
-    return _plan(module, _num_microbatches(module), mesh, memory_limit_bytes)
+    costs = segment_costs(module.operation)
+    if calibrate:
+        costs = calibrated_costs(x, mesh, costs)
+    return _plan(module, _num_microbatches(module), mesh, memory_limit_bytes, costs)
 
 
 def _plan(
-    module: ir.Module, num_microbatches: int | None, mesh: MpmdMesh, memory_limit_bytes: int | None
+    module: ir.Module,
+    num_microbatches: int | None,
+    mesh: MpmdMesh,
+    memory_limit_bytes: int | None,
+    costs: SegmentCosts | None = None,
 ) -> PipelinePlan:
     if num_microbatches is None:
         raise ScheduleError(
             "planning a pipeline needs a treduce microbatch loop: the step has none"
         )
     return plan_candidates(
-        segment_costs(module.operation),
+        costs if costs is not None else segment_costs(module.operation),
         num_microbatches,
         mesh.mpmd_dim,
         memory_limit_bytes=memory_limit_bytes,

@@ -86,9 +86,11 @@ class PipelinePlan(Sequence[Candidate]):
         splits = [str(c.stage_split) for c in self.candidates]
         wide, split_wide = max(map(len, names), default=8), max(map(len, splits), default=11)
         limit = self.memory_limit_bytes
+        measured = self.costs.measured_forward_s is not None
         lines = [
             f"pipeline plans for {self.costs.num_segments} marked segments, "
             f"{self.num_microbatches} microbatches"
+            + (", measured segment costs" if measured else "")
             + (f", memory limit {limit} bytes per rank" if limit is not None else ""),
             f"{'#':>2}  {'schedule':<{wide}}  {'stage split':<{split_wide}}  {'step ms':>9} "
             f"{'bubble':>7} {'peak MiB/rank':>13} {'launches':>8}",

@@ -43,6 +43,9 @@ class SegmentCosts:
     param_bytes: tuple[int, ...]
     activation_bytes: tuple[int, ...]
     boundary_bytes: tuple[int, ...]
+    # Seconds measured on the devices (``calibration``), which replace the estimates.
+    measured_forward_s: tuple[float, ...] | None = None
+    measured_backward_s: tuple[float, ...] | None = None
 
     @property
     def num_segments(self) -> int:

@@ -66,6 +66,9 @@ class SplitEstimate:
 
 
 def _segment_seconds(costs: SegmentCosts, machine: Machine) -> tuple[list[float], list[float]]:
+    if costs.measured_forward_s is not None and costs.measured_backward_s is not None:
+        return list(costs.measured_forward_s), list(costs.measured_backward_s)
+
     def seconds(flops: float, traffic: float) -> float:
         return max(flops / machine.flops_per_s, traffic / machine.bytes_per_s)
 

@@ -159,3 +159,19 @@ def test_auto_schedule_takes_the_best_plan_and_matches_jit(case):
     toolkit.assert_matches_reference(program.compile()(*args), expected, toolkit.SEPARATE_PROGRAMS)
     with pytest.raises(pp.ScheduleError, match='schedule="auto" chooses the stage split'):
         pp.partition(lowered, mesh=mesh, schedule="auto", stage_split=(2, 2, 2, 2))
+
+
+def test_calibrated_plan_runs_on_measured_segment_times(case):
+    lowered, _, _, mesh = case
+    plan = pp.plan_pipeline(lowered, mesh=mesh, calibrate=True)
+    forward, backward = plan.costs.measured_forward_s, plan.costs.measured_backward_s
+    assert len(forward) == len(backward) == len(LAYERS)
+    assert all(seconds > 0 for seconds in (*forward, *backward)), (forward, backward)
+    assert "measured segment costs" in str(plan).splitlines()[0]
+    assert all(sum(c.stage_split) == len(LAYERS) for c in plan)
+
+
+def test_calibration_needs_the_lowered_step(case):
+    lowered, _, _, mesh = case
+    with pytest.raises(TypeError, match="calibrate=True runs the step"):
+        pp.plan_pipeline(lowered.as_text(), mesh=mesh, calibrate=True)
