@@ -50,6 +50,7 @@ _SOURCES = {
     "mark_stage_end_backward": "jaxpp_mlir.frontend.markers",
     "partition": "jaxpp_mlir.partition",
     "pipeline_enter_stage": "jaxpp_mlir.frontend.markers",
+    "plan_pipeline": "jaxpp_mlir.partition",
     "program_trace": "jaxpp_mlir.runtime.observation.trace",
     "treduce": "jaxpp_mlir.frontend.treduce",
     "treduce_i": "jaxpp_mlir.frontend.treduce",

@@ -27,9 +27,15 @@ from jaxpp_mlir.passes.pipelines import (  # noqa: F401  (partition's names befo
     SHARDY_PROPAGATION,
     default_pipeline,
     default_pipeline_text,
+    grouping_pipeline,
     placement_pipeline,
+    segment_pipeline,
     stage_pipeline,
 )
+from jaxpp_mlir.planner.calibration import calibrated_costs
+from jaxpp_mlir.planner.plan_pipeline import PipelinePlan, machine_for, plan_candidates
+from jaxpp_mlir.planner.segment_costs import SegmentCosts, segment_costs
+from jaxpp_mlir.planner.stage_split import SplitEstimate, choose_split, estimate_split
 from jaxpp_mlir.program import PartitionedProgram
 from jaxpp_mlir.runtime import options as _options
 from jaxpp_mlir.schedules import Schedule, Std1F1B
@@ -38,17 +44,21 @@ from jaxpp_mlir.schedules.base import uses_split_backward
 from jaxpp_mlir.schedules.parse import schedule_from_text
 
 DUMP_DIR_ENV = _options.DUMP_DIR.env
+#: ``partition(..., schedule=AUTO)`` takes the best candidate of ``plan_pipeline``.
+AUTO = "auto"
 
 
 def partition(
     x: Any,
     *,
     mesh: MpmdMesh,
-    schedule: Schedule | None = None,
+    schedule: Schedule | str | None = None,
     dump_dir: str | os.PathLike | None = None,
     strict: bool = False,
     fuse_tasks: bool | None = None,
     options: PartitionOptions | None = None,
+    stage_split: tuple[int, ...] | None = None,
+    memory_limit_bytes: int | None = None,
 ) -> PartitionedProgram:
     """Partitions a lowered step into stage programs over ``mesh``'s submeshes.
 
@@ -67,6 +77,13 @@ def partition(
     on one rank as one launch wherever that delays no task (``schedules.AutoFused``).
     ``options`` (default: ``PartitionOptions.from_env()``) holds every other setting;
     ``dump_dir`` and ``fuse_tasks``, where given, take the place of its fields.
+
+    With more marked segments (markers) than the schedule has stages, neighbouring
+    segments are merged into stages: the split with the least simulated step time under
+    the segments' estimated costs (``planner.segment_costs``), among those whose
+    estimated peak bytes per rank fit ``memory_limit_bytes``. ``stage_split`` (segments
+    per stage, e.g. ``(2, 1, 1, 4)``) forces a split. ``program.stage_split`` says which.
+    ``schedule="auto"`` takes the schedule and split ``plan_pipeline`` ranks best.
     """
     options = PartitionOptions.from_env() if options is None else options
     if not isinstance(options, PartitionOptions):
@@ -85,6 +102,8 @@ def partition(
             schedule=schedule,
             options=dataclasses.replace(options, **changes),
             strict=strict,
+            stage_split=stage_split,
+            memory_limit_bytes=memory_limit_bytes,
         )
 
 
@@ -112,13 +131,20 @@ def _partition(
     x: Any,
     *,
     mesh: MpmdMesh,
-    schedule: Schedule | None,
+    schedule: Schedule | str | None,
     options: PartitionOptions,
     strict: bool = False,
+    stage_split: tuple[int, ...] | None = None,
+    memory_limit_bytes: int | None = None,
 ) -> PartitionedProgram:
     if not isinstance(mesh, MpmdMesh):
         raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
-    if schedule is not None and not isinstance(schedule, Schedule):
+    auto = isinstance(schedule, str) and schedule == AUTO
+    if auto and stage_split is not None:
+        raise ScheduleError(
+            'schedule="auto" chooses the stage split: give stage_split= only with a schedule'
+        )
+    if schedule is not None and not auto and not isinstance(schedule, Schedule):
         raise TypeError(f"schedule must be a jaxpp_mlir schedule, got {type(schedule).__name__}")
     module, tree_info = _import(x)
     treduce_schedule = _treduce_schedule_text(module)
@@ -127,18 +153,35 @@ def _partition(
     submesh_size = len(mesh.rank_devices(0))
     sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
     runner.run(
-        stage_pipeline(
-            num_stages=schedule.num_stages if schedule is not None else 0,
+        segment_pipeline(
+            num_stages=schedule.num_stages if isinstance(schedule, Schedule) else 0,
             mpmd_axis=mesh.mpmd_axis_name,
             submesh_size=submesh_size,
             sharded=sharded,
+        )
+    )
+    num_microbatches = _num_microbatches(module)
+    estimate = None
+    if auto:
+        best = _plan(module, num_microbatches, mesh, memory_limit_bytes).best
+        schedule = best.schedule
+        if best.stage_split != (1,) * len(best.stage_split):
+            stage_split = best.stage_split
+    if stage_split is not None or (
+        schedule is not None and schedule.num_stages < _num_stages(module)
+    ):
+        stage_split, estimate = _stage_split(
+            module, schedule, stage_split, num_microbatches, memory_limit_bytes, mesh
+        )
+    runner.run(
+        grouping_pipeline(
+            stage_split=stage_split or (),
             pack_accumulators=options.pack_accumulators,
             pack_parameters=options.pack_parameters,
             pack_contraction_operands=options.pack_contraction_operands,
         )
     )
-    num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
-    num_microbatches = _num_microbatches(module)
+    num_stages = _num_stages(module)
     if num_microbatches is None:
         if schedule is not None:
             raise ScheduleError(
@@ -162,6 +205,7 @@ def _partition(
         )
     )
     program = PartitionedProgram(module, mesh, schedule=schedule, **tree_info)
+    program.stage_estimate = estimate
     if options.setup_warnings:
         setup_advice.warn_about_setup(
             num_stages=num_stages,
@@ -213,6 +257,106 @@ class _Runner:
                 tuple(d.render() for d in failure.diagnostics),
             ) from None
         partition_log.surface_warnings(found, strict=self.strict)
+
+
+def plan_pipeline(
+    x: Any, *, mesh: MpmdMesh, memory_limit_bytes: int | None = None, calibrate: bool = False
+) -> PipelinePlan:
+    """The pipeline layouts that fit ``mesh`` for the lowered step ``x``, best first.
+
+    Each candidate is a schedule (kind and parameters), a stage split (marked segments
+    per stage), the predicted step seconds, bubble fraction, peak bytes per rank and
+    launches per step, from the segments' costs estimated from their StableHLO ops
+    (``planner.segment_costs``) and simulated. ``str(plan)`` is a table;
+    ``partition(x, mesh=mesh, schedule="auto")`` partitions with ``plan[0]``.
+    ``calibrate=True`` (``x`` a ``jax.stages.Lowered``) measures each segment's forward
+    and backward once on the mesh's devices and plans on those times instead
+    (``planner.calibration``: it compiles and runs the step once, one segment per stage).
+    """
+    if not isinstance(mesh, MpmdMesh):
+        raise TypeError(f"mesh must be a jaxpp_mlir.MpmdMesh, got {type(mesh).__name__}")
+    module, _ = _import(x)
+    sharded = any(op.operation.name == "sdy.mesh" for op in module.body.operations)
+    _Runner(module, None).run(
+        segment_pipeline(
+            mpmd_axis=mesh.mpmd_axis_name,
+            submesh_size=len(mesh.rank_devices(0)),
+            sharded=sharded,
+        )
+    )
+    costs = segment_costs(module.operation)
+    if calibrate:
+        costs = calibrated_costs(x, mesh, costs)
+    return _plan(module, _num_microbatches(module), mesh, memory_limit_bytes, costs)
+
+
+def _plan(
+    module: ir.Module,
+    num_microbatches: int | None,
+    mesh: MpmdMesh,
+    memory_limit_bytes: int | None,
+    costs: SegmentCosts | None = None,
+) -> PipelinePlan:
+    if num_microbatches is None:
+        raise ScheduleError(
+            "planning a pipeline needs a treduce microbatch loop: the step has none"
+        )
+    return plan_candidates(
+        costs if costs is not None else segment_costs(module.operation),
+        num_microbatches,
+        mesh.mpmd_dim,
+        memory_limit_bytes=memory_limit_bytes,
+        machine=machine_for(mesh),
+    )
+
+
+def _num_stages(module: ir.Module) -> int:
+    return jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
+
+
+def _stage_split(
+    module: ir.Module,
+    schedule: Schedule | None,
+    stage_split: tuple[int, ...] | None,
+    num_microbatches: int | None,
+    memory_limit_bytes: int | None,
+    mesh: MpmdMesh,
+) -> tuple[tuple[int, ...], SplitEstimate | None]:
+    """The segments per stage: the one given (checked against the schedule), else the
+    split of the schedule's stages with the least simulated step time."""
+    if stage_split is not None:
+        split = tuple(stage_split)
+        if not split or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in split):
+            raise ScheduleError(
+                f"stage_split must be a tuple of positive ints (segments per stage), got "
+                f"{stage_split!r}"
+            )
+        if schedule is not None and len(split) != schedule.num_stages:
+            raise ScheduleError(
+                f"stage_split {split} makes {len(split)} stages but the schedule {schedule!r} "
+                f"has {schedule.num_stages}"
+            )
+        if schedule is None or num_microbatches is None:
+            return split, None
+        costs = segment_costs(module.operation)
+        if sum(split) != costs.num_segments:
+            return split, None  # jaxpp-merge-stages names the mismatch, located
+        return split, estimate_split(schedule, split, costs, num_microbatches, machine_for(mesh))
+    assert schedule is not None
+    if num_microbatches is None:
+        raise ScheduleError(
+            f"the program has {_num_stages(module)} marked segments and the schedule "
+            f"{schedule!r} {schedule.num_stages} stages: merging segments into stages needs "
+            "a treduce microbatch loop to balance; give stage_split= to merge by hand"
+        )
+    best = choose_split(
+        schedule,
+        segment_costs(module.operation),
+        num_microbatches,
+        memory_limit_bytes=memory_limit_bytes,
+        machine=machine_for(mesh),
+    )
+    return best.split, best
 
 
 def _num_microbatches(module: ir.Module) -> int | None:

@@ -46,6 +46,13 @@ class PartitionedProgram:
         self.schedule = schedule
         self.num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
         self.num_ranks = jaxpp.get_int_attr(module.operation, jaxpp.NUM_RANKS_ATTR) or 0
+        # Marked segments per stage (one each unless partition merged segments).
+        self.stage_split: tuple[int, ...] = jaxpp.get_stage_split(module.operation) or (
+            (1,) * self.num_stages
+        )
+        # partition's estimate of the chosen split (a planner.stage_split.SplitEstimate), if
+        # it merged segments.
+        self.stage_estimate: Any = None
         built = build_plan(module, num_ranks=self.num_ranks, schedule=schedule)
         self.stage_modules = built.stage_modules
         self._task_of = built.task_of  # stage function -> its task's (stage, kind)
@@ -61,7 +68,10 @@ class PartitionedProgram:
         """The standalone StableHLO module(s) of ``stage`` (forward, then backward)."""
         if not 0 <= stage < self.num_stages:
             raise IndexError(f"stage {stage} is outside [0, {self.num_stages})")
-        return "\n".join(self.stage_module_texts(stage))
+        texts = self.stage_module_texts(stage)
+        if any(count > 1 for count in self.stage_split):
+            texts.insert(0, self._merged_stage_note(stage))
+        return "\n".join(texts)
 
     def stage_module_texts(self, stage: int) -> list[str]:
         """The standalone StableHLO module of each task function of ``stage``."""
@@ -70,6 +80,19 @@ class PartitionedProgram:
             for name, text in self.stage_modules.items()
             if self._task_of[name][0] == stage and self._task_of[name][1] in jaxpp.KINDS
         ]
+
+    def _merged_stage_note(self, stage: int) -> str:
+        """``// stage 1: marked segments 2-3 of 8; estimated ...`` for a merged program."""
+        first = sum(self.stage_split[:stage])
+        last = first + self.stage_split[stage] - 1
+        note = f"// stage {stage}: marked segments {first}-{last} of {sum(self.stage_split)}"
+        estimate = self.stage_estimate
+        if estimate is not None:
+            note += (
+                f"; estimated forward {estimate.stage_forward_s[stage] * 1e3:.3g} ms, "
+                f"backward {estimate.stage_backward_s[stage] * 1e3:.3g} ms"
+            )
+        return note
 
     def schedule_text(self) -> str:
         """Each rank's ordered instructions, one per line."""

@@ -99,6 +99,7 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     SHARDING_ATTR,
     STAGE_ATTR,
     STAGE_NAME_ATTR,
+    STAGE_SPLIT_ATTR,
     STATE_RANKS_ATTR,
     TASK_OP,
     YIELD_OP,
@@ -269,6 +270,19 @@ def clear_stage(op: ir.Operation | ir.OpView) -> None:
     for name in (STAGE_ATTR, KIND_ATTR, RANK_ATTR):
         if name in op.attributes:
             del op.attributes[name]
+
+
+def set_stage_split(module: ir.Operation | ir.OpView, split: tuple[int, ...]) -> None:
+    """Record on the module how many marked segments each stage holds."""
+    _operation(module).attributes[STAGE_SPLIT_ATTR] = ir.DenseI64ArrayAttr.get(list(split))
+
+
+def get_stage_split(module: ir.Operation | ir.OpView) -> tuple[int, ...] | None:
+    """The module's recorded stage split (None: one segment per stage, not merged)."""
+    attributes = _operation(module).attributes
+    if STAGE_SPLIT_ATTR not in attributes:
+        return None
+    return tuple(ir.DenseI64ArrayAttr(attributes[STAGE_SPLIT_ATTR]))
 
 
 def set_rank(op: ir.Operation | ir.OpView, rank: int) -> None:

@@ -52,6 +52,8 @@ RANKS_ATTR = "jaxpp.ranks"  # on jaxpp.replicated: the rank holding each operand
 PEER_ATTR = "jaxpp.peer"
 CHANNEL_ATTR = "jaxpp.channel"
 NUM_STAGES_ATTR = "jaxpp.num_stages"
+# On the module once jaxpp-merge-stages ran: the marked segments in each stage.
+STAGE_SPLIT_ATTR = "jaxpp.stage_split"
 NUM_RANKS_ATTR = "jaxpp.num_ranks"
 # On the module once jaxpp-inline-calls ran (a unit attribute).
 CALLS_INLINED_ATTR = "jaxpp.calls_inlined"

@@ -73,10 +73,21 @@ def summary_text(program: Any) -> str:
                          for _, s, _ in _TASK.findall(inst.label)})  # fmt: skip
         lines.append(f"    rank {rank} [{devices}]: stages {stages}")
     lines.append("  stages (inputs: parameters and data read; activations: one forward's outputs):")
+    first_segments = [sum(program.stage_split[:s]) for s in range(program.num_stages)]
+    estimate = program.stage_estimate
     for stage, sizes in enumerate(stage_bytes(plan, program.num_stages)):
+        first, count = first_segments[stage], program.stage_split[stage]
+        segments = f"segment {first}" if count == 1 else f"segments {first}-{first + count - 1}"
+        cost = (
+            f", estimated fwd {estimate.stage_forward_s[stage] * 1e3:.3g} ms "
+            f"bwd {estimate.stage_backward_s[stage] * 1e3:.3g} ms"
+            if estimate is not None
+            else ""
+        )
         lines.append(
-            f"    stage {stage}{_named(plan, stage)}: params {_size(sizes['param_bytes'])}, "
-            f"activations {_size(sizes['activation_bytes'])}"
+            f"    stage {stage}{_named(plan, stage)} ({segments}): "
+            f"params {_size(sizes['param_bytes'])}, "
+            f"activations {_size(sizes['activation_bytes'])}{cost}"
         )
     specs = value_specs(plan)
     runs = [inst for inst in plan.instructions if isinstance(inst, RunStage)]

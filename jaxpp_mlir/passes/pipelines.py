@@ -17,6 +17,7 @@ from jaxpp_mlir.passes.check_shardings import CheckShardings
 from jaxpp_mlir.passes.inline_calls import InlineCalls
 from jaxpp_mlir.passes.insert_transfers import InsertTransfers
 from jaxpp_mlir.passes.materialize_replica_groups import MaterializeReplicaGroups
+from jaxpp_mlir.passes.merge_stages import MergeStages
 from jaxpp_mlir.passes.normalize_loop import NormalizeLoop
 from jaxpp_mlir.passes.outline_outer_code import OutlineOuterCode
 from jaxpp_mlir.passes.outline_stages import OutlineStages
@@ -40,18 +41,35 @@ def stage_pipeline(
     mpmd_axis: str = "",
     submesh_size: int = 0,
     sharded: bool = False,
+    stage_split: tuple[int, ...] = (),
     pack_accumulators: bool = False,
     pack_parameters: bool = False,
     pack_contraction_operands: bool = True,
 ) -> list[PipelineElement]:
-    """The passes that find the stages (no outlining yet).
+    """The passes that find the stages (no outlining yet): ``segment_pipeline`` then
+    ``grouping_pipeline`` (``partition`` runs the two apart, to choose the split
+    between them)."""
+    return segment_pipeline(
+        num_stages=num_stages, mpmd_axis=mpmd_axis, submesh_size=submesh_size, sharded=sharded
+    ) + grouping_pipeline(
+        stage_split=stage_split,
+        pack_accumulators=pack_accumulators,
+        pack_parameters=pack_parameters,
+        pack_contraction_operands=pack_contraction_operands,
+    )
+
+
+def segment_pipeline(
+    *,
+    num_stages: int = 0,
+    mpmd_axis: str = "",
+    submesh_size: int = 0,
+    sharded: bool = False,
+) -> list[PipelineElement]:
+    """The passes that give every op its marked segment (as ``jaxpp.stage``).
 
     For a ``sharded`` step (one with an ``sdy.mesh``), Shardy's propagation
     runs first so that every value crossing a stage boundary has a sharding.
-    ``pack_accumulators`` appends ``jaxpp-pack-accumulators``; ``pack_parameters``
-    appends ``jaxpp-pack-parameters``, which leaves the operands of contractions
-    alone unless ``pack_contraction_operands`` (``PartitionOptions`` has the same
-    fields).
     """
     propagation = [
         # Shardy gives every value a sharding, so stage boundaries have one.
@@ -76,6 +94,27 @@ def stage_pipeline(
         make_element(NormalizeLoop()),
         # Every op of the loop body gets its stage and kind (fwd/bwd).
         make_element(AssignStages()),
+    ]
+
+
+def grouping_pipeline(
+    *,
+    stage_split: tuple[int, ...] = (),
+    pack_accumulators: bool = False,
+    pack_parameters: bool = False,
+    pack_contraction_operands: bool = True,
+) -> list[PipelineElement]:
+    """The passes that make stages of the segments and their state.
+
+    A ``stage_split`` (segments per stage) prepends ``jaxpp-merge-stages``;
+    ``pack_accumulators`` appends ``jaxpp-pack-accumulators``; ``pack_parameters``
+    appends ``jaxpp-pack-parameters``, which leaves the operands of contractions
+    alone unless ``pack_contraction_operands`` (``PartitionOptions`` has the same
+    fields).
+    """
+    return [
+        # Optional: several neighbouring marked segments run as one stage.
+        *([make_element(MergeStages(stage_split=stage_split))] if stage_split else []),
         # Each stage accumulates its own gradients: no cross-stage accumulator.
         make_element(SplitAccumulators()),
         # Optional: fewer, larger accumulator buffers per launch.

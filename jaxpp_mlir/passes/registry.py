@@ -7,6 +7,7 @@ from jaxpp_mlir.passes import (  # noqa: F401
     inline_calls,
     insert_transfers,
     materialize_replica_groups,
+    merge_stages,
     normalize_loop,
     outline_outer_code,
     outline_stages,

@@ -7,7 +7,13 @@ from typing import Any
 
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.schedules.render import render_timeline
-from jaxpp_mlir.schedules.simulate import UNIT_COSTS, Costs, SimulationResult, simulate_tasks
+from jaxpp_mlir.schedules.simulate import (
+    UNIT_COSTS,
+    Costs,
+    SimulationResult,
+    collector_paused,
+    simulate_tasks,
+)
 from jaxpp_mlir.schedules.task import BWD_I, BWD_W, RankTasks
 
 #: The most microbatches a schedule orders (beyond it, building and checking the task
@@ -100,8 +106,10 @@ class Schedule(abc.ABC):
         launch_cost: float = 0.0,
     ) -> SimulationResult:
         """Simulate the schedule (see ``simulate.simulate_tasks``); raises if it cannot run."""
+        with collector_paused():
+            per_rank = self.tasks(num_microbatches)
         return simulate_tasks(
-            self.tasks(num_microbatches),
+            per_rank,
             num_stages=self.num_stages,
             num_microbatches=num_microbatches,
             stage_rank=self.stage_rank,

@@ -4,30 +4,42 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.schedules.base import Schedule
-from jaxpp_mlir.schedules.task import BWD, FWD, FusedTask, RankTasks, ScheduleItem, Task
+from jaxpp_mlir.schedules.task import (
+    BWD,
+    FWD,
+    FusedTask,
+    RankTasks,
+    ScheduleItem,
+    Task,
+    tasks_from_columns,
+)
 
 
 def fuse_last_stage_pairs(order: list[ScheduleItem], last_stage: int) -> list[ScheduleItem]:
     """Fuse each ``fwd(last, m)`` directly followed by ``bwd(last, m)`` into one item."""
+    starts = [
+        index
+        for index, (item, nxt) in enumerate(zip(order, order[1:], strict=False))
+        if type(item) is Task
+        and type(nxt) is Task
+        and item.stage == last_stage == nxt.stage
+        and item.kind == FWD
+        and nxt.kind == BWD
+        and item.microbatch == nxt.microbatch
+    ]
+    if not starts:
+        return order
     fused: list[ScheduleItem] = []
-    index = 0
-    while index < len(order):
-        item = order[index]
-        nxt = order[index + 1] if index + 1 < len(order) else None
-        if (
-            isinstance(item, Task)
-            and isinstance(nxt, Task)
-            and item == Task(last_stage, FWD, item.microbatch)
-            and nxt == Task(last_stage, BWD, item.microbatch)
-        ):
-            fused.append(FusedTask((item, nxt)))
-            index += 2
-        else:
-            fused.append(item)
-            index += 1
-    return fused
+    done = 0
+    for index in starts:  # a pair ends with a bwd, so the next pair cannot share its item
+        fused += order[done:index]
+        fused.append(FusedTask((order[index], order[index + 1])))  # type: ignore[arg-type]
+        done = index + 2
+    return fused + order[done:]
 
 
 class Interleaved1F1B(Schedule):
@@ -70,26 +82,46 @@ class Interleaved1F1B(Schedule):
         """Forwards rank ``rank`` runs before its first backward, of its ``total``."""
         return (self.virtual_stages - 1) * round_size + 2 * (self.mpmd_dim - 1 - rank)
 
-    def _task(self, rank: int, kind: str, index: int, round_size: int) -> Task:
+    def _rank_tasks(self, rank: int, round_size: int, total: int) -> tuple[list[Task], int, int]:
+        """Rank ``rank``'s tasks in order, with where its steady (fwd, bwd) pairs start and
+        end: ``warm`` forwards, then pairs of the next forward and backward, then the
+        remaining backwards; the ``k``-th task of a kind is of chunk ``(k // q) % v``
+        (reversed for backwards) and microbatch ``(k // (q*v)) * q + k % q``."""
         p, v, q = self.mpmd_dim, self.virtual_stages, round_size
+        warm = min(self._warmup(rank, q, total), total)
+        steady = total - warm
+        backward = np.concatenate(
+            [np.zeros(warm, bool), np.tile([False, True], steady), np.ones(warm, bool)]
+        )
+        index = np.concatenate(
+            [
+                np.arange(warm),
+                np.stack([np.arange(warm, total), np.arange(steady)], axis=1).ravel(),
+                np.arange(steady, total),
+            ]
+        )
         chunk = (index // q) % v
-        if kind == BWD:
-            chunk = v - 1 - chunk
-        return Task(chunk * p + rank, kind, (index // (q * v)) * q + index % q)
+        chunk = np.where(backward, v - 1 - chunk, chunk)
+        tasks = tasks_from_columns(
+            (chunk * p + rank).tolist(),
+            np.where(backward, BWD, FWD).tolist(),
+            ((index // (q * v)) * q + index % q).tolist(),
+        )
+        return tasks, warm, warm + 2 * steady
 
     def _build(self, num_microbatches: int) -> RankTasks:
-        p, v = self.mpmd_dim, self.virtual_stages
         q = self.round_size(num_microbatches)
-        total = v * num_microbatches
+        total = self.virtual_stages * num_microbatches
         per_rank: RankTasks = []
-        for rank in range(p):
-            warm = min(self._warmup(rank, q, total), total)
-            order: list[ScheduleItem] = [self._task(rank, FWD, k, q) for k in range(warm)]
-            for step in range(total - warm):
-                pair = (self._task(rank, FWD, warm + step, q), self._task(rank, BWD, step, q))
-                order += [FusedTask(pair)] if self.fuse_steady_state else list(pair)
-            order += [self._task(rank, BWD, k, q) for k in range(total - warm, total)]
-            per_rank.append(fuse_last_stage_pairs(order, self.num_stages - 1))
+        for rank in range(self.mpmd_dim):
+            tasks, first, last = self._rank_tasks(rank, q, total)
+            order: list[ScheduleItem] = list(tasks)
+            if self.fuse_steady_state:
+                pairs = [FusedTask((tasks[i], tasks[i + 1])) for i in range(first, last, 2)]
+                order = [*tasks[:first], *pairs, *tasks[last:]]
+            last_stage = self.num_stages - 1
+            holds_last = self._place(last_stage) == rank
+            per_rank.append(fuse_last_stage_pairs(order, last_stage) if holds_last else order)
         return per_rank
 
     def _repr_fields(self) -> dict[str, Any]:

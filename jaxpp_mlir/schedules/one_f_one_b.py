@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jaxpp_mlir.schedules.base import Schedule
-from jaxpp_mlir.schedules.task import BWD, FWD, RankTasks, ScheduleItem, Task
+from jaxpp_mlir.schedules.task import BWD, FWD, RankTasks, ScheduleItem, tasks_from_columns
 
 
 def one_f_one_b_order(
@@ -17,12 +17,14 @@ def one_f_one_b_order(
     backward then a forward; the microbatches of each kind go in increasing order.
     """
     warm = min(num_warmup, num_microbatches)
-    order: list[ScheduleItem] = [Task(stage, FWD, mb) for mb in range(warm)]
-    for step in range(num_microbatches - warm):
-        fwd, bwd = Task(stage, FWD, warm + step), Task(stage, BWD, step)
-        order += [fwd, bwd] if forward_first else [bwd, fwd]
-    order += [Task(stage, BWD, mb) for mb in range(num_microbatches - warm, num_microbatches)]
-    return order
+    steady = num_microbatches - warm
+    pair = [FWD, BWD] if forward_first else [BWD, FWD]
+    pair_mbs = [
+        (warm + step, step) if forward_first else (step, warm + step) for step in range(steady)
+    ]
+    kinds = [FWD] * warm + pair * steady + [BWD] * warm
+    mbs = [*range(warm), *(mb for two in pair_mbs for mb in two), *range(steady, num_microbatches)]
+    return tasks_from_columns([stage] * len(kinds), kinds, mbs)  # type: ignore[return-value]
 
 
 class Std1F1B(Schedule):

@@ -11,6 +11,8 @@ it ends.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Iterable
 from typing import NamedTuple, TypeAlias
 
 from jaxpp_mlir.dialect import vocabulary
@@ -113,6 +115,19 @@ ScheduleItem: TypeAlias = Task | FusedTask
 
 #: One ordered list of items per rank.
 RankTasks: TypeAlias = list[list[ScheduleItem]]
+
+
+def tasks_from_columns(
+    stages: Iterable[int], kinds: Iterable[str], microbatches: Iterable[int]
+) -> list[Task]:
+    """``Task``s of already checked columns (non-negative ints, kinds from ``KINDS``).
+
+    For schedule builders that make hundreds of thousands of tasks: it skips the
+    argument checks of ``Task(...)``, which would cost most of the build.
+    """
+    return list(
+        map(functools.partial(tuple.__new__, Task), zip(stages, kinds, microbatches, strict=True))
+    )
 
 
 def fuse(*tasks: Task) -> FusedTask:

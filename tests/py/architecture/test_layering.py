@@ -20,6 +20,7 @@ COMPILER_PREFIXES = (
     "jaxpp_mlir.tools",
     "jaxpp_mlir.ir",
     "jaxpp_mlir.plan.",
+    "jaxpp_mlir.planner",
     "jaxpp_mlir.distributed",
     "jaxpp_mlir.checkpoint",
     "jaxpp_mlir.mesh",

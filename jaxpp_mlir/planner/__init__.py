@@ -1,0 +1,1 @@
+"""Choosing the pipeline layout from the program: segment costs, stage splits, schedules."""

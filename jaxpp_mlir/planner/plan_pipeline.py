@@ -1,0 +1,165 @@
+"""``plan_pipeline``: the pipeline layouts that fit a mesh, predicted and ranked.
+
+For a lowered step with marked segments, every built-in schedule kind that fits the
+mesh's ``mpmd_dim`` ranks and the segment count (GPipe, Std1F1B, Eager1F1B and
+ZeroBubble with one stage per rank; Interleaved1F1B and DualPipeV with several) is
+paired with its best stage split (``stage_split.rank_splits``) and simulated on the
+segments' estimated costs. The candidates come back best first: least predicted step
+time among those whose estimated peak bytes per rank fit ``memory_limit_bytes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from jaxpp_mlir.errors import ScheduleError
+from jaxpp_mlir.planner.segment_costs import SegmentCosts
+from jaxpp_mlir.planner.stage_split import (
+    DEFAULT_MACHINE,
+    Machine,
+    SplitEstimate,
+    rank_splits,
+)
+from jaxpp_mlir.schedules import (
+    DualPipeV,
+    Eager1F1B,
+    GPipe,
+    Interleaved1F1B,
+    Schedule,
+    Std1F1B,
+    ZeroBubble,
+)
+
+#: The most stages per rank an interleaved candidate gets.
+MAX_VIRTUAL_STAGES = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One layout: a schedule, its stage split and what the simulation predicts."""
+
+    schedule: Schedule
+    stage_split: tuple[int, ...]
+    step_s: float
+    bubble: float
+    peak_bytes: tuple[int, ...]
+    launches: int
+    fits: bool
+
+    @classmethod
+    def of(cls, schedule: Schedule, estimate: SplitEstimate, limit: int | None) -> Candidate:
+        return cls(
+            schedule=schedule,
+            stage_split=estimate.split,
+            step_s=estimate.step_s,
+            bubble=estimate.bubble,
+            peak_bytes=estimate.peak_bytes,
+            launches=estimate.launches,
+            fits=limit is None or max(estimate.peak_bytes) <= limit,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelinePlan(Sequence[Candidate]):
+    """The candidates, best first, with the inputs they were predicted from."""
+
+    candidates: tuple[Candidate, ...]
+    num_microbatches: int
+    costs: SegmentCosts
+    memory_limit_bytes: int | None
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.candidates[index]
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+    def __str__(self) -> str:
+        names = [repr(c.schedule) for c in self.candidates]
+        splits = [str(c.stage_split) for c in self.candidates]
+        wide, split_wide = max(map(len, names), default=8), max(map(len, splits), default=11)
+        limit = self.memory_limit_bytes
+        measured = self.costs.measured_forward_s is not None
+        lines = [
+            f"pipeline plans for {self.costs.num_segments} marked segments, "
+            f"{self.num_microbatches} microbatches"
+            + (", measured segment costs" if measured else "")
+            + (f", memory limit {limit} bytes per rank" if limit is not None else ""),
+            f"{'#':>2}  {'schedule':<{wide}}  {'stage split':<{split_wide}}  {'step ms':>9} "
+            f"{'bubble':>7} {'peak MiB/rank':>13} {'launches':>8}",
+        ]
+        for index, (c, name, split) in enumerate(zip(self.candidates, names, splits, strict=True)):
+            over = "" if c.fits else "  (over the memory limit)"
+            lines.append(
+                f"{index:>2}  {name:<{wide}}  {split:<{split_wide}}  {c.step_s * 1e3:>9.3f} "
+                f"{c.bubble:>7.1%} {max(c.peak_bytes) / 2**20:>13.2f} {c.launches:>8}{over}"
+            )
+        return "\n".join(lines)
+
+
+def machine_for(mesh: Any) -> Machine:
+    """The default machine, with CPU devices sharing the host's cores."""
+    platforms = {device.platform for device in mesh.jax_mesh.devices.flat}
+    if platforms == {"cpu"}:
+        return dataclasses.replace(DEFAULT_MACHINE, parallel_ranks=os.cpu_count() or 1)
+    return DEFAULT_MACHINE
+
+
+def schedule_kinds(num_segments: int, mpmd_dim: int) -> Iterator[Schedule]:
+    """Every built-in schedule that places at most ``num_segments`` stages on the ranks."""
+    makers: list[Callable[[], Schedule]] = []
+    if mpmd_dim <= num_segments:
+        makers += [
+            lambda: GPipe(mpmd_dim),
+            lambda: Std1F1B(mpmd_dim),
+            lambda: Eager1F1B(mpmd_dim),
+            lambda: ZeroBubble(mpmd_dim),
+        ]
+    for virtual in range(2, MAX_VIRTUAL_STAGES + 1):
+        if virtual * mpmd_dim <= num_segments:
+            makers.append(lambda v=virtual: Interleaved1F1B(v * mpmd_dim, mpmd_dim))
+    if 2 * mpmd_dim <= num_segments:
+        makers.append(lambda: DualPipeV(2 * mpmd_dim, mpmd_dim))
+    for make in makers:
+        try:
+            yield make()
+        except ScheduleError:
+            continue
+
+
+def plan_candidates(
+    costs: SegmentCosts,
+    num_microbatches: int,
+    mpmd_dim: int,
+    *,
+    memory_limit_bytes: int | None = None,
+    machine: Machine = DEFAULT_MACHINE,
+) -> PipelinePlan:
+    """Each fitting schedule with its best split, simulated, best first."""
+    candidates = []
+    for schedule in schedule_kinds(costs.num_segments, mpmd_dim):
+        try:
+            ranked = rank_splits(
+                schedule,
+                costs,
+                num_microbatches,
+                memory_limit_bytes=memory_limit_bytes,
+                machine=machine,
+            )
+        except ScheduleError:
+            continue  # this schedule cannot run this many microbatches
+        candidates.append(Candidate.of(schedule, ranked[0], memory_limit_bytes))
+    if not candidates:
+        raise ScheduleError(
+            f"no built-in schedule fits {costs.num_segments} marked segments on {mpmd_dim} "
+            f"ranks with {num_microbatches} microbatches: mark at least {mpmd_dim} stages"
+        )
+    candidates.sort(key=lambda c: (not c.fits, c.step_s, max(c.peak_bytes)))
+    return PipelinePlan(tuple(candidates), num_microbatches, costs, memory_limit_bytes)

@@ -1,0 +1,138 @@
+"""Estimated cost of each marked segment, read from its StableHLO ops.
+
+Runs on a module whose stage block ops carry ``jaxpp.stage``/``jaxpp.kind``
+(after jaxpp-assign-stages, before any merge): there, stage ``i`` is marked segment
+``i``. It only reads the IR. Per segment and direction it counts
+
+* FLOPs: ``dot_general``/``dot`` 2 x result elements x contracted size; convolution
+  2 x result elements x kernel elements / output features; reductions one per input
+  element; any other op (elementwise) one per result element;
+* bytes: what each op reads and writes (its operands' and results' sizes);
+
+and per segment boundary the bytes of forward values that cross it (a skip connection
+crosses every boundary it spans; backward sends as much back). A segment's memory is
+its parameters (values from outside the stage block it reads; with their gradient,
+twice that) and its activations: forward values the backward of the same segment reads,
+kept per microbatch in flight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo
+
+from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.ir import utils as ir_utils
+
+_CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot")
+_FREE = ("stablehlo.constant", "stablehlo.reshape", "stablehlo.custom_call", "stablehlo.iota")
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentCosts:
+    """Per marked segment: FLOPs and bytes of its forward and backward, its parameter
+    and saved-activation bytes; per boundary (after segment ``i``) the bytes crossing."""
+
+    forward_flops: tuple[float, ...]
+    backward_flops: tuple[float, ...]
+    forward_bytes: tuple[float, ...]
+    backward_bytes: tuple[float, ...]
+    param_bytes: tuple[int, ...]
+    activation_bytes: tuple[int, ...]
+    boundary_bytes: tuple[int, ...]
+    # Seconds measured on the devices (``calibration``), which replace the estimates.
+    measured_forward_s: tuple[float, ...] | None = None
+    measured_backward_s: tuple[float, ...] | None = None
+
+    @property
+    def num_segments(self) -> int:
+        return len(self.forward_flops)
+
+
+def _elements(value_type: ir.Type) -> int:
+    if not isinstance(value_type, ir.RankedTensorType) or not value_type.has_static_shape:
+        return 1
+    return math.prod(value_type.shape)
+
+
+def _bytes(value_type: ir.Type) -> int:
+    if not isinstance(value_type, ir.RankedTensorType):
+        return 0
+    element = value_type.element_type
+    width = element.width if isinstance(element, ir.FloatType | ir.IntegerType) else 32
+    return _elements(value_type) * max(1, width // 8)
+
+
+def op_flops(op: ir.Operation) -> float:
+    """Estimated floating-point operations of one StableHLO op (see the module doc)."""
+    name = op.name
+    if name in _FREE or not op.results:
+        return 0.0
+    out = sum(_elements(result.type) for result in op.results)
+    if name in _CONTRACTIONS:
+        lhs = op.operands[0].type.shape
+        if name == "stablehlo.dot":
+            contracted = lhs[-1]
+        else:
+            dims = op.attributes["dot_dimension_numbers"]
+            contracted = math.prod(lhs[d] for d in _lhs_contracting(dims))
+        return 2.0 * out * contracted
+    if name == "stablehlo.convolution":
+        kernel = op.operands[1].type.shape
+        features = max(1, op.results[0].type.shape[-1])
+        return 2.0 * out * math.prod(kernel) / features
+    if name in ("stablehlo.reduce", "stablehlo.reduce_window"):
+        return float(sum(_elements(v.type) for v in op.operands))
+    return float(out)
+
+
+def _lhs_contracting(dims: ir.Attribute) -> list[int]:
+    return list(stablehlo.DotDimensionNumbers(dims).lhs_contracting_dimensions)
+
+
+def _op_bytes(op: ir.Operation) -> float:
+    return float(sum(_bytes(v.type) for v in op.operands) + sum(_bytes(r.type) for r in op.results))
+
+
+def segment_costs(module: ir.Operation) -> SegmentCosts:
+    """The costs of every marked segment of an assigned module (see the module doc)."""
+    num = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR) or 0
+    block = ir_utils.stage_block(ir_utils.get_main(module))
+    top_ops = [op.operation for op in block.operations][:-1]
+    flops = {jaxpp.FORWARD: [0.0] * num, jaxpp.BACKWARD: [0.0] * num}
+    traffic = {jaxpp.FORWARD: [0.0] * num, jaxpp.BACKWARD: [0.0] * num}
+    params, activations, crossing = [0] * num, [0] * num, [0] * max(0, num - 1)
+    where: dict[ir.Operation, tuple[int, str]] = {}
+    seen_params: list[set[ir.Value]] = [set() for _ in range(num)]
+    for op in top_ops:
+        stage, kind = jaxpp.get_stage(op), jaxpp.get_kind(op)
+        direction = jaxpp.FORWARD if kind == jaxpp.FORWARD else jaxpp.BACKWARD
+        where[op] = (stage, direction)
+        flops[direction][stage] += op_flops(op) + sum(map(op_flops, ir_utils.walk(op)))
+        traffic[direction][stage] += _op_bytes(op)
+        for operand in ir_utils.external_operands(op):
+            producer = ir_utils.defining_op(operand)
+            if producer is None or producer not in where:
+                if operand not in seen_params[stage] and ir_utils.defining_op(operand) is None:
+                    seen_params[stage].add(operand)
+                    params[stage] += _bytes(operand.type)
+                continue
+            source, source_direction = where[producer]
+            size = _bytes(operand.type)
+            if source_direction == jaxpp.FORWARD and direction == jaxpp.BACKWARD:
+                activations[source] += size if source == stage else 0
+            elif source_direction == direction == jaxpp.FORWARD:
+                for boundary in range(source, stage):
+                    crossing[boundary] += size
+    return SegmentCosts(
+        forward_flops=tuple(flops[jaxpp.FORWARD]),
+        backward_flops=tuple(flops[jaxpp.BACKWARD]),
+        forward_bytes=tuple(traffic[jaxpp.FORWARD]),
+        backward_bytes=tuple(traffic[jaxpp.BACKWARD]),
+        param_bytes=tuple(params),
+        activation_bytes=tuple(activations),
+        boundary_bytes=tuple(crossing),
+    )

@@ -1,0 +1,245 @@
+"""Choosing which neighbouring marked segments form each stage of a schedule.
+
+A split ``(2, 1, 1, 4)`` puts segments 0-1 in stage 0, 2 in stage 1, 3 in stage 2 and
+4-7 in stage 3. Each candidate split is simulated with the schedule: a stage's forward
+(backward) task costs the estimated time of its segments' forwards (backwards), and a
+value crossing ranks arrives after the time to send what crosses the split's heaviest
+boundary (the simulator has one transfer delay; the send overlaps the sender's work).
+The split with the least simulated step time wins, among those whose estimated peak
+bytes fit ``memory_limit_bytes`` on every rank; within ``TIE_TOLERANCE`` of the least,
+the one whose slowest stage is fastest (where launches dominate, the simulation cannot
+tell them apart). Up to ``MAX_ENUMERATED`` splits are all tried; beyond that, the
+splits whose slowest stage is the least possible, then within 5%, then 25% of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Iterator
+
+from jaxpp_mlir.errors import ScheduleError
+from jaxpp_mlir.planner.segment_costs import SegmentCosts
+from jaxpp_mlir.schedules import Schedule
+from jaxpp_mlir.schedules.task import BWD, FWD, Task
+
+MAX_ENUMERATED = 512
+#: Step times within this fraction of the best are ties, broken by the slowest stage.
+TIE_TOLERANCE = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """What a second of a rank buys: FLOPs, bytes of memory traffic, bytes sent; the host's
+    cost per launch; and how many ranks really compute at once (``parallel_ranks``; None:
+    all, as with one accelerator per rank; CPU devices share the host's cores).
+
+    A step takes at least its simulated makespan, the ranks' total busy time over
+    ``parallel_ranks``, and (one thread dispatches every launch) launches x ``launch_s``.
+    """
+
+    flops_per_s: float = 5e10
+    bytes_per_s: float = 2e10
+    link_bytes_per_s: float = 5e9
+    link_latency_s: float = 2e-5
+    launch_s: float = 5e-5
+    parallel_ranks: int | None = None
+
+
+#: The machine ``partition`` and ``plan_pipeline`` estimate for (no calibration).
+DEFAULT_MACHINE = Machine()
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitEstimate:
+    """One split under one schedule: predicted step seconds, bubble, peak bytes per rank,
+    and each stage's estimated forward and backward seconds."""
+
+    split: tuple[int, ...]
+    step_s: float
+    bubble: float
+    peak_bytes: tuple[int, ...]
+    stage_forward_s: tuple[float, ...]
+    stage_backward_s: tuple[float, ...]
+    launches: int
+
+
+def _segment_seconds(costs: SegmentCosts, machine: Machine) -> tuple[list[float], list[float]]:
+    if costs.measured_forward_s is not None and costs.measured_backward_s is not None:
+        return list(costs.measured_forward_s), list(costs.measured_backward_s)
+
+    def seconds(flops: float, traffic: float) -> float:
+        return max(flops / machine.flops_per_s, traffic / machine.bytes_per_s)
+
+    forward = [seconds(f, b) for f, b in zip(costs.forward_flops, costs.forward_bytes, strict=True)]
+    backward = [
+        seconds(f, b) for f, b in zip(costs.backward_flops, costs.backward_bytes, strict=True)
+    ]
+    return forward, backward
+
+
+def compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
+    """Every way to cut ``total`` segments into ``parts`` non-empty neighbouring groups."""
+    for cuts in itertools.combinations(range(1, total), parts - 1):
+        bounds = (0, *cuts, total)
+        yield tuple(b - a for a, b in itertools.pairwise(bounds))
+
+
+def _bounded_splits(weights: list[float], parts: int, slack: float) -> Iterator[tuple[int, ...]]:
+    """Splits whose heaviest group weighs at most ``slack`` times the least possible."""
+    lo, hi = max(weights), sum(weights)
+    for _ in range(60):  # the least bottleneck, by bisection on a greedy cover
+        mid = (lo + hi) / 2
+        groups, load = 1, 0.0
+        for w in weights:
+            if load + w > mid:
+                groups, load = groups + 1, w
+            else:
+                load += w
+        lo, hi = (lo, mid) if groups <= parts else (mid, hi)
+    limit = hi * slack
+
+    def extend(start: int, left: int) -> Iterator[tuple[int, ...]]:
+        if left == 1:
+            if sum(weights[start:]) <= limit:
+                yield (len(weights) - start,)
+            return
+        load = 0.0
+        for end in range(start + 1, len(weights) - left + 2):
+            load += weights[end - 1]
+            if load > limit:
+                break
+            for rest in extend(end, left - 1):
+                yield (end - start, *rest)
+
+    return extend(0, parts)
+
+
+def estimate_split(
+    schedule: Schedule,
+    split: tuple[int, ...],
+    costs: SegmentCosts,
+    num_microbatches: int,
+    machine: Machine = DEFAULT_MACHINE,
+) -> SplitEstimate:
+    """Simulate ``schedule`` with the stages ``split`` makes of the segments."""
+    forward, backward = _segment_seconds(costs, machine)
+    bounds = [0, *itertools.accumulate(split)]
+    groups = [range(a, b) for a, b in itertools.pairwise(bounds)]
+    send = [
+        machine.link_latency_s + costs.boundary_bytes[b - 1] / machine.link_bytes_per_s
+        for b in bounds[1:-1]
+    ]
+    stage_fwd = [sum(forward[i] for i in g) for g in groups]
+    stage_bwd = [sum(backward[i] for i in g) for g in groups]
+    task_s = {FWD: stage_fwd, BWD: stage_bwd}
+
+    def cost(task: Task) -> float:
+        if task.kind in task_s:
+            return task_s[task.kind][task.stage]
+        return stage_bwd[task.stage] / 2  # a split backward: half each
+
+    result = schedule.simulate(
+        num_microbatches,
+        costs=cost,
+        transfer_cost=max(send, default=0.0),
+        launch_cost=machine.launch_s,
+    )
+    launches = sum(len(row) for row in result.timeline)
+    params = [2 * sum(costs.param_bytes[i] for i in g) for g in groups]
+    activations = [sum(costs.activation_bytes[i] for i in g) for g in groups]
+    peaks = []
+    for rank in range(schedule.mpmd_dim):
+        stages = schedule.stages_on_rank(rank)
+        in_flight = result.peak_in_flight[rank]
+        peaks.append(
+            sum(params[s] for s in stages) + in_flight * max(activations[s] for s in stages)
+        )
+    return SplitEstimate(
+        split=split,
+        step_s=max(
+            result.makespan,
+            sum(result.busy_time) / (machine.parallel_ranks or result.num_ranks),
+            launches * machine.launch_s,
+        ),
+        bubble=result.bubble_fraction,
+        peak_bytes=tuple(peaks),
+        stage_forward_s=tuple(stage_fwd),
+        stage_backward_s=tuple(stage_bwd),
+        launches=launches,
+    )
+
+
+def candidate_splits(costs: SegmentCosts, num_stages: int, machine: Machine = DEFAULT_MACHINE):
+    """The splits worth simulating for ``num_stages`` stages (see the module doc)."""
+    n = costs.num_segments
+    if num_stages > n:
+        raise ScheduleError(
+            f"the schedule has {num_stages} stages but the program only {n} marked segments: "
+            "mark more stage boundaries, or use a schedule with fewer stages"
+        )
+    if math.comb(n - 1, num_stages - 1) <= MAX_ENUMERATED:
+        return list(compositions(n, num_stages))
+    forward, backward = _segment_seconds(costs, machine)
+    weights = [f + b for f, b in zip(forward, backward, strict=True)]
+    # The splits with the least bottleneck first (the search lists splits starting with
+    # small groups first, so a single wide bound would miss the balanced ones).
+    found: dict[tuple[int, ...], None] = {}
+    for slack in (1.0 + 1e-9, 1.05, 1.25):
+        for split in itertools.islice(_bounded_splits(weights, num_stages, slack), MAX_ENUMERATED):
+            found.setdefault(split)
+            if len(found) >= MAX_ENUMERATED:
+                return list(found)
+    return list(found)
+
+
+def rank_splits(
+    schedule: Schedule,
+    costs: SegmentCosts,
+    num_microbatches: int,
+    *,
+    memory_limit_bytes: int | None = None,
+    machine: Machine = DEFAULT_MACHINE,
+) -> list[SplitEstimate]:
+    """Every candidate split simulated, fitting ones first, fastest first."""
+    estimates = [
+        estimate_split(schedule, split, costs, num_microbatches, machine)
+        for split in candidate_splits(costs, schedule.num_stages, machine)
+    ]
+
+    def over(e: SplitEstimate) -> bool:
+        return memory_limit_bytes is not None and max(e.peak_bytes) > memory_limit_bytes
+
+    fitting = [e.step_s for e in estimates if not over(e)]
+    near = min(fitting, default=math.inf) * (1 + TIE_TOLERANCE)
+
+    def key(e: SplitEstimate) -> tuple[bool, bool, float, float]:
+        # Within the tolerance of the best, the estimate cannot tell: the most balanced.
+        tied = e.step_s <= near
+        bottleneck = max(f + b for f, b in zip(e.stage_forward_s, e.stage_backward_s, strict=True))
+        return (over(e), not tied, bottleneck if tied else e.step_s, max(e.peak_bytes))
+
+    return sorted(estimates, key=key)
+
+
+def choose_split(
+    schedule: Schedule,
+    costs: SegmentCosts,
+    num_microbatches: int,
+    *,
+    memory_limit_bytes: int | None = None,
+    machine: Machine = DEFAULT_MACHINE,
+) -> SplitEstimate:
+    """The split with the least simulated step time that fits the memory limit."""
+    ranked = rank_splits(
+        schedule, costs, num_microbatches, memory_limit_bytes=memory_limit_bytes, machine=machine
+    )
+    best = ranked[0]
+    if memory_limit_bytes is not None and max(best.peak_bytes) > memory_limit_bytes:
+        raise ScheduleError(
+            f"no split of the {costs.num_segments} marked segments into {schedule!r}'s "
+            f"{schedule.num_stages} stages fits memory_limit_bytes={memory_limit_bytes}: the "
+            f"least estimated peak is {min(max(e.peak_bytes) for e in ranked)} bytes on a rank"
+        )
+    return best
