@@ -77,7 +77,14 @@ def summary_text(program: Any) -> str:
     estimate = program.stage_estimate
     for stage, sizes in enumerate(stage_bytes(plan, program.num_stages)):
         first, count = first_segments[stage], program.stage_split[stage]
-        segments = f"segment {first}" if count == 1 else f"segments {first}-{first + count - 1}"
+        merged = any(n > 1 for n in program.stage_split)
+        segments = (
+            ""
+            if not merged
+            else f" (segment {first})"
+            if count == 1
+            else f" (segments {first}-{first + count - 1})"
+        )
         cost = (
             f", estimated fwd {estimate.stage_forward_s[stage] * 1e3:.3g} ms "
             f"bwd {estimate.stage_backward_s[stage] * 1e3:.3g} ms"
@@ -85,7 +92,7 @@ def summary_text(program: Any) -> str:
             else ""
         )
         lines.append(
-            f"    stage {stage}{_named(plan, stage)} ({segments}): "
+            f"    stage {stage}{_named(plan, stage)}{segments}: "
             f"params {_size(sizes['param_bytes'])}, "
             f"activations {_size(sizes['activation_bytes'])}{cost}"
         )

@@ -192,12 +192,17 @@ def test_forward_only_loop():
 # ------------------------------------------------------------------ errors
 
 
-def test_schedule_with_fewer_stages_than_markers():
+def test_schedule_with_fewer_stages_than_markers_merges_neighbouring_segments():
     params, batch = mlp_params(4), mlp_batch(4)
-    with pytest.raises(pp.ScheduleError, match="has 2 stages but the program has 4"):
-        pp.partition(
-            lower_cached(mlp_train_step, params, batch), mesh=make_mesh(4), schedule=pp.Std1F1B(2)
-        )
+    program = pp.partition(
+        lower_cached(mlp_train_step, params, batch), mesh=make_mesh(2), schedule=pp.Std1F1B(2)
+    )
+    assert program.num_stages == 2 and program.stage_split == (2, 2)  # 4 equal segments
+    toolkit.assert_matches_reference(
+        program.compile()(params, batch),
+        jax.jit(mlp_train_step)(params, batch),
+        toolkit.SEPARATE_PROGRAMS,
+    )
 
 
 def test_schedule_needs_more_ranks_than_the_mesh():
