@@ -47,7 +47,6 @@ from . import collectives
 from .coordination import Exchange
 from .distributed_setup import (
     Placement,
-    output_shardings,
     plan_transfers,
     rank_processes,
     set_up,
@@ -171,9 +170,7 @@ class DistributedPlan:
         self.local_plan = setup.local_plan
         self._feeds = setup.feeds
         self._transfers = setup.transfers
-        self.output_shardings = output_shardings(
-            self.plan, where, self.local.executables, self._exchange, self.rank_meshes
-        )
+        self.output_shardings = setup.output_shardings
         self._exchange.gather("compiled", "ok")  # nobody transfers before all have compiled
         self._warm_up(warm_up_order(setup, self.process))
         self._exchange.gather("ready", "ok")
