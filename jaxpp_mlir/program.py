@@ -50,7 +50,7 @@ class PartitionedProgram:
         self.stage_modules = built.stage_modules
         self._task_of = built.task_of  # stage function -> its task's (stage, kind)
         self.plan = built.plan
-        self.index_inputs = built.index_inputs
+        self.index_inputs = built.plan.constants  # the microbatch indices
         self.donated_inputs = built.donated_inputs
 
     def ir(self) -> str:
@@ -116,33 +116,15 @@ class PartitionedProgram:
         if jax.process_count() > 1:
             return self._compile_distributed(devices, options)
         compiled = compile_plan(self.plan, devices, rank_meshes=self.mesh.unstack)
-        first_index = len(self.plan.inputs) - len(self.index_inputs)
-        index_arrays = []
-        for position, index in enumerate(self.index_inputs, first_index):
-            # Placed once with the sharding its readers take, so no call copies it.
-            shardings = compiled.input_shardings(position)
-            where = shardings[0] if len(shardings) == 1 else devices[index.rank][0]
-            index_arrays.append(jax.device_put(index.array(), where))
-        return CompiledProgram(self, compiled, index_arrays)
+        return CompiledProgram(self, compiled, compiled.place_constants())
 
     def _compile_distributed(self, devices: list, options: Any) -> CompiledProgram:
         from jaxpp_mlir.runtime.multiprocess.distributed import compile_distributed
 
-        me = jax.process_index()
-        index_arrays = [
-            jax.device_put(index.array(), devices[index.rank][0])
-            if devices[index.rank][0].process_index == me
-            else index.array()
-            for index in self.index_inputs
-        ]
         executable = compile_distributed(
-            self.plan,
-            devices,
-            num_user_inputs=len(self.plan.inputs) - len(self.index_inputs),
-            options=options,
-            rank_meshes=self.mesh.unstack,
+            self.plan, devices, options=options, rank_meshes=self.mesh.unstack
         )
-        return CompiledProgram(self, executable, index_arrays)
+        return CompiledProgram(self, executable, executable.place_constants())
 
     def summary(self) -> str:
         """Stages, ranks and devices, bytes per stage, tasks and transfers per step,

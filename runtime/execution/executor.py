@@ -37,6 +37,7 @@ from ..liveness import last_uses
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, RunStage
 from .arguments import input_checks, place_arguments
+from .constants import place_constants
 from .dispatch import Op, make_ops
 from .replicated import assemble, replicated_outputs
 from .slots import Step, resolve_slots
@@ -120,6 +121,10 @@ class CompiledPlan:
         """The shardings argument ``position`` is read with, one per rank reading it;
         an array passed with one of them is used without a copy."""
         return tuple(target.sharding for target in self._inputs[position].targets)
+
+    def place_constants(self) -> list[Any]:
+        """The plan's constants, placed: the arguments after the caller's."""
+        return place_constants(self.plan, self.rank_devices, self.input_shardings)
 
     def __call__(self, *args: Any) -> list[jax.Array]:
         """Runs the plan on flat ``args``; returns the outputs in ``plan.outputs`` order."""

@@ -139,6 +139,7 @@ def check_fingerprints(
     digest.update(repr(plan.inputs).encode())
     digest.update(repr(plan.outputs).encode())
     digest.update(repr(plan.instructions).encode())
+    digest.update(repr(plan.constants).encode())
     for name in sorted(plan.executables):
         stage = plan.executables[name]
         digest.update(f"{name}|{stage.rank}|{stage.input_specs}|{stage.output_specs}".encode())
