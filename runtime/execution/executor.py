@@ -30,9 +30,9 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, Sharding
 
-from .. import _jax_compat as jc
 from ..compilation import compile as _compile
 from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
+from ..executable import Executable
 from ..liveness import last_uses
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, RunStage
@@ -78,7 +78,7 @@ class CompiledPlan:
         self,
         plan: ExecutionPlan,
         rank_devices: tuple[tuple[jax.Device, ...], ...],
-        executables: dict[str, jc.LoadedExecutable],
+        executables: Mapping[str, Executable],
         num_compiled: int,
         rank_meshes: Sequence[Mesh] | None = None,
     ):

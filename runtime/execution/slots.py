@@ -22,6 +22,7 @@ from jax.sharding import Mesh, Sharding
 from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..errors import PlanError
+from ..executable import Executable
 from ..liveness import last_uses
 from ..named_shardings import as_named, layout_sharding
 from ..plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
@@ -184,7 +185,7 @@ class SlotTable:
 def resolve_slots(
     plan: ExecutionPlan,
     rank_devices: Sequence[Sequence[jax.Device]],
-    executables: Mapping[str, Any],
+    executables: Mapping[str, Executable],
     rank_meshes: Sequence[Mesh] | None = None,
 ) -> ResolvedPlan:
     """``plan`` as slots, on ``rank_devices`` with the compiled ``executables``.
@@ -202,7 +203,7 @@ class _Resolver:
         self,
         plan: ExecutionPlan,
         rank_devices: Sequence[Sequence[jax.Device]],
-        executables: Mapping[str, Any],
+        executables: Mapping[str, Executable],
         rank_meshes: Sequence[Mesh] | None = None,
     ):
         self.plan = plan

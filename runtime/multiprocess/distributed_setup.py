@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -23,6 +23,7 @@ from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..compilation import compile as _compile
 from ..errors import MeshError, RuntimeFailure
+from ..executable import Executable
 from ..execution.executor import CompiledPlan
 from ..named_shardings import as_named, layout_sharding
 from ..plan import ExecutionPlan, Layout, RunStage
@@ -52,7 +53,9 @@ class Setup:
     local: CompiledPlan
     local_plan: ExecutionPlan
     feeds: list[Feed]  # with the transfer executable each one uses
-    transfers: dict[str, Any]  # transfer and receive-buffer executables, by name
+    transfers: dict[
+        str, collectives.TransferExecutable
+    ]  # transfer and receive-buffer executables, by name
     first_use: dict[str, str]  # compiled transfer -> the name of its first use
     output_shardings: dict[int, Sharding]  # every output's, by index
 
@@ -169,7 +172,11 @@ class Held:
 
 
 def value_sharding(
-    plan: ExecutionPlan, rank_devices: RankDevices, exes: dict[str, Any], rank: int, value: int
+    plan: ExecutionPlan,
+    rank_devices: RankDevices,
+    exes: Mapping[str, Executable],
+    rank: int,
+    value: int,
 ) -> Sharding:
     """How ``rank`` holds ``value``: its producer's output layout, else its first
     reader's input layout, else replicated (read from the compiled executables)."""
@@ -214,7 +221,7 @@ def held_layouts(
     plan: ExecutionPlan,
     where: Placement,
     held: dict[str, Held],
-    exes: dict[str, Any],
+    exes: Mapping[str, Executable],
     exchange: Exchange,
 ) -> dict[str, HeldLayout]:
     """Each held value's layout (by key), from the plan; the ones the plan leaves to
@@ -307,7 +314,7 @@ def find_feeds(plan: ExecutionPlan, process_of: Sequence[int], num_user_inputs: 
 
 def compile_extra(
     extra: list[Extra], uses: dict[str, Use], process: int, dog: Any
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[dict[str, collectives.TransferExecutable], dict[str, str]]:
     """Compiles the transfer and receive-buffer modules; one executable per transfer use.
 
     Returns the executables by name and, per compiled transfer, its first use.
@@ -316,7 +323,7 @@ def compile_extra(
     compiled = dict(
         zip([name for name, _, _, _ in extra], _compile.compile_stages(jobs), strict=True)
     )
-    result: dict[str, Any] = {}
+    result: dict[str, collectives.TransferExecutable] = {}
     bases = {}
     for name, stage, devices, layouts in extra:
         if layouts:  # receive buffers, rebuilt from their shards like transfer results
