@@ -36,7 +36,7 @@ from jaxpp_mlir.planner.calibration import calibrated_costs
 from jaxpp_mlir.planner.plan_pipeline import PipelinePlan, machine_for, plan_candidates
 from jaxpp_mlir.planner.segment_costs import SegmentCosts, segment_costs
 from jaxpp_mlir.planner.stage_split import SplitEstimate, choose_split, estimate_split
-from jaxpp_mlir.program import PartitionedProgram
+from jaxpp_mlir.program import PartitionedProgram, TreeInfo
 from jaxpp_mlir.runtime import options as _options
 from jaxpp_mlir.schedules import Schedule, Std1F1B
 from jaxpp_mlir.schedules.autofuse import AutoFused
@@ -204,7 +204,7 @@ def _partition(
             replicate_max_bytes=options.replicate_max_bytes,
         )
     )
-    program = PartitionedProgram(module, mesh, schedule=schedule, **tree_info)
+    program = PartitionedProgram(module, mesh, tree=tree_info, schedule=schedule)
     program.stage_estimate = estimate
     if options.setup_warnings:
         setup_advice.warn_about_setup(
@@ -420,9 +420,9 @@ def _check_schedule(
     # The plan builder simulates the schedule (and so validates it) once, later.
 
 
-def _import(x: Any) -> tuple[ir.Module, dict[str, Any]]:
+def _import(x: Any) -> tuple[ir.Module, TreeInfo]:
     """A private copy of the input in jaxpp_mlir's context, plus pytree information."""
-    tree_info: dict[str, Any] = {}
+    tree_info = TreeInfo()
     if hasattr(x, "compiler_ir") and hasattr(x, "in_tree"):
         tree_info = _lowered_tree_info(x)
         x = x.compiler_ir("stablehlo")
@@ -436,24 +436,25 @@ def _import(x: Any) -> tuple[ir.Module, dict[str, Any]]:
     return ir_context.parse_module(x), tree_info
 
 
-def _lowered_tree_info(lowered: Any) -> dict[str, Any]:
+def _lowered_tree_info(lowered: Any) -> TreeInfo:
     in_tree = lowered.in_tree
-    info: dict[str, Any] = {"in_tree": in_tree, "out_tree": lowered.out_tree}
     from jaxpp_mlir import _jax_compat
 
     compile_args = _jax_compat.lowered_compile_args(lowered)
     kept = compile_args.get("kept_var_idx")
+    kept_inputs = None
     if kept is not None and len(kept) != in_tree.num_leaves:
-        info["kept_inputs"] = sorted(kept)
+        kept_inputs = tuple(sorted(kept))
     out_dtypes = [leaf.dtype for leaf in jax.tree_util.tree_leaves(lowered.out_info)]
+    key_impls = None
     if any(jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) for dtype in out_dtypes):
-        info["output_key_impls"] = tuple(
+        key_impls = tuple(
             _jax_compat.prng_key_impl(dtype)
             if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
             else None
             for dtype in out_dtypes
         )
-    return info
+    return TreeInfo(in_tree, lowered.out_tree, kept_inputs, key_impls)
 
 
 def _print(module: ir.Module) -> str:

@@ -7,9 +7,9 @@ function, and the ``ExecutionPlan`` the runtime executes.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 from jax.extend.mlir import ir
@@ -18,8 +18,24 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import CallError
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan import build_plan
+from jaxpp_mlir.runtime.executable import PlanExecutable
 from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank
 from jaxpp_mlir.schedules import Schedule
+
+if TYPE_CHECKING:
+    from jaxpp_mlir.runtime.multiprocess.distributed import DistributedOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeInfo:
+    """How a lowered step's pytrees map onto the module's flat arguments and results
+    (all None for MLIR text: positional arrays in, a list out)."""
+
+    in_tree: jax.tree_util.PyTreeDef | None = None
+    out_tree: jax.tree_util.PyTreeDef | None = None
+    kept_inputs: tuple[int, ...] | None = None  # the leaves jax kept (None: all)
+    # Per output, the PRNG implementation of a typed key (its data runs as uint32), or None.
+    output_key_impls: tuple[Any, ...] | None = None
 
 
 class PartitionedProgram:
@@ -30,19 +46,16 @@ class PartitionedProgram:
         module: ir.Module,
         mesh: MpmdMesh,
         *,
-        in_tree: Any = None,
-        out_tree: Any = None,
-        kept_inputs: Sequence[int] | None = None,
+        tree: TreeInfo | None = None,
         schedule: Schedule | None = None,
-        output_key_impls: Sequence[Any] | None = None,
     ):
+        tree = tree or TreeInfo()
         self._module = module
         self.mesh = mesh
-        self.in_tree = in_tree
-        self.out_tree = out_tree
-        self.kept_inputs = tuple(kept_inputs) if kept_inputs is not None else None
-        # Per output, the PRNG implementation of a typed key (its data runs as uint32), or None.
-        self.output_key_impls = tuple(output_key_impls) if output_key_impls else None
+        self.in_tree = tree.in_tree
+        self.out_tree = tree.out_tree
+        self.kept_inputs = tree.kept_inputs
+        self.output_key_impls = tree.output_key_impls
         self.schedule = schedule
         self.num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
         self.num_ranks = jaxpp.get_int_attr(module.operation, jaxpp.NUM_RANKS_ATTR) or 0
@@ -57,7 +70,7 @@ class PartitionedProgram:
         self.stage_modules = built.stage_modules
         self._task_of = built.task_of  # stage function -> its task's (stage, kind)
         self.plan = built.plan
-        self.index_inputs = built.index_inputs
+        self.index_inputs = built.plan.constants  # the microbatch indices
         self.donated_inputs = built.donated_inputs
 
     def ir(self) -> str:
@@ -126,7 +139,7 @@ class PartitionedProgram:
         """Bytes each rank holds at peak during a step (values freed after their last use)."""
         return peak_bytes_per_rank(self.plan)
 
-    def compile(self, *, options: Any = None) -> CompiledProgram:
+    def compile(self, *, options: DistributedOptions | None = None) -> CompiledProgram:
         """Compiles every stage module on its rank's submesh (one PJRT executable each).
 
         With several processes (``jax.process_count() > 1``) each process compiles
@@ -139,33 +152,17 @@ class PartitionedProgram:
         if jax.process_count() > 1:
             return self._compile_distributed(devices, options)
         compiled = compile_plan(self.plan, devices, rank_meshes=self.mesh.unstack)
-        first_index = len(self.plan.inputs) - len(self.index_inputs)
-        index_arrays = []
-        for position, index in enumerate(self.index_inputs, first_index):
-            # Placed once with the sharding its readers take, so no call copies it.
-            shardings = compiled.input_shardings(position)
-            where = shardings[0] if len(shardings) == 1 else devices[index.rank][0]
-            index_arrays.append(jax.device_put(index.array(), where))
-        return CompiledProgram(self, compiled, index_arrays)
+        return CompiledProgram(self, compiled, compiled.place_constants())
 
-    def _compile_distributed(self, devices: list, options: Any) -> CompiledProgram:
+    def _compile_distributed(
+        self, devices: list, options: DistributedOptions | None
+    ) -> CompiledProgram:
         from jaxpp_mlir.runtime.multiprocess.distributed import compile_distributed
 
-        me = jax.process_index()
-        index_arrays = [
-            jax.device_put(index.array(), devices[index.rank][0])
-            if devices[index.rank][0].process_index == me
-            else index.array()
-            for index in self.index_inputs
-        ]
         executable = compile_distributed(
-            self.plan,
-            devices,
-            num_user_inputs=len(self.plan.inputs) - len(self.index_inputs),
-            options=options,
-            rank_meshes=self.mesh.unstack,
+            self.plan, devices, options=options, rank_meshes=self.mesh.unstack
         )
-        return CompiledProgram(self, executable, index_arrays)
+        return CompiledProgram(self, executable, executable.place_constants())
 
     def summary(self) -> str:
         """Stages, ranks and devices, bytes per stage, tasks and transfers per step,
@@ -183,7 +180,9 @@ class PartitionedProgram:
 class CompiledProgram:
     """A compiled ``PartitionedProgram``: call it like the original jitted step."""
 
-    def __init__(self, program: PartitionedProgram, executable: Any, index_arrays: list[Any]):
+    def __init__(
+        self, program: PartitionedProgram, executable: PlanExecutable, index_arrays: list[Any]
+    ):
         self.program = program
         self.executable = executable
         self._index_arrays = index_arrays  # microbatch indices, placed once on their ranks

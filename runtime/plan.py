@@ -17,6 +17,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import ClassVar
 
+import numpy as np
+
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
@@ -223,6 +225,20 @@ class OutputBinding:
 
 
 @dataclasses.dataclass(frozen=True)
+class Constant:
+    """Input ``input`` is not the caller's: the plan gives its value (a microbatch
+    index read on ``rank``). The runtime places it once (``place_constants``)."""
+
+    input: int
+    rank: int
+    value: int
+    dtype: str = "int32"
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self.value, dtype=np.dtype(self.dtype))
+
+
+@dataclasses.dataclass(frozen=True)
 class ExecutionPlan:
     num_ranks: int
     executables: dict[str, StageExecutable]
@@ -231,6 +247,13 @@ class ExecutionPlan:
     instructions: tuple[Instruction, ...]
     # Stage -> the name mark_stage_end(x, name=...) gave it (named stages only).
     stage_names: dict[int, str] = dataclasses.field(default_factory=dict)
+    # The last inputs, in order: values the plan fixes, not the caller's arguments.
+    constants: tuple[Constant, ...] = ()
+
+    @property
+    def num_user_inputs(self) -> int:
+        """The inputs a caller passes (the constants follow them)."""
+        return len(self.inputs) - len(self.constants)
 
     def rank_program(self, rank: int) -> list[Instruction]:
         return [inst for inst in self.instructions if inst.rank == rank]

@@ -19,6 +19,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 
 from . import _jax_compat as jc
+from .executable import Executable
 
 # Copies reuse the source buffer when source and destination are one device.
 REUSE = jc.REUSE_INPUT
@@ -44,7 +45,7 @@ def replicated_sharding(devices: Sequence[jax.Device]) -> Sharding:
 
 
 def executable_shardings(
-    exe: jc.LoadedExecutable, devices: Sequence[jax.Device], count: int, *, outputs: bool
+    exe: Executable, devices: Sequence[jax.Device], count: int, *, outputs: bool
 ) -> list[Sharding]:
     """The shardings ``exe`` expects for its ``count`` parameters (or gives its outputs)."""
     if len(devices) == 1:

@@ -7,7 +7,7 @@ reuse), ``emission`` (every module's text, once), ``builder`` (the order of
 those steps), ``specs`` (tensor specs of MLIR values).
 """
 
-from .builder import BuiltPlan, IndexInput, build_plan
+from .builder import BuiltPlan, build_plan
 from .specs import dtype_name, tensor_spec
 
-__all__ = ["BuiltPlan", "IndexInput", "build_plan", "dtype_name", "tensor_spec"]
+__all__ = ["BuiltPlan", "build_plan", "dtype_name", "tensor_spec"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 from jax.extend.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
@@ -32,21 +31,9 @@ from .specs import argument_name, tensor_spec
 from .values import ValueNumbering
 
 
-@dataclasses.dataclass(frozen=True)
-class IndexInput:
-    """An extra program input: microbatch ``microbatch``'s index, as int32, on ``rank``."""
-
-    microbatch: int
-    rank: int
-
-    def array(self) -> np.ndarray:
-        return np.asarray(self.microbatch, dtype=np.int32)
-
-
 @dataclasses.dataclass
 class BuiltPlan:
-    plan: rt.ExecutionPlan
-    index_inputs: list[IndexInput]  # appended, in order, after the program's own inputs
+    plan: rt.ExecutionPlan  # its constants: the microbatch indices, after the own inputs
     donated_inputs: frozenset[int]  # program inputs consumed by a call
     # One standalone module per stage function, in task order (the plan's own text
     # where the plan runs the function alone).
@@ -195,10 +182,13 @@ class PlanBuilder:
             outputs=tuple(outputs),
             instructions=tuple(self.instructions),
             stage_names=_stage_names(self.module, task_of),
+            constants=tuple(
+                rt.Constant(value_id, rank, microbatch)
+                for (microbatch, rank), value_id in self.values.index_ids.items()
+            ),
         )
-        index_inputs = [IndexInput(m, r) for m, r in self.values.index_ids]
         stage_modules = {callee: texts[callee] for callee in task_of}
-        return BuiltPlan(plan, index_inputs, donated, stage_modules, task_of)
+        return BuiltPlan(plan, donated, stage_modules, task_of)
 
     def _outputs(self, terminator: ir.Operation) -> list[rt.OutputBinding]:
         values = self.values

@@ -184,7 +184,6 @@ class RayCluster:
         from jaxpp_mlir.ray.program import RayCompiledProgram, RemoteExecutable
 
         program_id = next(self._programs)
-        index_inputs = [(index.rank, np.asarray(index.array())) for index in program.index_inputs]
         layout = MeshLayout.of(program.mesh)
         if layout.mpmd_dim % len(self.workers):
             raise CallError(
@@ -192,7 +191,7 @@ class RayCluster:
                 f"{len(self.workers)} workers"
             )
         answers = self.wait(
-            self.everyone("load", program_id, program.plan, layout, index_inputs),
+            self.everyone("load", program_id, program.plan, layout),
             f"compiling program {program_id}",
             options.SETUP_TIMEOUT.value(),
         )

@@ -82,32 +82,18 @@ class Worker:
         }
 
     # ------------------------------------------------------------------ programs
-    def load(self, program_id: int, plan: Any, layout: MeshLayout, index_inputs: list) -> dict:
+    def load(self, program_id: int, plan: Any, layout: MeshLayout) -> dict:
         """Compiles this process's part of ``plan`` (every worker at once: a collective).
 
-        ``index_inputs``: the microbatch index arrays appended to the inputs, as
-        ``(rank, array)``. Returns each rank's process and the compile time.
+        Returns each rank's process and the compile time.
         """
-        import jax
 
         from jaxpp_mlir.runtime.multiprocess.distributed import compile_distributed
 
         start = time.perf_counter()
         rank_devices, rank_meshes = layout.on_workers()
-        me = jax.process_index()
-        index_arrays = [
-            jax.device_put(array, rank_devices[rank][0])
-            if rank_devices[rank][0].process_index == me
-            else array
-            for rank, array in index_inputs
-        ]
-        executable = compile_distributed(
-            plan,
-            rank_devices,
-            num_user_inputs=len(plan.inputs) - len(index_inputs),
-            rank_meshes=rank_meshes,
-        )
-        self.programs[program_id] = (executable, index_arrays)
+        executable = compile_distributed(plan, rank_devices, rank_meshes=rank_meshes)
+        self.programs[program_id] = (executable, executable.place_constants())
         return {
             "process_of": list(executable.process_of),
             "compile_s": time.perf_counter() - start,

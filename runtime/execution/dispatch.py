@@ -16,6 +16,7 @@ from jax.sharding import Sharding
 
 from .. import _jax_compat as jc
 from .. import transfer as _transfer
+from ..executable import Executable
 from ..plan import ExecutionPlan
 from .slots import CopyStep, ResolvedPlan, RunStep, SendStep, Slot
 
@@ -23,7 +24,7 @@ Op = Callable[[list], None]
 
 
 def make_ops(
-    plan: ExecutionPlan, resolved: ResolvedPlan, executables: Mapping[str, Any]
+    plan: ExecutionPlan, resolved: ResolvedPlan, executables: Mapping[str, Executable]
 ) -> tuple[list[Op], list[int]]:
     """One generated function per operation; consecutive recvs share one batched copy.
 
@@ -59,7 +60,7 @@ def _run_op(
     output_specs: Iterable[Any],
     slots: list[Slot],
     free_after: list[int],
-    executables: Mapping[str, Any],
+    executables: Mapping[str, Executable],
 ) -> Op:
     inst, ins, outs, reshards = step.inst, step.inputs, step.outputs, step.reshards
     handlers = [

@@ -30,12 +30,13 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, Sharding
 
-from .. import _jax_compat as jc
 from ..compilation import compile as _compile
 from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
+from ..executable import Executable
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, RunStage
 from .arguments import input_checks, place_arguments
+from .constants import place_constants
 from .dispatch import Op, make_ops
 from .replicated import assemble, replicated_outputs
 from .slots import Step, resolve_slots
@@ -76,7 +77,7 @@ class CompiledPlan:
         self,
         plan: ExecutionPlan,
         rank_devices: tuple[tuple[jax.Device, ...], ...],
-        executables: dict[str, jc.LoadedExecutable],
+        executables: Mapping[str, Executable],
         num_compiled: int,
         rank_meshes: Sequence[Mesh] | None = None,
     ):
@@ -123,6 +124,10 @@ class CompiledPlan:
         """The shardings argument ``position`` is read with, one per rank reading it;
         an array passed with one of them is used without a copy."""
         return tuple(target.sharding for target in self._inputs[position].targets)
+
+    def place_constants(self) -> list[Any]:
+        """The plan's constants, placed: the arguments after the caller's."""
+        return place_constants(self.plan, self.rank_devices, self.input_shardings)
 
     def __call__(self, *args: Any) -> list[jax.Array]:
         """Runs the plan on flat ``args``; returns the outputs in ``plan.outputs`` order."""

@@ -22,16 +22,38 @@ from jax.sharding import Mesh, Sharding
 from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..errors import PlanError
+from ..executable import Executable
 from ..liveness import last_uses
 from ..named_shardings import as_named, layout_sharding
 from ..plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueKey:
+    """The slot of ``value`` as ``rank`` holds it."""
+
+    rank: int
+    value: int
+
+    def __str__(self) -> str:
+        return f"value {self.value} on rank {self.rank}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelKey:
+    """The slot a send fills and its receive empties."""
+
+    channel: int
+
+    def __str__(self) -> str:
+        return f"channel {self.channel}"
 
 
 @dataclasses.dataclass
 class Slot:
     """Compile-time facts about one slot."""
 
-    key: tuple[int, int] | tuple[str, int]  # (rank, value) or ("channel", channel)
+    key: ValueKey | ChannelKey
     spec: TensorSpec
     sharding: Sharding | None  # None: chosen by the first consumer
     defined_at: int  # instruction index; -1 for a program input
@@ -39,8 +61,7 @@ class Slot:
 
     def name(self) -> str:
         """What the slot holds, for the comments of generated code."""
-        where, n = self.key
-        return f"channel {n}" if where == "channel" else f"value {n} on rank {where}"
+        return str(self.key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +142,7 @@ class SlotTable:
                 f"value {value} is defined twice on rank {rank} (again by {self._at(at)})"
             )
         self.where[(rank, value)] = len(self.slots)
-        self.slots.append(Slot((rank, value), spec, sharding, at))
+        self.slots.append(Slot(ValueKey(rank, value), spec, sharding, at))
         return len(self.slots) - 1
 
     def use(self, rank: int, value: int, at: int, spec: TensorSpec, sharding) -> int:
@@ -167,7 +188,7 @@ class SlotTable:
 def resolve_slots(
     plan: ExecutionPlan,
     rank_devices: Sequence[Sequence[jax.Device]],
-    executables: Mapping[str, Any],
+    executables: Mapping[str, Executable],
     rank_meshes: Sequence[Mesh] | None = None,
 ) -> ResolvedPlan:
     """``plan`` as slots, on ``rank_devices`` with the compiled ``executables``.
@@ -185,7 +206,7 @@ class _Resolver:
         self,
         plan: ExecutionPlan,
         rank_devices: Sequence[Sequence[jax.Device]],
-        executables: Mapping[str, Any],
+        executables: Mapping[str, Executable],
         rank_meshes: Sequence[Mesh] | None = None,
     ):
         self.plan = plan
@@ -336,7 +357,7 @@ class _Resolver:
         info = slots[src]
         self.table.use(inst.rank, inst.value, at, info.spec, None)
         chan = len(slots)
-        slots.append(Slot(("channel", inst.channel), info.spec, None, at))
+        slots.append(Slot(ChannelKey(inst.channel), info.spec, None, at))
         self.channel_source[chan] = src
         self.pending.setdefault(inst.channel, deque()).append((inst, chan))
         return SendStep(inst, src, chan)
@@ -442,8 +463,8 @@ class _Resolver:
         """Values nobody consumed: replicated over their rank's devices."""
         slots = self.table.slots
         for info in slots:
-            if info.sharding is None and info.key[0] != "channel":
-                info.sharding = _transfer.replicated_sharding(self.rank_devices[info.key[0]])
+            if info.sharding is None and isinstance(info.key, ValueKey):
+                info.sharding = _transfer.replicated_sharding(self.rank_devices[info.key.rank])
         for chan, src in self.channel_source.items():
             slots[chan].sharding = slots[src].sharding
 

@@ -9,6 +9,7 @@ passes.
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,11 @@ from .. import options
 from ..errors import RuntimeFailure
 
 ROOT = "jaxpp"
+log = logging.getLogger(__name__)
+
+# The all-to-all exchanges (``Exchange.gather``) this process has made: each one a
+# round through the key-value store where every process waits for every other.
+gather_count = 0
 
 
 def client() -> Any:
@@ -67,6 +73,9 @@ class Exchange:
         ``processes`` (default: all) are the processes whose parts are awaited;
         the result lists their values in that order.
         """
+        global gather_count
+        gather_count += 1
+        log.debug("key-value exchange %s/%s", self.prefix, name)
         kv = client()
         directory = f"{self.prefix}/{name}/"
         kv.key_value_set(f"{directory}{self.process}", value)

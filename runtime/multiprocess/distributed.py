@@ -41,13 +41,13 @@ from jax.sharding import Mesh, Sharding
 
 from .. import options
 from ..errors import CallError, JaxppError, MeshError, PlanError
+from ..execution.constants import place_constants
 from ..failure import watchdog as _watchdog
 from ..plan import ExecutionPlan
 from . import collectives
 from .coordination import Exchange
 from .distributed_setup import (
     Placement,
-    output_shardings,
     plan_transfers,
     rank_processes,
     set_up,
@@ -130,7 +130,7 @@ class DistributedPlan:
         self.num_processes = jax.process_count()
         self.process_of = rank_processes(self.rank_devices)
         self.local_ranks = tuple(r for r, p in enumerate(self.process_of) if p == self.process)
-        self.num_user_inputs = len(plan.inputs) if num_user_inputs is None else num_user_inputs
+        self.num_user_inputs = plan.num_user_inputs if num_user_inputs is None else num_user_inputs
         self.serial = next(_program_serials)
         self.calls = 0
         self._zero_cache: dict[tuple, jax.Array] = {}
@@ -184,9 +184,7 @@ class DistributedPlan:
         self.local_plan = setup.local_plan
         self._feeds = setup.feeds
         self._transfers = setup.transfers
-        self.output_shardings = output_shardings(
-            self.plan, where, self.local.executables, self._exchange, self.rank_meshes
-        )
+        self.output_shardings = setup.output_shardings
         self._exchange.gather("compiled", "ok")  # nobody transfers before all have compiled
         self._warm_up(warm_up_order(setup, self.process))
         self._exchange.gather("ready", "ok")
@@ -212,6 +210,10 @@ class DistributedPlan:
 
     def _run_transfer(self, name: str, arguments: list[jax.Array]) -> list[jax.Array]:
         return self._transfers[name].execute_sharded(arguments).consume_with_handlers()
+
+    def place_constants(self) -> list[Any]:
+        """The plan's constants: placed for this process's ranks, host arrays for others'."""
+        return place_constants(self.plan, self.rank_devices, self.local.input_shardings)
 
     # ------------------------------------------------------------------- call
     def __call__(self, *args: Any) -> list[Any]:
@@ -376,11 +378,12 @@ def compile_distributed(
     """Compiles this process's part of ``plan`` (every process calls it, in the same order).
 
     ``num_user_inputs``: the first inputs that a caller may pass back from an
-    earlier call's outputs (the rest, such as microbatch indices, never are).
-    Raises ``PlanError`` before anything runs if the cross-process transfers
-    would deadlock, ``MeshError`` if a rank spans processes. With ``rank_meshes``
-    (rank r's submesh), outputs, this process's and the others', carry
-    ``NamedSharding``s on them.
+    earlier call's outputs (the rest, such as microbatch indices, never are;
+    default: the inputs before the plan's constants). Raises ``PlanError``
+    before anything runs if the cross-process transfers would deadlock,
+    ``MeshError`` if a rank spans processes. With ``rank_meshes`` (rank r's
+    submesh), outputs, this process's and the others', carry ``NamedSharding``s
+    on them.
     """
     if not isinstance(plan, ExecutionPlan):
         raise PlanError(f"compile_distributed takes an ExecutionPlan, got {type(plan)}")

@@ -1,8 +1,9 @@
 """Setting up a distributed plan: each step a function that takes and returns values.
 
 ``set_up`` runs the steps in order: check the cross-process transfers, compare
-plan fingerprints, compile this process's stages, agree on the layouts of
-transferred values, build the local plan with its transfer executables and
+plan fingerprints, compile this process's stages, read the layouts of
+transferred values and outputs from the plan (exchanging only those it leaves
+to XLA), build the local plan with its transfer executables and
 compile those. Every step that talks to the other processes does so through
 the ``Exchange`` it is given, with its timeouts.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -22,12 +23,13 @@ from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..compilation import compile as _compile
 from ..errors import MeshError, RuntimeFailure
+from ..executable import Executable
 from ..execution.executor import CompiledPlan
-from ..named_shardings import as_named
-from ..plan import ExecutionPlan, RunStage
+from ..named_shardings import as_named, layout_sharding
+from ..plan import ExecutionPlan, Layout, RunStage
 from . import collectives, ordering
 from .coordination import Exchange
-from .local_plan import Extra, Feed, LocalPlanBuilder, Use
+from .local_plan import Extra, Feed, HeldLayout, LocalPlanBuilder, Use
 
 RankDevices = tuple[tuple[jax.Device, ...], ...]
 
@@ -51,8 +53,11 @@ class Setup:
     local: CompiledPlan
     local_plan: ExecutionPlan
     feeds: list[Feed]  # with the transfer executable each one uses
-    transfers: dict[str, Any]  # transfer and receive-buffer executables, by name
+    transfers: dict[
+        str, collectives.TransferExecutable
+    ]  # transfer and receive-buffer executables, by name
     first_use: dict[str, str]  # compiled transfer -> the name of its first use
+    output_shardings: dict[int, Sharding]  # every output's, by index
 
 
 def plan_transfers(
@@ -104,27 +109,29 @@ def set_up(
     stage_exes, compiled = _compile.compile_plan_executables(
         plan, where.rank_devices, local_stage_names
     )
-    sharded = any(len(d) > 1 for d in where.rank_devices)
-    src_shardings = transfer_shardings(plan, where, groups, stage_exes, exchange, sharded)
     feeds = find_feeds(plan, where.process_of, num_user_inputs)
-    feed_layouts = feed_shardings(plan, where, feeds, stage_exes, exchange, sharded)
+    held = held_values(plan, groups, feeds)
+    layouts = held_layouts(plan, where, held, stage_exes, exchange)
     builder = LocalPlanBuilder(
         plan,
         where.rank_devices,
         where.process,
         where.local_ranks,
-        lambda rank, text: sharding_from_text(where.rank_devices, rank, text),
+        lambda rank, layout: sharding_on(where.rank_devices, rank, layout),
     )
     for group in groups:
-        builder.add_group(group, src_shardings)
-    feeds = [builder.add_feed(feed, feed_layouts) for feed in feeds]
+        builder.add_group(
+            group, [layouts[f"transfer/{group.index}/{n}"] for n in range(len(group.transfers))]
+        )
+    feeds = [builder.add_feed(feed, layouts[f"feed/{feed.output}"]) for feed in feeds]
     local_plan = builder.build()
     transfers, first_use = compile_extra(builder.extra, builder.uses, where.process, dog)
     executables = {**stage_exes, **transfers}
     local = CompiledPlan(
         local_plan, where.rank_devices, executables, compiled + len(builder.extra), rank_meshes
     )
-    return Setup(groups, local, local_plan, feeds, transfers, first_use)
+    outputs = output_shardings(plan, where, layouts, rank_meshes)
+    return Setup(groups, local, local_plan, feeds, transfers, first_use, outputs)
 
 
 def check_fingerprints(
@@ -135,6 +142,7 @@ def check_fingerprints(
     digest.update(repr(plan.inputs).encode())
     digest.update(repr(plan.outputs).encode())
     digest.update(repr(plan.instructions).encode())
+    digest.update(repr(plan.constants).encode())
     for name in sorted(plan.executables):
         stage = plan.executables[name]
         digest.update(f"{name}|{stage.rank}|{stage.input_specs}|{stage.output_specs}".encode())
@@ -151,110 +159,137 @@ def check_fingerprints(
         )
 
 
-# ------------------------------------------------------------------ shardings
+# ------------------------------------------------------------------- layouts
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """A value as ``rank`` holds it (a transfer's, a forwarded or a program output)."""
+
+    rank: int
+    value: int
+    ndim: int
 
 
 def value_sharding(
-    plan: ExecutionPlan, rank_devices: RankDevices, exes: dict[str, Any], rank: int, value: int
+    plan: ExecutionPlan,
+    rank_devices: RankDevices,
+    exes: Mapping[str, Executable],
+    rank: int,
+    value: int,
 ) -> Sharding:
     """How ``rank`` holds ``value``: its producer's output layout, else its first
-    reader's input layout, else replicated."""
+    reader's input layout, else replicated (read from the compiled executables)."""
     devices = rank_devices[rank]
     if len(devices) == 1:
         return jax.sharding.SingleDeviceSharding(devices[0])
-    for inst in plan.instructions:
-        if isinstance(inst, RunStage) and inst.rank == rank and value in inst.outputs:
-            shardings = _transfer.executable_shardings(
-                exes[inst.executable], devices, len(inst.outputs), outputs=True
-            )
-            return shardings[inst.outputs.index(value)]
-    for inst in plan.instructions:
-        if isinstance(inst, RunStage) and inst.rank == rank and value in inst.inputs:
-            shardings = _transfer.executable_shardings(
-                exes[inst.executable], devices, len(inst.inputs), outputs=False
-            )
-            return shardings[inst.inputs.index(value)]
-    return _transfer.replicated_sharding(devices)
+    found = _defining_stage(plan, rank, value)
+    if found is None:
+        return _transfer.replicated_sharding(devices)
+    inst, outputs = found
+    values = inst.outputs if outputs else inst.inputs
+    shardings = _transfer.executable_shardings(
+        exes[inst.executable], devices, len(values), outputs=outputs
+    )
+    return shardings[values.index(value)]
 
 
-def share(exchange: Exchange, name: str, mine: dict[str, str], sharded: bool) -> dict[str, str]:
-    """Merges every process's ``mine`` (HLO sharding strings) through the store."""
-    if not sharded:
-        return {}
-    merged: dict[str, str] = {}
-    for part in exchange.gather(name, json.dumps(mine)):
-        merged.update(json.loads(part))
-    return merged
+def plan_layout(plan: ExecutionPlan, rank: int, num_devices: int, held: Held) -> Layout | None:
+    """The layout ``value_sharding`` finds, read from the plan (None: XLA chooses)."""
+    found = _defining_stage(plan, rank, held.value)
+    if found is None:
+        return Layout((("replicated", num_devices),), ((),) * held.ndim)
+    inst, outputs = found
+    stage = plan.executables[inst.executable]
+    if outputs:
+        return stage.output_specs[inst.outputs.index(held.value)].layout
+    return stage.input_specs[inst.inputs.index(held.value)].layout
 
 
-def transfer_shardings(
+def _defining_stage(plan: ExecutionPlan, rank: int, value: int) -> tuple[RunStage, bool] | None:
+    """The run on ``rank`` that fixes ``value``'s layout, and whether as an output:
+    its producer, else its first reader."""
+    runs = [i for i in plan.instructions if isinstance(i, RunStage) and i.rank == rank]
+    for outputs in (True, False):
+        for inst in runs:
+            if value in (inst.outputs if outputs else inst.inputs):
+                return inst, outputs
+    return None
+
+
+def held_layouts(
     plan: ExecutionPlan,
     where: Placement,
-    groups: list[ordering.TransferGroup],
-    exes: dict[str, Any],
+    held: dict[str, Held],
+    exes: Mapping[str, Executable],
     exchange: Exchange,
-    sharded: bool,
-) -> dict[str, str]:
-    """Per transfer (key ``group/position``), the sender's layout as HLO sharding text."""
-    mine = {}
-    for group in groups:
-        if group.src_process != where.process:
+) -> dict[str, HeldLayout]:
+    """Each held value's layout (by key), from the plan; the ones the plan leaves to
+    XLA on ranks of several devices are exchanged, in one round, as HLO text."""
+    result: dict[str, HeldLayout] = {}
+    unknown, mine = [], {}
+    for key, h in held.items():
+        devices = where.rank_devices[h.rank]
+        if len(devices) == 1:
+            result[key] = None
             continue
+        result[key] = plan_layout(plan, h.rank, len(devices), h)
+        if result[key] is None:
+            unknown.append(key)
+            if where.process_of[h.rank] == where.process:
+                sharding = value_sharding(plan, where.rank_devices, exes, h.rank, h.value)
+                mine[key] = str(jc.hlo_sharding(sharding, h.ndim))
+    if unknown:
+        for part in exchange.gather("layouts", json.dumps(mine)):
+            result.update(json.loads(part))
+    return result
+
+
+def held_values(
+    plan: ExecutionPlan, groups: list[ordering.TransferGroup], feeds: list[Feed]
+) -> dict[str, Held]:
+    """The values whose layout a process needs, keyed ``transfer/group/position``,
+    ``feed/output`` and ``output/index``: sent ones on their sender, outputs on their rank."""
+    held = {}
+    for group in groups:
         for n, t in enumerate(group.transfers):
-            sharding = value_sharding(plan, where.rank_devices, exes, t.src_rank, t.value)
-            mine[f"{group.index}/{n}"] = str(jc.hlo_sharding(sharding, len(t.spec.shape)))
-    return share(exchange, "transfer-shardings", mine, sharded)
-
-
-def feed_shardings(
-    plan: ExecutionPlan,
-    where: Placement,
-    feeds: list[Feed],
-    exes: dict[str, Any],
-    exchange: Exchange,
-    sharded: bool,
-) -> dict[str, str]:
-    """Per forwarded output (key: its index), the sender's layout as HLO sharding text."""
-    mine = {}
+            held[f"transfer/{group.index}/{n}"] = Held(t.src_rank, t.value, len(t.spec.shape))
     for feed in feeds:
-        if feed.src_process == where.process:
-            out = plan.outputs[feed.output]
-            sharding = value_sharding(plan, where.rank_devices, exes, out.rank, out.value)
-            mine[str(feed.output)] = str(jc.hlo_sharding(sharding, len(out.spec.shape)))
-    return share(exchange, "feed-shardings", mine, sharded)
+        out = plan.outputs[feed.output]
+        held[f"feed/{feed.output}"] = Held(out.rank, out.value, len(out.spec.shape))
+    for j, out in enumerate(plan.outputs):
+        held[f"output/{j}"] = Held(out.rank, out.value, len(out.spec.shape))
+    return held
+
+
+def sharding_on(rank_devices: RankDevices, rank: int, layout: HeldLayout) -> Sharding:
+    """Rank ``rank``'s sharding in ``layout`` (None, or one device: its first device)."""
+    devices = rank_devices[rank]
+    if layout is None or len(devices) == 1:
+        return jax.sharding.SingleDeviceSharding(devices[0])
+    if isinstance(layout, str):
+        return jc.sharding_from_hlo_text(devices, layout)
+    sharding = layout_sharding(layout, devices)
+    if sharding is None:
+        raise MeshError(f"rank {rank}'s {len(devices)} devices cannot hold layout {layout}")
+    return sharding
 
 
 def output_shardings(
     plan: ExecutionPlan,
     where: Placement,
-    exes: dict[str, Any],
-    exchange: Exchange,
+    layouts: dict[str, HeldLayout],
     rank_meshes: Sequence[Mesh] | None,
 ) -> dict[int, Sharding]:
     """Every output's sharding (key: its index), this process's and the others', as a
     ``NamedSharding`` on its rank's mesh where ``rank_meshes`` are given."""
-    mine = {}
-    for j, out in enumerate(plan.outputs):
-        if where.process_of[out.rank] == where.process:
-            sharding = value_sharding(plan, where.rank_devices, exes, out.rank, out.value)
-            mine[str(j)] = str(jc.hlo_sharding(sharding, len(out.spec.shape)))
-    texts = share(exchange, "output-shardings", mine, True)
     result = {}
-    for key, text in texts.items():
-        out = plan.outputs[int(key)]
-        sharding = sharding_from_text(where.rank_devices, out.rank, text)
+    for j, out in enumerate(plan.outputs):
+        sharding = sharding_on(where.rank_devices, out.rank, layouts[f"output/{j}"])
         if rank_meshes is not None:
             sharding = as_named(sharding, rank_meshes[out.rank], len(out.spec.shape))
-        result[int(key)] = sharding
+        result[j] = sharding
     return result
-
-
-def sharding_from_text(rank_devices: RankDevices, rank: int, text: str | None) -> Sharding:
-    """Rank ``rank``'s layout from HLO sharding text (None: its first device)."""
-    devices = rank_devices[rank]
-    if text is None or len(devices) == 1:
-        return jax.sharding.SingleDeviceSharding(devices[0])
-    return jc.sharding_from_hlo_text(devices, text)
 
 
 # ----------------------------------------------------------------- transfers
@@ -279,7 +314,7 @@ def find_feeds(plan: ExecutionPlan, process_of: Sequence[int], num_user_inputs: 
 
 def compile_extra(
     extra: list[Extra], uses: dict[str, Use], process: int, dog: Any
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[dict[str, collectives.TransferExecutable], dict[str, str]]:
     """Compiles the transfer and receive-buffer modules; one executable per transfer use.
 
     Returns the executables by name and, per compiled transfer, its first use.
@@ -288,7 +323,7 @@ def compile_extra(
     compiled = dict(
         zip([name for name, _, _, _ in extra], _compile.compile_stages(jobs), strict=True)
     )
-    result: dict[str, Any] = {}
+    result: dict[str, collectives.TransferExecutable] = {}
     bases = {}
     for name, stage, devices, layouts in extra:
         if layouts:  # receive buffers, rebuilt from their shards like transfer results

@@ -28,6 +28,7 @@ from jax.sharding import Sharding
 from ..plan import (
     ExecutionPlan,
     Instruction,
+    Layout,
     RunStage,
     StageExecutable,
     TensorSpec,
@@ -36,6 +37,9 @@ from . import collectives, ordering
 
 # (name, stage, devices, receive-buffer layouts or None for a transfer)
 Extra = tuple[str, StageExecutable, tuple[jax.Device, ...], Any]
+# How a sender holds a value, alike in every process: the plan's layout, HLO
+# sharding text where XLA chose it, None on a rank of one device.
+HeldLayout = Layout | str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,17 +75,17 @@ class LocalPlanBuilder:
         rank_devices: Sequence[tuple[jax.Device, ...]],
         process: int,
         local_ranks: Sequence[int],
-        sharding: Callable[[int, str | None], Sharding],
+        sharding: Callable[[int, HeldLayout], Sharding],
     ):
         self.plan = plan
         self.rank_devices = rank_devices
         self.process = process
         self.local = set(local_ranks)
-        self.sharding = sharding  # (rank, HLO sharding text or None) -> its layout there
+        self.sharding = sharding  # (rank, the sender's layout) -> that layout on the rank
         self.extra: list[Extra] = []
         self.uses: dict[str, Use] = {}
         self._bases: dict[tuple, str] = {}
-        self._buffers: dict[tuple[int, TensorSpec, str | None], int] = {}
+        self._buffers: dict[tuple[int, TensorSpec, HeldLayout], int] = {}
         self._issued: dict[int, list[RunStage]] = {}  # plan position -> transfer runs
         self._cross_at: set[int] = set()
         self._next_id = 1 + max(
@@ -119,19 +123,18 @@ class LocalPlanBuilder:
         self._next_id += 1
         return self._next_id - 1
 
-    def add_group(self, group: ordering.TransferGroup, src_shardings: dict[str, str]) -> None:
+    def add_group(self, group: ordering.TransferGroup, held: Sequence[HeldLayout]) -> None:
         """Replaces ``group``'s sends and receives by a transfer run where this process
-        issues it (``src_shardings``: the sender's layouts, ``group/position`` keys)."""
+        issues it (``held``: the sender's layout of each transfer, in order)."""
         for t in group.transfers:
             self._cross_at.update((t.send_at, t.recv_at))
         me = self.process
         if me not in (group.src_process, group.dst_process):
             return
-        texts = [src_shardings.get(f"{group.index}/{n}") for n in range(len(group.transfers))]
         specs = [t.spec for t in group.transfers]
-        layouts = [self.sharding(group.src_rank, x) for x in texts]
+        layouts = [self.sharding(group.src_rank, x) for x in held]
         shards = [collectives.shard_spec(s, sh) for s, sh in zip(specs, layouts, strict=True)]
-        key = (tuple(shards), tuple(texts), group.src_rank, group.dst_rank)
+        key = (tuple(shards), tuple(held), group.src_rank, group.dst_rank)
         if group.src_process == me:
             name = self._use(
                 key,
@@ -152,7 +155,7 @@ class LocalPlanBuilder:
                 f"send to process {group.dst_process}",
             )
         else:
-            local = [self.sharding(group.dst_rank, x) for x in texts]
+            local = [self.sharding(group.dst_rank, x) for x in held]
             name = self._use(
                 key,
                 shards,
@@ -165,8 +168,8 @@ class LocalPlanBuilder:
                 group.src_process,
             )
             buffers = []
-            for spec, text in zip(specs, texts, strict=True):
-                buffer_key = (group.dst_rank, spec, text)
+            for spec, layout in zip(specs, held, strict=True):
+                buffer_key = (group.dst_rank, spec, layout)
                 if buffer_key not in self._buffers:
                     self._buffers[buffer_key] = self._fresh()
                 buffers.append(self._buffers[buffer_key])
@@ -179,14 +182,13 @@ class LocalPlanBuilder:
             )
         self._issued.setdefault(group.issue_at(me), []).append(run)
 
-    def add_feed(self, feed: Feed, feed_shardings: dict[str, str]) -> Feed:
+    def add_feed(self, feed: Feed, layout: HeldLayout) -> Feed:
         """``feed`` with this process's transfer executable for it (if it takes part)."""
         me = self.process
         if me not in (feed.src_process, feed.dst_process):
             return feed
         out = self.plan.outputs[feed.output]
-        text = feed_shardings.get(str(feed.output))
-        shard = collectives.shard_spec(out.spec, self.sharding(feed.src_rank, text))
+        shard = collectives.shard_spec(out.spec, self.sharding(feed.src_rank, layout))
         side = feed.src_rank if feed.src_process == me else feed.dst_rank
         description = (
             f"forwarding of output {feed.output} ({out.spec}) from rank {feed.src_rank} "
@@ -194,7 +196,7 @@ class LocalPlanBuilder:
             f"(process {feed.dst_process})"
         )
         peer = feed.dst_process if feed.src_process == me else feed.src_process
-        key = ((shard,), (text,), feed.src_rank, feed.dst_rank)
+        key = ((shard,), (layout,), feed.src_rank, feed.dst_rank)
         name = self._use(
             key,
             [shard],
@@ -202,7 +204,7 @@ class LocalPlanBuilder:
             feed.dst_rank,
             [out.spec],
             side,
-            [self.sharding(side, text)],
+            [self.sharding(side, layout)],
             description,
             peer,
         )
@@ -211,9 +213,9 @@ class LocalPlanBuilder:
     # ------------------------------------------------------------ the plan
     def _prologue(self) -> list[RunStage]:
         """One run per receiving rank that makes its zero receive buffers."""
-        by_rank: dict[int, list[tuple[TensorSpec, str | None, int]]] = {}
-        for (rank, spec, text), value in self._buffers.items():
-            by_rank.setdefault(rank, []).append((spec, text, value))
+        by_rank: dict[int, list[tuple[TensorSpec, HeldLayout, int]]] = {}
+        for (rank, spec, layout), value in self._buffers.items():
+            by_rank.setdefault(rank, []).append((spec, layout, value))
         runs = []
         for rank, items in sorted(by_rank.items()):
             name = f"receive_buffers__rank{rank}"

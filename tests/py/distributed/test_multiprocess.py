@@ -142,6 +142,20 @@ def test_sharded_ranks_match_single_process_bit_for_bit(shared):
 
 
 @pytest.mark.slow
+def test_set_up_exchanges_only_its_barriers_when_the_plan_knows_every_layout(shared):
+    # Two processes: the plan fingerprints, "compiled" and "ready" are the only rounds
+    # through the key-value store; the layouts of transferred values and outputs come
+    # from the plan (one device per rank, and two devices per rank with every layout
+    # fixed by the compiler). Reading them from the executables took 4 and 6 rounds.
+    run, _ = shared(2, 4)
+    assert_scenarios_done(run)
+    for p, out in enumerate(run.out):
+        counts = dict(re.findall(r"^(\w+): (\d+) key-value exchanges$", out, re.MULTILINE))
+        expected = {name: "3" for name in (*model.SCHEDULES, "sharded")}
+        assert counts == expected, f"process {p}"
+
+
+@pytest.mark.slow
 def test_main_job_as_two_processes_prints_the_single_process_losses(python_server):
     # examples/train_mlp.py, the README's main job: one pipelined training over both
     # processes (ranks 0, 1 in process 0; 2, 3 in process 1) prints the same losses as

@@ -243,8 +243,7 @@ def test_a_callers_buffer_as_the_accumulators_start_is_not_consumed():
     assert _aliases(built.plan.executables["stage0_bwd"].mlir_module)  # w0's gradient
     devices = [[d] for d in jax.devices()[:2]]
     run = compile_plan(built.plan, devices)
-    indices = [jax.device_put(i.array(), devices[i.rank][0]) for i in built.index_inputs]
-    ours = run(*params, xs, ys, *indices)
+    ours = run(*params, xs, ys, *run.place_constants())
     start_values = [jnp.zeros((8, 6)), params[1]]
     theirs = jax.jit(_accumulate)(params, xs, ys, start_values)
     toolkit.assert_matches_reference(ours, [*theirs[0], theirs[1]], toolkit.SEPARATE_PROGRAMS)

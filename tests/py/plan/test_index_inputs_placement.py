@@ -30,6 +30,25 @@ def test_index_inputs_exist(compiled):
     assert program.index_inputs, "a treduce loop over 4 microbatches reads its indices"
 
 
+def test_the_indices_are_plan_constants_after_the_callers_inputs(compiled):
+    program, step, _, _ = compiled
+    plan = program.plan
+    constants = plan.constants
+    assert [c.input for c in constants] == list(range(plan.num_user_inputs, len(plan.inputs)))
+    for constant in constants:
+        binding = plan.inputs[constant.input]
+        assert binding.ranks == (constant.rank,) and str(binding.spec) == "int32[]"
+    # Every microbatch's index, once per rank whose loop tasks read it.
+    readers = {c.rank for c in constants}
+    assert sorted((c.value, c.rank) for c in constants) == [
+        (m, r) for m in range(4) for r in sorted(readers)
+    ]
+    placed = step.executable.place_constants()
+    for constant, array in zip(constants, placed, strict=True):
+        assert int(array) == constant.value
+        assert array.sharding in step.executable.input_shardings(constant.input)
+
+
 def test_host_inputs_need_no_device_copy_at_any_call(compiled, monkeypatch):
     program, step, params, batch = compiled
     copied: list[int] = []

@@ -10,7 +10,13 @@ import jax.numpy as jnp
 import pytest
 from jaxpp_mlir.runtime import exit_hooks
 from jaxpp_mlir.runtime.compilation.compile import compile_plan_executables
-from jaxpp_mlir.runtime.execution.slots import CopyStep, RunStep, SendStep, resolve_slots
+from jaxpp_mlir.runtime.execution.slots import (
+    ChannelKey,
+    CopyStep,
+    RunStep,
+    SendStep,
+    resolve_slots,
+)
 from jaxpp_mlir.runtime.multiprocess.distributed_setup import find_feeds
 from jaxpp_mlir.runtime.multiprocess.local_plan import Feed
 from jaxpp_mlir.runtime.plan import (
@@ -74,7 +80,7 @@ def test_slots_resolve_into_typed_steps(chain):
     assert send.source == where[(0, 1)] and copy.channel == send.channel
     assert copy.destination == where[(1, 2)] and run_g.inputs == (where[(1, 2)],)
     assert resolved.output_slots == (where[(1, 3)],)
-    assert resolved.slots[send.channel].key == ("channel", 0)
+    assert resolved.slots[send.channel].key == ChannelKey(0)
     # f's result dies after the send; the channel slot after the receive.
     assert where[(0, 1)] in resolved.free_after[1]
     assert send.channel in resolved.free_after[2]

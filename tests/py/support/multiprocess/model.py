@@ -72,9 +72,12 @@ def partition_pipeline(devices: np.ndarray) -> pp.PartitionedProgram:
     return pp.partition(lowered, mesh=mesh(devices), schedule=pp.Std1F1B(num_ranks))
 
 
-def train(program: pp.PartitionedProgram, steps: int = STEPS):
-    """``steps`` steps from the initial parameters; returns (params, losses per step)."""
-    step = program.compile()
+def train(
+    program: pp.PartitionedProgram, steps: int = STEPS, step: pp.CompiledProgram | None = None
+):
+    """``steps`` steps from the initial parameters (with ``step``, the program compiled
+    already); returns (the compiled step, params, losses per step)."""
+    step = program.compile() if step is None else step
     params, batch = make_params(program.schedule.num_stages), make_batch()
     history = []
     for _ in range(steps):

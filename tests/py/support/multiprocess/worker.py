@@ -23,9 +23,18 @@ import jax  # noqa: E402
 import model  # noqa: E402
 import numpy as np  # noqa: E402
 from jaxpp_mlir.runtime import compile as rt_compile  # noqa: E402
+from jaxpp_mlir.runtime.multiprocess import coordination  # noqa: E402
 from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput, compile_distributed  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402
+
+
+def compile_counting_exchanges(name: str, program: pp.PartitionedProgram) -> pp.CompiledProgram:
+    """``program`` compiled; prints "NAME: N key-value exchanges" (those of its set-up)."""
+    before = coordination.gather_count
+    step = program.compile()
+    print(f"{name}: {coordination.gather_count - before} key-value exchanges", flush=True)
+    return step
 
 
 def train(out_dir: str, schedules: list[str]) -> dict[str, pp.CompiledProgram]:
@@ -35,7 +44,7 @@ def train(out_dir: str, schedules: list[str]) -> dict[str, pp.CompiledProgram]:
     for name in schedules:
         program = model.partition(name, devices)
         start = time.perf_counter()
-        step, params, history = model.train(program)
+        step, params, history = model.train(program, step=compile_counting_exchanges(name, program))
         steps[name] = step
         host = step.gather((params, history))
         leaves = jax.tree_util.tree_leaves((params, history))
@@ -69,7 +78,9 @@ def train(out_dir: str, schedules: list[str]) -> dict[str, pp.CompiledProgram]:
 
 def sharded(out_dir: str) -> None:
     program = model.partition_sharded(pipeline_devices(2, devices_per_rank=2))
-    step, params, history = model.train(program)
+    step, params, history = model.train(
+        program, step=compile_counting_exchanges("sharded", program)
+    )
     host = step.gather((params, history))
     if jax.process_index() == 0:
         np.savez(os.path.join(out_dir, "sharded.npz"), *host[0], losses=np.stack(host[1]))
