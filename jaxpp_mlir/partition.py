@@ -212,7 +212,7 @@ def _partition(
             num_microbatches=num_microbatches,
             stage_ranks=placement or [s % mesh.mpmd_dim for s in range(num_stages)],
             num_ranks=mesh.mpmd_dim,
-            stage_texts=[program.stage_module_texts(s) for s in range(num_stages)],
+            stage_functions=[program.stage_functions(s) for s in range(num_stages)],
         )
     partition_log.log_summary(program.plan, program.num_stages)
     if dump_dir is not None:
