@@ -427,7 +427,7 @@ def _import(x: Any) -> tuple[ir.Module, TreeInfo]:
         tree_info = _lowered_tree_info(x)
         x = x.compiler_ir("stablehlo")
     if isinstance(x, ir.Module):
-        x = x.operation.get_asm(binary=True, enable_debug_info=True)
+        x = ir_context.bytecode(x)
     if not isinstance(x, (str, bytes)):
         raise TypeError(
             "partition() takes a jax.stages.Lowered, an ir.Module or MLIR text, "
