@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 
 import numpy as np
@@ -119,6 +120,14 @@ def check_region_depth(module: ir.Module) -> None:
 def copy_module(module: ir.Module) -> ir.Module:
     """An independent copy of ``module`` in the same context."""
     return ir.Module.parse(module.operation.get_asm(binary=True), context=module.context)
+
+
+def bytecode(module: ir.Module) -> bytes:
+    """``module`` as MLIR bytecode, locations included: ``parse_module`` reads it
+    several times faster than the same module as text, and to the same module."""
+    buffer = io.BytesIO()
+    module.operation.write_bytecode(buffer)
+    return buffer.getvalue()
 
 
 def _line_of(location: ir.Location) -> str:

@@ -212,7 +212,7 @@ def _partition(
             num_microbatches=num_microbatches,
             stage_ranks=placement or [s % mesh.mpmd_dim for s in range(num_stages)],
             num_ranks=mesh.mpmd_dim,
-            stage_texts=[program.stage_module_texts(s) for s in range(num_stages)],
+            stage_functions=[program.stage_functions(s) for s in range(num_stages)],
         )
     partition_log.log_summary(program.plan, program.num_stages)
     if dump_dir is not None:
@@ -427,7 +427,7 @@ def _import(x: Any) -> tuple[ir.Module, TreeInfo]:
         tree_info = _lowered_tree_info(x)
         x = x.compiler_ir("stablehlo")
     if isinstance(x, ir.Module):
-        x = x.operation.get_asm(binary=True, enable_debug_info=True)
+        x = ir_context.bytecode(x)
     if not isinstance(x, (str, bytes)):
         raise TypeError(
             "partition() takes a jax.stages.Lowered, an ir.Module or MLIR text, "

@@ -88,9 +88,17 @@ class PartitionedProgram:
 
     def stage_module_texts(self, stage: int) -> list[str]:
         """The standalone StableHLO module of each task function of ``stage``."""
+        return [self.stage_modules[name] for name in self._stage_function_names(stage)]
+
+    def stage_functions(self, stage: int) -> list[ir.Operation]:
+        """The ``func.func`` op, in the partitioned module, of each task function of ``stage``."""
+        symbols = ir.SymbolTable(self._module.operation)
+        return [symbols[name].operation for name in self._stage_function_names(stage)]
+
+    def _stage_function_names(self, stage: int) -> list[str]:
         return [
-            text
-            for name, text in self.stage_modules.items()
+            name
+            for name in self.stage_modules
             if self._task_of[name][0] == stage and self._task_of[name][1] in jaxpp.KINDS
         ]
 

@@ -61,15 +61,16 @@ def warn_about_setup(
     num_microbatches: int | None,
     stage_ranks: Sequence[int],
     num_ranks: int,
-    stage_texts: Sequence[Sequence[str]],
+    stage_functions: Sequence[Sequence[ir.Operation]],
 ) -> None:
     """Warns (``PartitionWarning``) about each way the set-up wastes the machine.
 
-    ``stage_ranks[s]`` is the rank of stage ``s``; ``stage_texts[s]`` the StableHLO
-    modules of its stage functions. The warning points at the innermost caller outside
-    jaxpp_mlir (the user's ``partition`` or ``mpmd_jit`` call).
+    ``stage_ranks[s]`` is the rank of stage ``s``; ``stage_functions[s]`` the
+    ``func.func`` ops of its stage functions (in the partitioned module). The warning
+    points at the innermost caller outside jaxpp_mlir (the user's ``partition`` or
+    ``mpmd_jit`` call).
     """
-    for message in _findings(num_stages, num_microbatches, stage_ranks, num_ranks, stage_texts):
+    for message in _findings(num_stages, num_microbatches, stage_ranks, num_ranks, stage_functions):
         warnings.warn(message, PartitionWarning, stacklevel=_user_stacklevel())
 
 
@@ -92,7 +93,7 @@ def _findings(
     num_microbatches: int | None,
     stage_ranks: Sequence[int],
     num_ranks: int,
-    stage_texts: Sequence[Sequence[str]],
+    stage_functions: Sequence[Sequence[ir.Operation]],
 ) -> list[str]:
     found = []
     if num_microbatches is not None and num_microbatches < num_stages:
@@ -111,7 +112,7 @@ def _findings(
             "idle; mark more stages, use a schedule with more ranks, or a mesh with fewer "
             "submeshes"
         )
-    costs = [sum(estimate_flops(text) for text in texts) for texts in stage_texts]
+    costs = [sum(map(operation_flops, functions)) for functions in stage_functions]
     if len(costs) > 1 and min(costs) > 0 and max(costs) > COST_RATIO * min(costs):
         cheapest, dearest = costs.index(min(costs)), costs.index(max(costs))
         found.append(
@@ -125,9 +126,13 @@ def _findings(
 
 def estimate_flops(module_text: str) -> float:
     """A FLOP estimate of one StableHLO module (see the module docstring)."""
-    module = ir_context.parse_module(module_text)
+    return operation_flops(ir_context.parse_module(module_text).operation)
+
+
+def operation_flops(operation: ir.Operation) -> float:
+    """A FLOP estimate of the StableHLO ops nested in ``operation`` (a module or function)."""
     total = 0.0
-    for op in ir_utils.walk(module.operation):
+    for op in ir_utils.walk(operation):
         if op.name in _FREE_OPS or not len(op.results):
             continue
         elements = sum(_elements(result.type) for result in op.results)

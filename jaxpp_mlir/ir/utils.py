@@ -125,6 +125,8 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
 
 def external_operands(op: ir.Operation) -> list[ir.Value]:
     """Operands of ``op`` and of ops nested in it that are defined outside ``op``."""
+    if not len(op.regions):
+        return list(dict.fromkeys(op.operands))
     inside: set[ir.Value] = set()
     used: list[ir.Value] = list(op.operands)
     for nested in walk(op):

@@ -174,15 +174,18 @@ def _propagate(
     forward_stage: dict[ir.Operation, int] = {}
     backward_count: dict[ir.Operation, int] = {}
     anchored: dict[ir.Operation, bool] = {}
+    direction = {
+        op: jaxpp.marker_direction(op) if jaxpp.is_stage_marker(op) else None for op in top_ops
+    }
 
     def value_info(value: ir.Value) -> tuple[int, int, bool]:
         producer = ir_utils.defining_op(value)
         if producer is None or producer not in forward_stage:
             return 0, 0, False
         stage, count = forward_stage[producer], backward_count[producer]
-        if jaxpp.is_stage_marker(producer):
-            if jaxpp.marker_direction(producer) == jaxpp.FORWARD:
-                return stage + 1, count, True
+        if direction[producer] == jaxpp.FORWARD:
+            return stage + 1, count, True
+        if direction[producer] is not None:
             return stage, count + 1, True
         return stage, count, anchored[producer]
 
@@ -190,12 +193,8 @@ def _propagate(
         infos = [value_info(v) for v in ir_utils.external_operands(op)]
         forward_stage[op] = max((i[0] for i in infos), default=0)
         backward_count[op] = max((i[1] for i in infos), default=0)
-        anchored[op] = any(i[2] for i in infos) or jaxpp.is_stage_marker(op)
-        if (
-            jaxpp.is_stage_marker(op)
-            and jaxpp.marker_direction(op) == jaxpp.FORWARD
-            and backward_count[op] > 0
-        ):
+        anchored[op] = any(i[2] for i in infos) or direction[op] is not None
+        if direction[op] == jaxpp.FORWARD and backward_count[op] > 0:
             raise diagnostics.error(
                 op,
                 "a forward stage marker depends on a backward (gradient) value: "

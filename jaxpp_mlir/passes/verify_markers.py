@@ -104,11 +104,15 @@ class _MarkerPaths:
         self.anchored: dict[ir.Operation, bool] = {}
         self.per_microbatch: dict[ir.Operation, bool] = {}
         self.upstream_backward_marker: dict[ir.Operation, ir.Operation | None] = {}
+        # The direction of each stage marker of the block (None for other ops).
+        self.direction: dict[ir.Operation, str | None] = {
+            op: jaxpp.marker_direction(op) if jaxpp.is_stage_marker(op) else None for op in top_ops
+        }
         for op in top_ops:
             infos = [self.value_info(v) for v in ir_utils.external_operands(op)]
             self.forward[op] = max((i[0] for i in infos), default=0)
             self.backward[op] = max((i[1] for i in infos), default=0)
-            self.anchored[op] = any(i[2] for i in infos) or jaxpp.is_stage_marker(op)
+            self.anchored[op] = any(i[2] for i in infos) or self.direction[op] is not None
             is_loop_marker = loop_marker is not None and op == loop_marker
             self.per_microbatch[op] = is_loop_marker or any(i[3] for i in infos)
             upstream = [i[4] for i in infos if i[4] is not None]
@@ -120,7 +124,7 @@ class _MarkerPaths:
             for result in op.results:
                 for use in result.uses:
                     user = ir_utils.top_level_user(ir_utils.use_owner(use), block)
-                    if jaxpp.is_stage_marker(user) and _is_forward(user):
+                    if self.direction.get(user) == jaxpp.FORWARD:
                         stages.append(self.forward[user])
                     elif self.feeds_stage.get(user) is not None:
                         stages.append(self.feeds_stage[user])
@@ -148,8 +152,9 @@ class _MarkerPaths:
             return 0, 0, False, False, None
         forward, backward = self.forward[producer], self.backward[producer]
         upstream = self.upstream_backward_marker[producer]
-        if jaxpp.is_stage_marker(producer):
-            if _is_forward(producer):
+        direction = self.direction[producer]
+        if direction is not None:
+            if direction == jaxpp.FORWARD:
                 forward += 1
             else:
                 backward += 1
