@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -199,14 +200,19 @@ class CompiledProgram:
         self._donated_not_returned = tuple(
             index for index in sorted(program.donated_inputs) if index not in returned
         )
+        # Calls from several threads dispatch one at a time (the devices still run them
+        # asynchronously): a call sees the inputs an earlier call donated as deleted and
+        # says so, instead of racing XLA for their buffers (jaxlib 0.10 can crash there).
+        self._dispatching = threading.Lock()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        flat = self._flatten_inputs(args, kwargs)
-        outputs = self.executable(*flat, *self._index_arrays)
-        for index in self._donated_not_returned:
-            donated = flat[index]
-            if isinstance(donated, jax.Array) and not donated.is_deleted():
-                donated.delete()  # donated: the caller may not use it again, as with jax.jit
+        with self._dispatching:
+            flat = self._flatten_inputs(args, kwargs)
+            outputs = self.executable(*flat, *self._index_arrays)
+            for index in self._donated_not_returned:
+                donated = flat[index]
+                if isinstance(donated, jax.Array) and not donated.is_deleted():
+                    donated.delete()  # donated: the caller may not use it again, as jax.jit
         if self.program.output_key_impls is not None:
             outputs = [
                 out
