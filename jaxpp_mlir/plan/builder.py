@@ -108,23 +108,24 @@ class PlanBuilder:
         sources = {name: e.source for name, e in self.executables.items()}
         stage_only = {c: Standalone(c) for c in task_of if c not in self.executables}
         texts = emission.emit_modules(self.module, {**sources, **stage_only}, aliases)
+        executables = {
+            name: rt.StageExecutable(
+                name,
+                e.rank,
+                texts[name],
+                layouts.with_layouts(e.input_specs, boundary[name][0], meshes),
+                layouts.with_layouts(e.output_specs, boundary[name][1], meshes),
+                tuple(sorted(aliases.get(name, {}).items())),
+                e.source.callees if isinstance(e.source, Fused) else (),
+            )
+            for name, e in self.executables.items()
+        }
         plan = rt.ExecutionPlan(
             num_ranks=self.num_ranks,
-            executables={
-                name: rt.StageExecutable(
-                    name,
-                    e.rank,
-                    texts[name],
-                    layouts.with_layouts(e.input_specs, boundary[name][0], meshes),
-                    layouts.with_layouts(e.output_specs, boundary[name][1], meshes),
-                    tuple(sorted(aliases.get(name, {}).items())),
-                    e.source.callees if isinstance(e.source, Fused) else (),
-                )
-                for name, e in self.executables.items()
-            },
+            executables=executables,
             inputs=tuple(inputs),
             outputs=tuple(outputs),
-            instructions=tuple(self.instructions),
+            instructions=tuple(layouts.with_receive_layouts(self.instructions, executables)),
             stage_names=_stage_names(self.module, task_of),
             constants=tuple(
                 rt.Constant(value_id, rank, microbatch)
