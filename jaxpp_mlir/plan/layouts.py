@@ -71,6 +71,12 @@ def with_receive_layouts(
     """``instructions``, each ``Recv``'s spec with the layout its value has on the
     receiving rank: its first reader's input layout there, else the layout it is sent in
     (its producer's output layout on the sender, else its first reader's there)."""
+    if not any(
+        spec.layout is not None
+        for stage in executables.values()
+        for spec in (*stage.input_specs, *stage.output_specs)
+    ):
+        return list(instructions)  # no sharded stage: nothing to give
     produced: dict[tuple[int, int], rt.Layout | None] = {}
     read: dict[tuple[int, int], rt.Layout | None] = {}
     sent: dict[int, tuple[int, int]] = {}  # channel -> (sender, value)
@@ -83,15 +89,18 @@ def with_receive_layouts(
                 produced[(inst.rank, value)] = spec.layout
         elif type(inst) is rt.Send:
             sent[inst.channel] = (inst.rank, inst.value)
-
-    def held(key: tuple[int, int]) -> rt.Layout | None:
-        return produced.get(key) or read.get(key)
-
+    specs: dict[tuple[rt.TensorSpec, rt.Layout], rt.TensorSpec] = {}
     result: list[rt.Instruction] = []
     for inst in instructions:
         if type(inst) is rt.Recv and inst.spec.layout is None:
-            layout = read.get((inst.rank, inst.value)) or held(sent.get(inst.channel, (-1, -1)))
+            layout = read.get((inst.rank, inst.value))
+            if layout is None and inst.channel in sent:
+                sender = sent[inst.channel]
+                layout = produced.get(sender) or read.get(sender)
             if layout is not None:
-                inst = dataclasses.replace(inst, spec=dataclasses.replace(inst.spec, layout=layout))
+                key = (inst.spec, layout)
+                if key not in specs:
+                    specs[key] = dataclasses.replace(inst.spec, layout=layout)
+                inst = rt.Recv(inst.rank, inst.peer, inst.channel, inst.value, specs[key])
         result.append(inst)
     return result
