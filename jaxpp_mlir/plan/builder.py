@@ -4,7 +4,8 @@ The module's ``@main`` is a task graph; a ``jaxpp.loop`` in it is one
 microbatch's task graph. Here the loop is expanded per microbatch in the
 order the schedule gives (the IR never is, see ``expansion``): each scheduled
 task becomes one ``RunStage`` with its receives before it and its sends after
-it, or tasks run fused (see ``fusion``). Loop state is threaded through the
+it, or tasks run fused (see ``fusion``). Those modules return instructions and
+executables; only the builder adds them to the plan. Loop state is threaded through the
 microbatches (see ``values``). Once every instruction is known, donation
 decides which executables reuse input buffers (see ``donation``) and every
 module is emitted, once (see ``emission``).
@@ -26,7 +27,8 @@ from jaxpp_mlir.schedules import Schedule
 from . import emission, expansion, fusion, layouts
 from .carried import loop_state_versions
 from .donation import donation_aliases
-from .emission import Fused, ModuleSource, Standalone
+from .emission import Fused, Standalone
+from .instructions import PendingExecutable, instruction, standalone_executable
 from .specs import argument_name, tensor_spec
 from .values import ValueNumbering
 
@@ -39,16 +41,6 @@ class BuiltPlan:
     # where the plan runs the function alone).
     stage_modules: dict[str, str]
     task_of: dict[str, tuple[int, str]]  # stage function -> its task's (stage, kind)
-
-
-@dataclasses.dataclass(frozen=True)
-class PendingExecutable:
-    """An executable whose module is not emitted yet."""
-
-    rank: int
-    source: ModuleSource
-    input_specs: tuple[rt.TensorSpec, ...]
-    output_specs: tuple[rt.TensorSpec, ...]
 
 
 def build_plan(module: ir.Module, *, num_ranks: int, schedule: Schedule | None) -> BuiltPlan:
@@ -67,67 +59,14 @@ class PlanBuilder:
         self.values = ValueNumbering(self.block)
         self.instructions: list[rt.Instruction] = []
         self.executables: dict[str, PendingExecutable] = {}
-        self.fused_names: dict[tuple, str] = {}  # (callees, wiring, input types) -> name
 
-    # ------------------------------------------------------------- registry
-
-    def register(self, task: ir.Operation, rank: int) -> str:
-        """The callee of ``task``, registered as an executable on first sight."""
-        callee = jaxpp.task_callee(task)
-        if callee not in self.executables:
-            self.add_executable(
-                callee,
-                rank,
-                Standalone(callee),
-                tuple(tensor_spec(v.type) for v in task.operands),
-                tuple(tensor_spec(v.type) for v in task.results),
-            )
-        return callee
-
-    def add_executable(
-        self,
-        name: str,
-        rank: int,
-        source: ModuleSource,
-        input_specs: tuple[rt.TensorSpec, ...],
-        output_specs: tuple[rt.TensorSpec, ...],
-    ) -> None:
-        self.executables[name] = PendingExecutable(rank, source, input_specs, output_specs)
-
-    def fused_name(self, source: Fused) -> str:
-        """The executable name of a fused run (one per way of wiring the same callees)."""
-        key = (source.callees, source.wiring, tuple(map(str, source.input_types)))
-        if key not in self.fused_names:
-            base = "fused__" + "__".join(source.callees)
-            taken = sum(1 for other in self.fused_names if other[0] == key[0])
-            self.fused_names[key] = base if not taken else f"{base}__v{taken + 1}"
-        return self.fused_names[key]
-
-    @staticmethod
-    def label(task: ir.Operation, microbatch: int | None) -> str:
-        return f"{jaxpp.get_kind(task)}_{jaxpp.get_stage(task)}__{microbatch or 0}"
-
-    # -------------------------------------------------------------- emitting
-
-    def emit(self, op: ir.Operation, microbatch: int | None = None) -> None:
-        """Emits one op of ``@main`` outside the loop, or one op of a fused loop task."""
-        values = self.values
-        rank = jaxpp.get_rank(op)
+    def emit(self, op: ir.Operation) -> None:
+        """Adds one op of ``@main`` outside the loop (and its executable, for a task)."""
         if jaxpp.is_task(op):
-            callee = self.register(op, rank)
-            inputs = tuple(values.use(v, rank, microbatch) for v in op.operands)
-            outputs = tuple(values.define(v, rank, microbatch) for v in op.results)
-            label = self.label(op, microbatch)
-            self.instructions.append(rt.RunStage(rank, callee, inputs, outputs, label))
-        elif jaxpp.is_send(op):
-            value = values.use(op.operands[0], rank, microbatch)
-            channel = values.channel(jaxpp.get_channel(op), microbatch)
-            self.instructions.append(rt.Send(rank, jaxpp.get_peer(op), channel, value))
-        elif jaxpp.is_recv(op):
-            value = values.define(op.results[0], rank, microbatch)
-            channel = values.channel(jaxpp.get_channel(op), microbatch)
-            spec = tensor_spec(op.results[0].type)
-            self.instructions.append(rt.Recv(rank, jaxpp.get_peer(op), channel, value, spec))
+            self.executables.setdefault(jaxpp.task_callee(op), standalone_executable(op))
+        inst = instruction(op, self.values)
+        if inst is not None:
+            self.instructions.append(inst)
 
     def build(self) -> BuiltPlan:
         terminator = None
@@ -136,14 +75,19 @@ class PlanBuilder:
             if op.name == "func.return":
                 terminator = op
             elif jaxpp.is_loop(op):
-                expansion.expand_loop(self, op)
+                expanded = expansion.expand_loop(op, self.values, self.schedule)
+                self.instructions += expanded.instructions
+                for name, executable in expanded.executables.items():
+                    self.executables.setdefault(name, executable)
             elif jaxpp.is_replicated(op):
                 continue  # read by the return only (see _outputs)
             else:
                 self.emit(op)
         outputs = self._outputs(terminator)
-        fusion.prune_unread_outputs(
-            self, [v for o in outputs for v in (o.value, *(r for r, _ in o.replicas))]
+        self.instructions, self.executables = fusion.prune_unread_outputs(
+            self.instructions,
+            self.executables,
+            [v for o in outputs for v in (o.value, *(r for r, _ in o.replicas))],
         )
         inputs = self._inputs()
         donated = frozenset(donated_arguments(self.module))
@@ -164,23 +108,24 @@ class PlanBuilder:
         sources = {name: e.source for name, e in self.executables.items()}
         stage_only = {c: Standalone(c) for c in task_of if c not in self.executables}
         texts = emission.emit_modules(self.module, {**sources, **stage_only}, aliases)
+        executables = {
+            name: rt.StageExecutable(
+                name,
+                e.rank,
+                texts[name],
+                layouts.with_layouts(e.input_specs, boundary[name][0], meshes),
+                layouts.with_layouts(e.output_specs, boundary[name][1], meshes),
+                tuple(sorted(aliases.get(name, {}).items())),
+                e.source.callees if isinstance(e.source, Fused) else (),
+            )
+            for name, e in self.executables.items()
+        }
         plan = rt.ExecutionPlan(
             num_ranks=self.num_ranks,
-            executables={
-                name: rt.StageExecutable(
-                    name,
-                    e.rank,
-                    texts[name],
-                    layouts.with_layouts(e.input_specs, boundary[name][0], meshes),
-                    layouts.with_layouts(e.output_specs, boundary[name][1], meshes),
-                    tuple(sorted(aliases.get(name, {}).items())),
-                    e.source.callees if isinstance(e.source, Fused) else (),
-                )
-                for name, e in self.executables.items()
-            },
+            executables=executables,
             inputs=tuple(inputs),
             outputs=tuple(outputs),
-            instructions=tuple(self.instructions),
+            instructions=tuple(layouts.with_receive_layouts(self.instructions, executables)),
             stage_names=_stage_names(self.module, task_of),
             constants=tuple(
                 rt.Constant(value_id, rank, microbatch)

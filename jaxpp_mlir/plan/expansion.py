@@ -5,12 +5,13 @@ its sends after it (the grouping ``jaxpp-insert-transfers`` records in
 ``jaxpp.for_task``); the global dispatch order follows the schedule's
 simulated start times. A loop body task is read from MLIR once, as a
 microbatch-independent template, then instantiated per microbatch.
+``expand_loop`` returns the loop's instructions and the executables they run;
+the builder adds them to the plan.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from jax.extend.mlir import ir
 
@@ -20,11 +21,10 @@ from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import FusedTask, Schedule, ScheduleItem
 
 from . import fusion
-from .refs import BodyValue, Fixed, LoopArgument, Ref
+from .instructions import PendingExecutable, standalone_executable
+from .refs import Fixed, Ref
 from .specs import tensor_spec
-
-if TYPE_CHECKING:
-    from .builder import PlanBuilder
+from .values import ValueNumbering
 
 TaskKey = tuple[int, str]  # (stage, kind)
 
@@ -58,14 +58,22 @@ class RecvTemplate:
 Template = RunTemplate | SendTemplate | RecvTemplate
 
 
-def template(builder: PlanBuilder, op: ir.Operation) -> Template:
+@dataclasses.dataclass(frozen=True)
+class Expansion:
+    """A loop's instructions for every microbatch, and the executables they run (by name,
+    in the order first run)."""
+
+    instructions: list[rt.Instruction]
+    executables: dict[str, PendingExecutable]
+
+
+def template(values: ValueNumbering, op: ir.Operation) -> Template:
     """A loop body op as a microbatch-independent instruction (MLIR is read once)."""
-    values = builder.values
     rank = jaxpp.get_rank(op)
     if jaxpp.is_task(op):
         return RunTemplate(
             rank,
-            builder.register(op, rank),
+            jaxpp.task_callee(op),
             tuple(values.ref(v, rank) for v in op.operands),
             tuple(values.local[v] for v in op.results),
             f"{jaxpp.get_kind(op)}_{jaxpp.get_stage(op)}",
@@ -84,10 +92,14 @@ def template(builder: PlanBuilder, op: ir.Operation) -> Template:
     )
 
 
-def expand(builder: PlanBuilder, templates: list[Template], microbatch: int | None) -> None:
-    """Appends the instructions of ``templates`` for ``microbatch``."""
-    values = builder.values
-    append = builder.instructions.append
+def expand(
+    values: ValueNumbering,
+    templates: list[Template],
+    microbatch: int | None,
+    instructions: list[rt.Instruction],
+) -> None:
+    """Appends the instructions of ``templates`` for ``microbatch`` to ``instructions``."""
+    append = instructions.append
     resolve = values.resolve
     for item in templates:
         rank = item.rank
@@ -109,33 +121,42 @@ def expand(builder: PlanBuilder, templates: list[Template], microbatch: int | No
             append(rt.Recv(rank, item.peer, channel, value, item.spec))
 
 
-def expand_loop(builder: PlanBuilder, loop: ir.Operation) -> None:
-    """Appends the loop's instructions for every microbatch, in the schedule's order."""
-    values = builder.values
+def expand_loop(loop: ir.Operation, values: ValueNumbering, schedule: Schedule | None) -> Expansion:
+    """The loop's instructions for every microbatch, in the schedule's order, numbered in
+    ``values``."""
     body_ops = values.enter_loop(loop)
     num_microbatches = jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
     units = task_units(body_ops)
-    if builder.schedule is None:
+    if schedule is None:
         raise ScheduleError("a program with a microbatch loop needs a schedule")
+    instructions: list[rt.Instruction] = []
+    executables: dict[str, PendingExecutable] = {}
+    fused_names = fusion.FusedNames()
     templates: dict[TaskKey, list[Template]] = {}
     scheduled: set[TaskKey] = set()
-    for item in dispatch_order(builder.schedule, num_microbatches):
+    for item in dispatch_order(schedule, num_microbatches):
         selected = _select(item, units, scheduled)
         if len(selected) > 1 and isinstance(item, FusedTask):
-            fusion.emit_fused(builder, [(units[key], microbatch) for key, microbatch in selected])
+            run = fusion.fused_run([(units[key], mb) for key, mb in selected], values)
+            name = fused_names.name(run.executable.source)
+            executables.setdefault(name, run.executable)
+            instructions += run.instructions(name)
             continue
         for key, microbatch in selected:
             if key not in templates:
-                templates[key] = [template(builder, op) for op in units[key]]
-            expand(builder, templates[key], microbatch)
+                templates[key] = [template(values, op) for op in units[key]]
+                task = next(op for op in units[key] if jaxpp.is_task(op))
+                executables.setdefault(jaxpp.task_callee(task), standalone_executable(task))
+            expand(values, templates[key], microbatch, instructions)
     missing = sorted(set(units) - scheduled)
     if missing:
         stage, kind = missing[0]
         raise ScheduleError(
             f"the program has a {kind} task for stage {stage} that the schedule "
-            f"{builder.schedule!r} never runs (does the schedule split the backward?)"
+            f"{schedule!r} never runs (does the schedule split the backward?)"
         )
-    _bind_loop_results(builder, loop, num_microbatches - 1)
+    values.bind_loop_results(loop, num_microbatches - 1)
+    return Expansion(instructions, executables)
 
 
 def _select(
@@ -158,22 +179,6 @@ def _select(
             if (task.stage, kind) in units:
                 selected.append(((task.stage, kind), task.microbatch))
     return selected
-
-
-def _bind_loop_results(builder: PlanBuilder, loop: ir.Operation, last: int) -> None:
-    """The loop's results are what its last microbatch yielded."""
-    values = builder.values
-    for index, result in enumerate(loop.results):
-        source = values.state_sources[index]
-        if type(source) is LoopArgument:
-            raise PartitionError(
-                f"loop state {index} is yielded straight from a loop argument: the loop "
-                "state must be computed by the loop's tasks"
-            )
-        if type(source) is BodyValue:
-            values.ids[result] = values.local_ids[(source.index, last)]
-        else:
-            values.ids[result] = source.value
 
 
 def task_units(body_ops: list[ir.Operation]) -> dict[TaskKey, list[ir.Operation]]:

@@ -3,12 +3,14 @@
 ``with_layouts`` gives each ``TensorSpec`` of an executable the ``Layout`` its
 ``sdy.sharding`` fixes. A layout XLA is free to choose (no sharding, an open
 dimension, a sub-axis, a mesh with explicit device ids) stays unknown (None).
+``with_receive_layouts`` gives each received value the layout it is read (or sent)
+in, so every value sent between ranks of a sharded step has its layout in the plan.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import sdy
@@ -61,3 +63,44 @@ def with_layouts(
         dataclasses.replace(spec, layout=layout_of(sharding, meshes))
         for spec, sharding in zip(specs, shardings, strict=True)
     )
+
+
+def with_receive_layouts(
+    instructions: Sequence[rt.Instruction], executables: Mapping[str, rt.StageExecutable]
+) -> list[rt.Instruction]:
+    """``instructions``, each ``Recv``'s spec with the layout its value has on the
+    receiving rank: its first reader's input layout there, else the layout it is sent in
+    (its producer's output layout on the sender, else its first reader's there)."""
+    if not any(
+        spec.layout is not None
+        for stage in executables.values()
+        for spec in (*stage.input_specs, *stage.output_specs)
+    ):
+        return list(instructions)  # no sharded stage: nothing to give
+    produced: dict[tuple[int, int], rt.Layout | None] = {}
+    read: dict[tuple[int, int], rt.Layout | None] = {}
+    sent: dict[int, tuple[int, int]] = {}  # channel -> (sender, value)
+    for inst in instructions:
+        if type(inst) is rt.RunStage:
+            stage = executables[inst.executable]
+            for value, spec in zip(inst.inputs, stage.input_specs, strict=True):
+                read.setdefault((inst.rank, value), spec.layout)
+            for value, spec in zip(inst.outputs, stage.output_specs, strict=True):
+                produced[(inst.rank, value)] = spec.layout
+        elif type(inst) is rt.Send:
+            sent[inst.channel] = (inst.rank, inst.value)
+    specs: dict[tuple[rt.TensorSpec, rt.Layout], rt.TensorSpec] = {}
+    result: list[rt.Instruction] = []
+    for inst in instructions:
+        if type(inst) is rt.Recv and inst.spec.layout is None:
+            layout = read.get((inst.rank, inst.value))
+            if layout is None and inst.channel in sent:
+                sender = sent[inst.channel]
+                layout = produced.get(sender) or read.get(sender)
+            if layout is not None:
+                key = (inst.spec, layout)
+                if key not in specs:
+                    specs[key] = dataclasses.replace(inst.spec, layout=layout)
+                inst = rt.Recv(inst.rank, inst.peer, inst.channel, inst.value, specs[key])
+        result.append(inst)
+    return result

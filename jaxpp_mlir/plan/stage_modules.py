@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -11,9 +12,24 @@ from jax.extend.mlir.dialects import func, sdy
 from jaxpp_mlir.dialect.vocabulary import SHARDING_ATTR
 from jaxpp_mlir.ir.utils import find_main
 
-# Where a fused part's operand comes from: ("input", i) is input i of the fused
-# module, ("part", j, r) is result r of the earlier part j.
-Source = tuple[str, int] | tuple[str, int, int]
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartInput:
+    """A fused part's operand that is input ``index`` of the fused module."""
+
+    index: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartResult:
+    """A fused part's operand that is result ``index`` of the earlier part ``part``."""
+
+    part: int
+    index: int
+
+
+# Where a fused part's operand comes from.
+Source = PartInput | PartResult
 
 
 def standalone_module(module: ir.Module, callee: str, aliases: dict[int, int] | None = None) -> str:
@@ -107,7 +123,9 @@ def fused_module(
             part_results: list[list[ir.Value]] = []
             for callee, function, sources in zip(callees, functions, wiring, strict=True):
                 operands = [
-                    entry.arguments[s[1]] if s[0] == "input" else part_results[s[1]][s[2]]
+                    entry.arguments[s.index]
+                    if isinstance(s, PartInput)
+                    else part_results[s.part][s.index]
                     for s in sources
                 ]
                 types = ir.FunctionType(function.attributes["function_type"].value).results
@@ -135,8 +153,8 @@ def fused_boundary_shardings(
     for callee, sources in zip(callees, wiring, strict=True):
         part_arguments, part_results = boundary_shardings(module, callee)
         for source, sharding in zip(sources, part_arguments, strict=True):
-            if source[0] == "input" and arguments[source[1]] is None:
-                arguments[source[1]] = sharding
+            if isinstance(source, PartInput) and arguments[source.index] is None:
+                arguments[source.index] = sharding
         results += part_results
     if kept is not None:
         results = [results[i] for i in kept]

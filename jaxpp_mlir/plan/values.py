@@ -12,7 +12,7 @@ from __future__ import annotations
 from jax.extend.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.errors import ScheduleError
+from jaxpp_mlir.errors import PartitionError, ScheduleError
 
 from .refs import BodyValue, Fixed, LoopArgument, Ref
 
@@ -48,6 +48,20 @@ class ValueNumbering:
                 self.local[result] = len(self.local)
         self.state_sources = [self._state_source(v) for v in body_ops[-1].operands]
         return body_ops
+
+    def bind_loop_results(self, loop: ir.Operation, last: int) -> None:
+        """The loop's results are what its last microbatch ``last`` yielded."""
+        for index, result in enumerate(loop.results):
+            source = self.state_sources[index]
+            if type(source) is LoopArgument:
+                raise PartitionError(
+                    f"loop state {index} is yielded straight from a loop argument: the loop "
+                    "state must be computed by the loop's tasks"
+                )
+            if type(source) is BodyValue:
+                self.ids[result] = self.local_ids[(source.index, last)]
+            else:
+                self.ids[result] = source.value
 
     def define(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
         value_id = self.next_id

@@ -36,7 +36,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Protocol
 
 import jax
 
@@ -62,11 +62,19 @@ class CorruptEntry(ValueError):
     """A cache entry that is not a whole, intact entry of this format."""
 
 
+class Store(Protocol):
+    """JAX's persistent compilation cache, as this module uses it."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def put(self, key: str, value: bytes) -> None: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Slot:
     """Where one stage executable lives in the cache: the store and the key."""
 
-    store: Any
+    store: Store
     key: str
 
 
@@ -89,7 +97,9 @@ def _enabled() -> bool:
     return options.COMPILATION_CACHE.value() != 0
 
 
-def cache_key(module_text: str, devices: Sequence[jax.Device], compile_options: Any) -> str:
+def cache_key(
+    module_text: str, devices: Sequence[jax.Device], compile_options: jc.CompileOptions
+) -> str:
     """The cache key of ``module_text`` compiled with ``compile_options`` for ``devices``."""
     digest = hashlib.sha256(_MAGIC)
     digest.update(hashlib.sha256(module_text.encode()).digest())
@@ -135,7 +145,7 @@ def unpack(entry: bytes, key: str) -> bytes:
 
 
 def _open_slot(
-    module_text: str, devices: Sequence[jax.Device], compile_options: Any
+    module_text: str, devices: Sequence[jax.Device], compile_options: jc.CompileOptions
 ) -> Slot | None:
     """The slot of ``module_text`` on ``devices``; None when JAX's cache is off."""
     store = jc.persistent_cache_store(devices[0].client)
@@ -145,7 +155,7 @@ def _open_slot(
 
 
 def lookup(
-    name: str, module_text: str, devices: Sequence[jax.Device], compile_options: Any
+    name: str, module_text: str, devices: Sequence[jax.Device], compile_options: jc.CompileOptions
 ) -> tuple[jc.LoadedExecutable | None, Slot | None]:
     """The cached executable of ``module_text`` for ``devices`` (or None) and the slot to
     store a fresh compilation in (None when the cache is off or unusable)."""
@@ -199,7 +209,9 @@ def lookup(
     return exe, slot
 
 
-def origin(module_text: str, devices: Sequence[jax.Device], compile_options: Any) -> str | None:
+def origin(
+    module_text: str, devices: Sequence[jax.Device], compile_options: jc.CompileOptions
+) -> str | None:
     """Where this process loaded the executable of ``module_text`` on ``devices`` from, in
     words, or None when it did not load it from the persistent cache."""
     try:
@@ -217,7 +229,7 @@ def origin(module_text: str, devices: Sequence[jax.Device], compile_options: Any
 
 
 def cached_serialization(
-    module_text: str, devices: Sequence[jax.Device], compile_options: Any
+    module_text: str, devices: Sequence[jax.Device], compile_options: jc.CompileOptions
 ) -> bytes | None:
     """The serialized executable that the cache holds for ``module_text`` on ``devices``,
     or None (the cache off, no entry, an entry not intact). Not counted as a lookup."""

@@ -28,7 +28,6 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import jax
 import numpy as np
@@ -39,7 +38,8 @@ from .. import options
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.executable_memo")
 
-Key = tuple[Any, ...]
+# (module digest, canonical compile options, client, (platform, kind, process) per device)
+Key = tuple[bytes, bytes, object, tuple[tuple[str, str, int], ...]]
 
 _lock = threading.Lock()
 _entries: collections.OrderedDict[Key, Entry] = collections.OrderedDict()
@@ -78,7 +78,9 @@ class Entry:
                     raise RuntimeError("the executable's persistent cache entry is gone")
             return self._serialized
 
-    def load(self, devices: Sequence[jax.Device], compile_options: Any) -> jc.LoadedExecutable:
+    def load(
+        self, devices: Sequence[jax.Device], compile_options: jc.CompileOptions
+    ) -> jc.LoadedExecutable:
         """This program's executable on ``devices``: the one loaded there already, or the
         serialized program deserialized onto them."""
         ids = _ids(devices)
@@ -130,7 +132,7 @@ def find(cache_key: Key) -> Entry | None:
 
 
 def load(
-    name: str, cache_key: Key, devices: Sequence[jax.Device], compile_options: Any
+    name: str, cache_key: Key, devices: Sequence[jax.Device], compile_options: jc.CompileOptions
 ) -> tuple[jc.LoadedExecutable, Entry] | None:
     """The executable of ``cache_key`` on ``devices`` and its entry (counted as a reuse), or
     None when the cache has no usable entry for it."""

@@ -19,11 +19,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import options
 
 logger = logging.getLogger("jaxpp_mlir.runtime.progress")
+
+_T = TypeVar("_T")
 
 #: While nothing finishes, a "still compiling" line this often (log records; a terminal
 #: line is refreshed every second).
@@ -100,11 +102,11 @@ class CompileProgress:
             return None
         return cls(total, show_after=show_after)
 
-    def wrap(self, compile_one: Callable[..., tuple[Any, str]]) -> Callable[..., Any]:
+    def wrap(self, compile_one: Callable[..., tuple[_T, str]]) -> Callable[..., _T]:
         """``compile_one(name, ...) -> (executable, how)`` that also reports its completion;
         the wrapped function returns the executable."""
 
-        def timed(name: str, *args: Any) -> Any:
+        def timed(name: str, *args: object) -> _T:
             begin = time.perf_counter()
             with self._lock:
                 self._running[name] = begin

@@ -13,8 +13,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jaxpp_mlir.runtime.errors import PlanError
 from jaxpp_mlir.runtime.execution.executor import compile_plan
-from jaxpp_mlir.runtime.plan import Layout
+from jaxpp_mlir.runtime.plan import Layout, Recv
 from toolkit import mpmd_mesh
+from transfer_layouts import unlaid_transfers
 
 import jaxpp_mlir as pp
 
@@ -82,6 +83,8 @@ def test_sharded_stages_match_jax_jit_on_the_lowering_mesh(shape, tensor_paralle
     )
     program = pp.partition(step.lower(params, batch), mesh=mesh)
     assert "mhlo.num_partitions = 4" in program.stage_ir(0) or shape.get("model") is None
+    # Every value sent between ranks has its layout in the plan (no key-value round).
+    assert unlaid_transfers(program.plan) == []
     new_params, losses = program.compile()(params, batch)
     expected_params, expected_losses = step(params, batch)
     # Each stage is an SPMD program of its own (same shardings, same collectives as the
@@ -125,6 +128,7 @@ def test_stages_that_want_different_shardings_for_the_boundary_value():
     jitted = jax.jit(step)
     expected = jitted(params, batch)
     program = pp.partition(jitted.lower(params, batch), mesh=mesh)
+    assert unlaid_transfers(program.plan) == []
     result = program.compile()(params, batch)
     toolkit.assert_matches_reference(result, expected, toolkit.SEPARATE_PROGRAMS)
 
@@ -153,6 +157,7 @@ def test_constraint_naming_the_mpmd_axis_drops_it():
     jitted = jax.jit(step)
     program = pp.partition(jitted.lower(params, batch), mesh=mesh)
     assert all('{"stage"' not in program.stage_ir(s) for s in range(2))  # no sharding names it
+    assert unlaid_transfers(program.plan) == []
     toolkit.assert_matches_reference(
         program.compile()(params, batch), jitted(params, batch), toolkit.SEPARATE_PROGRAMS
     )
@@ -212,6 +217,13 @@ def tensor_parallel():
         out_shardings=(param_shardings, NamedSharding(lowering_mesh, P())),
     )
     return mesh, pp.partition(step.lower(params, batch), mesh=mesh)
+
+
+def test_every_transferred_value_has_its_layout_in_the_plan(tensor_parallel):
+    _, program = tensor_parallel
+    receives = [i for i in program.plan.instructions if isinstance(i, Recv)]
+    assert receives and unlaid_transfers(program.plan) == []
+    assert {dict(r.spec.layout.mesh_axes)["model"] for r in receives} == {2}
 
 
 def _weight_input(plan):

@@ -29,6 +29,7 @@ from jaxpp_mlir.runtime import (
     compile_plan,
 )
 from toolkit import mpmd_mesh
+from transfer_layouts import unlaid_transfers
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.ir_context import parse_module
@@ -155,6 +156,8 @@ def plain_step(shape: tuple[tuple[str, int], ...], tensor_parallel: bool):
 def test_sharded_schedules_match_jax_jit(shape, tensor_parallel, schedule):
     mesh, step, params, batch, lowered = plain_step(tuple(shape.items()), tensor_parallel)
     program = pp.partition(lowered, mesh=mesh, schedule=schedule)
+    # Every value sent between ranks has its layout in the plan (no key-value round).
+    assert unlaid_transfers(program.plan) == []
     fused = [n for n, e in program.plan.executables.items() if e.fused_parts]
     assert bool(fused) == (not isinstance(schedule, pp.ZeroBubble))
     for name in fused:
@@ -194,6 +197,7 @@ def constrained():
 
     def run(schedule):
         program = pp.partition(step.lower(params, batch), mesh=mesh, schedule=schedule)
+        assert unlaid_transfers(program.plan) == []
         return program, leaves(program.compile()(params, batch))
 
     return run, leaves(step(params, batch))
