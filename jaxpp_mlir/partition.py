@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import os
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 from jax.extend.mlir import ir
@@ -15,6 +12,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import ir_context, partition_log, setup_advice
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
+from jaxpp_mlir.host_heap import collector_paused
 from jaxpp_mlir.ir.utils import find_loop, find_main
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.partition_options import PartitionOptions
@@ -32,16 +30,17 @@ from jaxpp_mlir.passes.pipelines import (  # noqa: F401  (partition's names befo
     segment_pipeline,
     stage_pipeline,
 )
-from jaxpp_mlir.planner.calibration import calibrated_costs
-from jaxpp_mlir.planner.plan_pipeline import PipelinePlan, machine_for, plan_candidates
-from jaxpp_mlir.planner.segment_costs import SegmentCosts, segment_costs
-from jaxpp_mlir.planner.stage_split import SplitEstimate, choose_split, estimate_split
 from jaxpp_mlir.program import PartitionedProgram, TreeInfo
 from jaxpp_mlir.runtime import options as _options
 from jaxpp_mlir.schedules import Schedule, Std1F1B
 from jaxpp_mlir.schedules.autofuse import AutoFused
 from jaxpp_mlir.schedules.base import uses_split_backward
 from jaxpp_mlir.schedules.parse import schedule_from_text
+
+if TYPE_CHECKING:  # the planner loads only when a partition merges segments or plans
+    from jaxpp_mlir.planner.plan_pipeline import PipelinePlan
+    from jaxpp_mlir.planner.segment_costs import SegmentCosts
+    from jaxpp_mlir.planner.stage_split import SplitEstimate
 
 DUMP_DIR_ENV = _options.DUMP_DIR.env
 #: ``partition(..., schedule=AUTO)`` takes the best candidate of ``plan_pipeline``.
@@ -95,7 +94,7 @@ def partition(
         changes["dump_dir"] = os.fspath(dump_dir)
     if fuse_tasks is not None:
         changes["fuse_tasks"] = bool(fuse_tasks)
-    with _host_heap_frozen():
+    with collector_paused():
         return _partition(
             x,
             mesh=mesh,
@@ -105,26 +104,6 @@ def partition(
             stage_split=stage_split,
             memory_limit_bytes=memory_limit_bytes,
         )
-
-
-@contextlib.contextmanager
-def _host_heap_frozen() -> Iterator[None]:
-    """Keeps Python's cyclic collector, while partitioning, to the objects it allocates.
-
-    Partitioning allocates many objects (IR wrappers, schedule tasks, plan entries), so
-    the collector runs during it; without this, a full collection would also walk the
-    host program's whole heap (a training script's arrays, jax's own modules), which
-    costs more than partitioning itself. Nothing changes if the program froze objects
-    itself (``gc.freeze``).
-    """
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _partition(
@@ -284,6 +263,9 @@ def plan_pipeline(
             sharded=sharded,
         )
     )
+    from jaxpp_mlir.planner.calibration import calibrated_costs
+    from jaxpp_mlir.planner.segment_costs import segment_costs
+
     costs = segment_costs(module.operation)
     if calibrate:
         costs = calibrated_costs(x, mesh, costs)
@@ -297,6 +279,9 @@ def _plan(
     memory_limit_bytes: int | None,
     costs: SegmentCosts | None = None,
 ) -> PipelinePlan:
+    from jaxpp_mlir.planner.plan_pipeline import machine_for, plan_candidates
+    from jaxpp_mlir.planner.segment_costs import segment_costs
+
     if num_microbatches is None:
         raise ScheduleError(
             "planning a pipeline needs a treduce microbatch loop: the step has none"
@@ -324,6 +309,10 @@ def _stage_split(
 ) -> tuple[tuple[int, ...], SplitEstimate | None]:
     """The segments per stage: the one given (checked against the schedule), else the
     split of the schedule's stages with the least simulated step time."""
+    from jaxpp_mlir.planner.plan_pipeline import machine_for
+    from jaxpp_mlir.planner.segment_costs import segment_costs
+    from jaxpp_mlir.planner.stage_split import choose_split, estimate_split
+
     if stage_split is not None:
         split = tuple(stage_split)
         if not split or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in split):

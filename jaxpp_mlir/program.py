@@ -17,6 +17,7 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import CallError
+from jaxpp_mlir.host_heap import collector_paused
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan import build_plan
 from jaxpp_mlir.runtime.executable import PlanExecutable
@@ -158,10 +159,11 @@ class PartitionedProgram:
         from jaxpp_mlir.runtime.execution.executor import compile_plan
 
         devices = [self.mesh.rank_devices(rank) for rank in range(self.num_ranks)]
-        if jax.process_count() > 1:
-            return self._compile_distributed(devices, options)
-        compiled = compile_plan(self.plan, devices, rank_meshes=self.mesh.unstack)
-        return CompiledProgram(self, compiled, compiled.place_constants())
+        with collector_paused():
+            if jax.process_count() > 1:
+                return self._compile_distributed(devices, options)
+            compiled = compile_plan(self.plan, devices, rank_meshes=self.mesh.unstack)
+            return CompiledProgram(self, compiled, compiled.place_constants())
 
     def _compile_distributed(
         self, devices: list, options: DistributedOptions | None

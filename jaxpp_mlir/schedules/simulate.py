@@ -14,16 +14,15 @@ step-by-rank grid, ``>>`` marking the step each stuck rank waits at.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import itertools
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from jaxpp_mlir.errors import ScheduleError
+from jaxpp_mlir.host_heap import collector_paused
 from jaxpp_mlir.schedules.check import check_tasks, schedule_error
 from jaxpp_mlir.schedules.deps import releases_activation
 from jaxpp_mlir.schedules.task import BWD, BWD_I, BWD_W, FWD, KINDS, ScheduleItem, Task
@@ -297,25 +296,6 @@ def _run_ranks(
         pos[rank], free[rank] = index, now
     del item_end[num_items]
     return item_end, pos, free
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a large schedule is built and simulated.
-
-    Both allocate millions of small objects (tasks, tuples, floats) and no reference
-    cycle, which makes the collector run again and again over all of them: a third of the
-    time of ``Interleaved1F1B(256, 128).simulate(1024)`` went to it. Nothing is leaked:
-    the objects are freed by reference counting, and the collector runs again after.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def simulate_tasks(
