@@ -1,0 +1,16 @@
+"""The two helpers every accessor of the dialect uses: the ``Operation`` behind an
+``OpView``, and an i64 attribute."""
+
+from __future__ import annotations
+
+from jax.extend.mlir import ir
+
+
+def as_operation(op: ir.Operation | ir.OpView) -> ir.Operation:
+    """The ``Operation`` of ``op`` (itself when it is one)."""
+    return op.operation if isinstance(op, ir.OpView) else op
+
+
+def i64_attr(value: int) -> ir.IntegerAttr:
+    """``value`` as a signless 64-bit integer attribute."""
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
