@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from jaxpp_mlir import launch
+from jaxpp_mlir.distributed import child_output
 
 GLOO = b"[Gloo] Rank 1 is connected to 1 peer ranks. Expected number of connected peer ranks is : 1"
 
@@ -22,7 +22,7 @@ def _pumped(data: bytes, *, drop_gloo: bool) -> bytes:
     os.close(write)
     out = io.BytesIO()
     with os.fdopen(read, "rb") as stream:
-        launch._pump(stream, out, b"[p1] ", drop_gloo)
+        child_output.pump_lines(stream, out, b"[p1] ", drop_gloo)
     return out.getvalue()
 
 
