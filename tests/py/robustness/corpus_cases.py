@@ -39,16 +39,22 @@ class Case:
         return self.message if isinstance(self.message, tuple) else (self.message,)
 
 
-CASES: dict[str, Case] = {}
+def case_table() -> tuple[dict[str, Case], Callable[..., Callable[[Callable], Callable]]]:
+    """A table of cases by name, and the decorator that adds a function to it as a case."""
+    cases: dict[str, Case] = {}
+
+    def case(name: str, expect: str, kind: str = "", message: str | tuple[str, ...] = ""):
+        def register(fn: Callable[[], Any]) -> Callable[[], Any]:
+            assert name not in cases, name
+            cases[name] = Case(name, expect, kind, message, fn)
+            return fn
+
+        return register
+
+    return cases, case
 
 
-def case(name: str, expect: str, kind: str = "", message: str | tuple[str, ...] = ""):
-    def register(fn: Callable[[], Any]) -> Callable[[], Any]:
-        assert name not in CASES, name
-        CASES[name] = Case(name, expect, kind, message, fn)
-        return fn
-
-    return register
+CASES, case = case_table()
 
 
 # ------------------------------------------------------------------ helpers (lazy jax)

@@ -12,18 +12,9 @@ import pathlib
 import tempfile
 
 import numpy as np
-from corpus_cases import Case, compiled_step, gradient_step, make_inputs, mesh, run_tool
+from corpus_cases import case_table, compiled_step, gradient_step, make_inputs, mesh, run_tool
 
-CASES: dict[str, Case] = {}
-
-
-def case(name: str, expect: str, kind: str = "", message: str | tuple[str, ...] = ""):
-    def register(fn):
-        assert name not in CASES, name
-        CASES[name] = Case(name, expect, kind, message, fn)
-        return fn
-
-    return register
+CASES, case = case_table()
 
 
 @contextlib.contextmanager
