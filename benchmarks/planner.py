@@ -26,6 +26,8 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
@@ -61,7 +63,7 @@ MODELS = {
 }
 
 
-def init(model: Model):
+def init(model: Model) -> tuple[list[tuple[jax.Array, jax.Array]], jax.Array, jax.Array]:
     layers = sum(model.segments)
     keys = jax.random.split(jax.random.PRNGKey(0), layers + 2)
     params = [
@@ -75,7 +77,7 @@ def init(model: Model):
     return params, jax.random.normal(keys[-2], shape), jax.random.normal(keys[-1], shape)
 
 
-def step_fn(model: Model):
+def step_fn(model: Model) -> Callable[[Any, jax.Array, jax.Array], tuple[Any, jax.Array]]:
     def loss(params, microbatch):
         x, y = microbatch
         layer = 0

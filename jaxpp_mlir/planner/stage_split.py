@@ -171,7 +171,9 @@ def estimate_split(
     )
 
 
-def candidate_splits(costs: SegmentCosts, num_stages: int, machine: Machine = DEFAULT_MACHINE):
+def candidate_splits(
+    costs: SegmentCosts, num_stages: int, machine: Machine = DEFAULT_MACHINE
+) -> list[tuple[int, ...]]:
     """The splits worth simulating for ``num_stages`` stages (see the module doc)."""
     n = costs.num_segments
     if num_stages > n:

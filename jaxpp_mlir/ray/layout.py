@@ -35,7 +35,7 @@ class MeshLayout:
         """Each rank's devices and submesh, in a worker (after ``jax.distributed``)."""
         from jax.sharding import Mesh
 
-        from jaxpp_mlir.distributed.launch import pipeline_devices
+        from jaxpp_mlir.distributed.script_setup import pipeline_devices
         from jaxpp_mlir.mesh import MpmdMesh
 
         axis = self.axis_names.index(self.mpmd_axis_name)
