@@ -83,7 +83,7 @@ def test_a_killed_worker_ends_the_step_naming_it(program, ray_instance):
     )
     assert error.worker == 1
     assert f"worker 1 (pid {victim}) died" in str(error)
-    assert took < 10  # seen when Ray sees the process end, not at the step timeout
+    assert took < 30  # seen when Ray sees the process end, not at the 60 s step timeout
 
 
 def test_a_stalled_worker_ends_the_step_at_the_timeout_naming_it(program, ray_instance):
@@ -93,7 +93,7 @@ def test_a_stalled_worker_ends_the_step_at_the_timeout_naming_it(program, ray_in
     assert error.stalled
     assert f"worker 1 (pid {victim}) does not answer (stalled)" in str(error)
     assert "worker 0" not in str(error).split(";", 1)[1]  # worker 0 answers its ping
-    assert 3 <= took < 3 + 10
+    assert 3 <= took < 3 + 20  # at the timeout, with room for a loaded 2-core machine
 
 
 DRIVER = textwrap.dedent(
