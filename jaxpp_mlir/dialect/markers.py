@@ -57,9 +57,10 @@ from jaxpp_mlir.dialect.vocabulary import (
 def is_stage_marker(op: ir.Operation | ir.OpView) -> bool:
     """True for a stage marker, in either form (see the module docstring)."""
     op = _operation(op)
-    if op.name == MARKER_OP:
+    name = op.name
+    if name == MARKER_OP:
         return _marker_tag(op) in (FORWARD, BACKWARD)
-    return _custom_call_target(op) == ENTER_STAGE_TARGET
+    return name == CUSTOM_CALL_OP and _custom_call_target(op) == ENTER_STAGE_TARGET
 
 
 def marker_direction(op: ir.Operation | ir.OpView) -> str:
@@ -96,9 +97,10 @@ def marker_stage_name(op: ir.Operation | ir.OpView) -> str:
 def is_loop_marker(op: ir.Operation | ir.OpView) -> bool:
     """True for treduce's microbatch loop marker, in either form."""
     op = _operation(op)
-    if op.name == MARKER_OP:
+    name = op.name
+    if name == MARKER_OP:
         return _marker_tag(op) == LOOP_MARKER
-    return _custom_call_target(op) == LOOP_MARKER_TARGET
+    return name == CUSTOM_CALL_OP and _custom_call_target(op) == LOOP_MARKER_TARGET
 
 
 def create_stage_marker(values: Sequence[ir.Value], direction: str, name: str = "") -> ir.Operation:

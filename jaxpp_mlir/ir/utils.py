@@ -66,9 +66,7 @@ def stage_block(main: ir.Operation) -> ir.Block:
 
 def parent_op(op: ir.Operation) -> ir.Operation | None:
     parent = op.parent
-    if parent is None:
-        return None
-    return parent.operation if isinstance(parent, ir.OpView) else parent
+    return None if parent is None else parent.operation
 
 
 def is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
@@ -82,8 +80,7 @@ def is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
 
 
 def use_owner(use: ir.OpOperand) -> ir.Operation:
-    owner = use.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner
+    return use.owner.operation  # an Operation's is itself
 
 
 def symbol_name(op: ir.Operation) -> str:
@@ -119,7 +116,7 @@ def collect_ops(op: ir.Operation, name: str) -> list[ir.Operation]:
 def defining_op(value: ir.Value) -> ir.Operation | None:
     """The op that defines ``value``, or None for a block argument."""
     if isinstance(value, ir.OpResult):
-        return value.owner.operation if isinstance(value.owner, ir.OpView) else value.owner
+        return value.owner.operation  # an Operation's is itself
     return None
 
 

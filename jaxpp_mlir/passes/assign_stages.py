@@ -87,7 +87,7 @@ class AssignStages(ModulePass):
                 "no stage markers found: mark the end of every stage with "
                 "jaxpp_mlir.pipeline_enter_stage (the last one after the last layer)",
             )
-        forward_stage, backward_count, anchored = _propagate(top_ops)
+        forward_stage, backward_count, anchored, producers = _propagate(top_ops)
         # Stage k's forward marker ends stage k; the backward markers on a path count the
         # stages from the last. Under jax.grad (no loss value returned) JAX drops the last
         # forward marker when nothing the backward needs depends on it: one more backward
@@ -117,7 +117,7 @@ class AssignStages(ModulePass):
                 positions[op] = num_stages - 1  # the gradient seed enters the last stage
             elif anchored[op]:
                 positions[op] = min(forward_stage[op], num_stages - 1)
-        _place_unanchored(top_ops, block, positions)
+        _place_unanchored(top_ops, producers, positions)
         for op in top_ops:
             position = positions[op]
             if position < num_stages:
@@ -165,60 +165,66 @@ def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: boo
 
 def _propagate(
     top_ops: list[ir.Operation],
-) -> tuple[dict[ir.Operation, int], dict[ir.Operation, int], dict[ir.Operation, bool]]:
-    """Forward stage, backward-marker count and anchoring of every op, in program order.
+) -> tuple[
+    dict[ir.Operation, int],
+    dict[ir.Operation, int],
+    dict[ir.Operation, bool],
+    dict[ir.Operation, list[ir.Operation]],
+]:
+    """Forward stage, backward-marker count and anchoring of every op, in program order,
+    and the ops of ``top_ops`` each op reads from (its producers).
 
     For a marker, the forward stage is the stage it ends (that of its inputs);
-    its results start the next stage, which ``value_stage`` accounts for.
+    its results start the next stage, which the info of its results accounts for.
     """
     forward_stage: dict[ir.Operation, int] = {}
     backward_count: dict[ir.Operation, int] = {}
     anchored: dict[ir.Operation, bool] = {}
-    direction = {
-        op: jaxpp.marker_direction(op) if jaxpp.is_stage_marker(op) else None for op in top_ops
-    }
-
-    def value_info(value: ir.Value) -> tuple[int, int, bool]:
-        producer = ir_utils.defining_op(value)
-        if producer is None or producer not in forward_stage:
-            return 0, 0, False
-        stage, count = forward_stage[producer], backward_count[producer]
-        if direction[producer] == jaxpp.FORWARD:
-            return stage + 1, count, True
-        if direction[producer] is not None:
-            return stage, count + 1, True
-        return stage, count, anchored[producer]
-
+    producers: dict[ir.Operation, list[ir.Operation]] = {}
+    # Per value defined by an op of the block: (its op, forward stage, count, anchored).
+    # Looked up by value: asking a value for its defining op costs far more.
+    result_info: dict[ir.Value, tuple[ir.Operation, int, int, bool]] = {}
+    outside = (None, 0, 0, False)
     for op in top_ops:
-        infos = [value_info(v) for v in ir_utils.external_operands(op)]
-        forward_stage[op] = max((i[0] for i in infos), default=0)
-        backward_count[op] = max((i[1] for i in infos), default=0)
-        anchored[op] = any(i[2] for i in infos) or direction[op] is not None
-        if direction[op] == jaxpp.FORWARD and backward_count[op] > 0:
+        infos = [result_info.get(v, outside) for v in ir_utils.external_operands(op)]
+        producers[op] = [i[0] for i in infos if i[0] is not None]
+        stage = max((i[1] for i in infos), default=0)
+        count = max((i[2] for i in infos), default=0)
+        direction = jaxpp.marker_direction(op) if jaxpp.is_stage_marker(op) else None
+        forward_stage[op] = stage
+        backward_count[op] = count
+        anchored[op] = any(i[3] for i in infos) or direction is not None
+        if direction == jaxpp.FORWARD and count > 0:
             raise diagnostics.error(
                 op,
                 "a forward stage marker depends on a backward (gradient) value: "
                 "higher-order gradients through stage markers are not supported",
             )
-    return forward_stage, backward_count, anchored
+        if direction == jaxpp.FORWARD:
+            info = (op, stage + 1, count, True)
+        elif direction is not None:
+            info = (op, stage, count + 1, True)
+        else:
+            info = (op, stage, count, anchored[op])
+        for result in op.results:
+            result_info[result] = info
+    return forward_stage, backward_count, anchored, producers
 
 
 def _place_unanchored(
-    top_ops: list[ir.Operation], block: ir.Block, positions: dict[ir.Operation, int]
+    top_ops: list[ir.Operation],
+    producers: dict[ir.Operation, list[ir.Operation]],
+    positions: dict[ir.Operation, int],
 ) -> None:
     """Places ops that depend on no marker with their earliest user (stage 0 if none)."""
+    # Users come after their producers: in reverse order every user of an op is placed
+    # before the op, and has handed its position to its producers.
+    earliest_user: dict[ir.Operation, int] = {}
     for op in reversed(top_ops):
-        if op in positions:
-            continue
-        user_positions = []
-        for result in op.results:
-            for use in result.uses:
-                user = ir_utils.top_level_user(_owner(use), block)
-                if user in positions:
-                    user_positions.append(positions[user])
-        positions[op] = min(user_positions, default=0)
-
-
-def _owner(use: ir.OpOperand) -> ir.Operation:
-    owner = use.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner
+        if op not in positions:
+            positions[op] = earliest_user.get(op, 0)
+        position = positions[op]
+        for producer in producers[op]:
+            known = earliest_user.get(producer)
+            if known is None or position < known:
+                earliest_user[producer] = position

@@ -74,7 +74,7 @@ class VerifyMarkers(ModulePass):
         markers = [op for op in top_ops if jaxpp.is_stage_marker(op)]
         if not markers or _has_nested_markers(main, block):
             return  # jaxpp-assign-stages reports both, in the user's terms
-        paths = _MarkerPaths(top_ops, loop_marker, block)
+        paths = _MarkerPaths(top_ops, loop_marker)
         _check_directions(markers, paths)
         forward = [op for op in markers if _is_forward(op)]
         num_forward = max((paths.forward[op] + 1 for op in forward), default=0)
@@ -96,46 +96,62 @@ class _MarkerPaths:
     (``forward``) and backward markers (``backward``) on a path into it, whether it
     depends on any stage marker (``anchored``) or on the microbatch (``per_microbatch``)."""
 
-    def __init__(
-        self, top_ops: list[ir.Operation], loop_marker: ir.Operation | None, block: ir.Block
-    ):
+    def __init__(self, top_ops: list[ir.Operation], loop_marker: ir.Operation | None):
         self.forward: dict[ir.Operation, int] = {}
         self.backward: dict[ir.Operation, int] = {}
         self.anchored: dict[ir.Operation, bool] = {}
         self.per_microbatch: dict[ir.Operation, bool] = {}
         self.upstream_backward_marker: dict[ir.Operation, ir.Operation | None] = {}
         # The direction of each stage marker of the block (None for other ops).
-        self.direction: dict[ir.Operation, str | None] = {
-            op: jaxpp.marker_direction(op) if jaxpp.is_stage_marker(op) else None for op in top_ops
-        }
+        self.direction: dict[ir.Operation, str | None] = {}
+        # Per value defined in the block: its op, and ``value_info``. Looked up by value:
+        # asking a value for its defining op costs far more.
+        self._producer: dict[ir.Value, ir.Operation] = {}
+        self._result_info: dict[ir.Value, tuple[int, int, bool, bool, ir.Operation | None]] = {}
+        producers: dict[ir.Operation, list[ir.Operation]] = {}
         for op in top_ops:
-            infos = [self.value_info(v) for v in ir_utils.external_operands(op)]
-            self.forward[op] = max((i[0] for i in infos), default=0)
-            self.backward[op] = max((i[1] for i in infos), default=0)
-            self.anchored[op] = any(i[2] for i in infos) or self.direction[op] is not None
+            operands = ir_utils.external_operands(op)
+            infos = [self.value_info(v) for v in operands]
+            producers[op] = [self._producer[v] for v in operands if v in self._producer]
+            direction = jaxpp.marker_direction(op) if jaxpp.is_stage_marker(op) else None
+            self.direction[op] = direction
+            forward = self.forward[op] = max((i[0] for i in infos), default=0)
+            backward = self.backward[op] = max((i[1] for i in infos), default=0)
+            anchored = self.anchored[op] = any(i[2] for i in infos) or direction is not None
             is_loop_marker = loop_marker is not None and op == loop_marker
-            self.per_microbatch[op] = is_loop_marker or any(i[3] for i in infos)
-            upstream = [i[4] for i in infos if i[4] is not None]
-            self.upstream_backward_marker[op] = upstream[0] if upstream else None
-        # The stage of the first forward marker each op feeds (the stage it computes).
-        self.feeds_stage: dict[ir.Operation, int | None] = {}
-        for op in reversed(top_ops):
-            stages = []
+            per_microbatch = self.per_microbatch[op] = is_loop_marker or any(i[3] for i in infos)
+            upstream = next((i[4] for i in infos if i[4] is not None), None)
+            self.upstream_backward_marker[op] = upstream
+            if direction == jaxpp.FORWARD:
+                forward += 1
+            elif direction is not None:
+                backward += 1
+                upstream = op
+            info = (forward, backward, anchored, per_microbatch, upstream)
             for result in op.results:
-                for use in result.uses:
-                    user = ir_utils.top_level_user(ir_utils.use_owner(use), block)
-                    if self.direction.get(user) == jaxpp.FORWARD:
-                        stages.append(self.forward[user])
-                    elif self.feeds_stage.get(user) is not None:
-                        stages.append(self.feeds_stage[user])
-            self.feeds_stage[op] = min(stages, default=None)
+                self._producer[result] = op
+                self._result_info[result] = info
+        # The stage of the first forward marker each op feeds (the stage it computes).
+        # Users come after their producers: in reverse order each user hands its stage
+        # to its producers before they are reached.
+        self.feeds_stage: dict[ir.Operation, int | None] = {}
+        fed: dict[ir.Operation, int] = {}
+        for op in reversed(top_ops):
+            self.feeds_stage[op] = fed.get(op)
+            stage = self.forward[op] if self.direction[op] == jaxpp.FORWARD else fed.get(op)
+            if stage is None:
+                continue
+            for producer in producers[op]:
+                known = fed.get(producer)
+                if known is None or stage < known:
+                    fed[producer] = stage
 
     def forward_stage_of(self, value: ir.Value) -> int | None:
         """The forward stage that computes ``value`` for this microbatch, if it is forward
         code of a stage: downstream of stage markers, or upstream of one and computed
         from the microbatch (a weight or a constant belongs to no stage)."""
-        producer = ir_utils.defining_op(value)
-        if producer is None or producer not in self.forward:
+        producer = self._producer.get(value)
+        if producer is None:
             return None
         stage, backward, anchored, per_microbatch, _ = self.value_info(value)
         if backward > 0:
@@ -147,25 +163,10 @@ class _MarkerPaths:
     def value_info(self, value: ir.Value) -> tuple[int, int, bool, bool, ir.Operation | None]:
         """(forward stage, backward count, anchored, per microbatch, a backward marker
         upstream) of a value; values defined outside the stage block count as none."""
-        producer = ir_utils.defining_op(value)
-        if producer is None or producer not in self.forward:
-            return 0, 0, False, False, None
-        forward, backward = self.forward[producer], self.backward[producer]
-        upstream = self.upstream_backward_marker[producer]
-        direction = self.direction[producer]
-        if direction is not None:
-            if direction == jaxpp.FORWARD:
-                forward += 1
-            else:
-                backward += 1
-                upstream = producer
-        return (
-            forward,
-            backward,
-            self.anchored[producer],
-            self.per_microbatch[producer],
-            upstream,
-        )
+        return self._result_info.get(value, _OUTSIDE_BLOCK)
+
+
+_OUTSIDE_BLOCK = (0, 0, False, False, None)
 
 
 def _check_directions(markers: list[ir.Operation], paths: _MarkerPaths) -> None:
