@@ -16,10 +16,7 @@ from jaxpp_mlir.host_heap import collector_paused
 from jaxpp_mlir.ir.utils import find_loop, find_main
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.partition_options import PartitionOptions
-from jaxpp_mlir.passes import (
-    ir_utils,
-    registry,  # noqa: F401  (registers the passes)
-)
+from jaxpp_mlir.passes import ir_utils
 from jaxpp_mlir.passes.pipeline import PipelineElement, PipelineFailure, run_pipeline
 from jaxpp_mlir.passes.pipelines import (  # noqa: F401  (partition's names before they moved)
     SHARDY_PROPAGATION,

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import inspect
+import sys
 import typing
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, NamedTuple
@@ -42,6 +44,9 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.ir.utils import find_main  # noqa: F401  (passes import it from here)
 
 _REGISTRY: dict[str, type[ModulePass]] = {}
+# Importing it registers every pass; a lookup by name that misses imports it, so
+# ``partition`` loads only the passes its pipeline runs.
+_EVERY_PASS_MODULE = "jaxpp_mlir.passes.registry"
 
 
 class PassOptionError(ValueError):
@@ -189,7 +194,7 @@ class PassRun:
 
 
 def _declared_pass(declaring: str, name: str) -> type[ModulePass]:
-    found = _REGISTRY.get(name)
+    found = get_pass_class(name)
     if found is None:
         raise ValueError(f"pass '{declaring}' declares an order with unknown pass '{name}'")
     return found
@@ -228,12 +233,25 @@ def registered(*classes: type[ModulePass]) -> Iterator[None]:
 
 
 def registered_passes() -> dict[str, type[ModulePass]]:
-    """Every registered pass by name (importing ``jaxpp_mlir.passes`` registers them)."""
+    """Every registered pass by name (every pass module imported first)."""
+    _import_every_pass()
     return dict(sorted(_REGISTRY.items()))
 
 
 def get_pass_class(name: str) -> type[ModulePass] | None:
-    return _REGISTRY.get(name)
+    """The pass registered as ``name`` (every pass module imported first if none is yet)."""
+    found = _REGISTRY.get(name)
+    if found is None and _import_every_pass():
+        found = _REGISTRY.get(name)
+    return found
+
+
+def _import_every_pass() -> bool:
+    """Imports the module that imports every pass; False if it was imported already."""
+    if _EVERY_PASS_MODULE in sys.modules:
+        return False
+    importlib.import_module(_EVERY_PASS_MODULE)
+    return True
 
 
 def find_in_stage_block(

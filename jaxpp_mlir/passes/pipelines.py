@@ -17,17 +17,13 @@ from jaxpp_mlir.passes.check_shardings import CheckShardings
 from jaxpp_mlir.passes.inline_calls import InlineCalls
 from jaxpp_mlir.passes.insert_transfers import InsertTransfers
 from jaxpp_mlir.passes.materialize_replica_groups import MaterializeReplicaGroups
-from jaxpp_mlir.passes.merge_stages import MergeStages
 from jaxpp_mlir.passes.normalize_loop import NormalizeLoop
 from jaxpp_mlir.passes.outline_outer_code import OutlineOuterCode
 from jaxpp_mlir.passes.outline_stages import OutlineStages
-from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
-from jaxpp_mlir.passes.pack_parameters import PackParameters
 from jaxpp_mlir.passes.pipeline import PipelineElement, make_element
 from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
 from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
-from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.verify_markers import VerifyMarkers
 from jaxpp_mlir.passes.verify_program import VerifyProgram
 
@@ -112,19 +108,32 @@ def grouping_pipeline(
     alone unless ``pack_contraction_operands`` (``PartitionOptions`` has the same
     fields).
     """
+    # The optional passes are imported only when asked for: a first partition
+    # that runs none of them does not load them.
+    merging, packing_accumulators, packing_parameters = [], [], []
+    if stage_split:
+        from jaxpp_mlir.passes.merge_stages import MergeStages
+
+        merging = [make_element(MergeStages(stage_split=stage_split))]
+    if pack_accumulators:
+        from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
+
+        packing_accumulators = [make_element(PackAccumulators())]
+    if pack_parameters:
+        from jaxpp_mlir.passes.pack_parameters import PackParameters
+
+        packing_parameters = [
+            make_element(PackParameters(contraction_operands=pack_contraction_operands))
+        ]
     return [
         # Optional: several neighbouring marked segments run as one stage.
-        *([make_element(MergeStages(stage_split=stage_split))] if stage_split else []),
+        *merging,
         # Each stage accumulates its own gradients: no cross-stage accumulator.
         make_element(SplitAccumulators()),
         # Optional: fewer, larger accumulator buffers per launch.
-        *([make_element(PackAccumulators())] if pack_accumulators else []),
+        *packing_accumulators,
         # Optional: the parameters a stage reads as a few packed buffers.
-        *(
-            [make_element(PackParameters(contraction_operands=pack_contraction_operands))]
-            if pack_parameters
-            else []
-        ),
+        *packing_parameters,
     ]
 
 
@@ -137,9 +146,14 @@ def placement_pipeline(
 ) -> list[PipelineElement]:
     """The passes that outline the stages, place them on ranks (``placement``: the
     schedule's rank of each stage) and connect them."""
+    splitting = []
+    if split_backward:  # imported only when asked for, as the optional grouping passes
+        from jaxpp_mlir.passes.split_backward import SplitBackward
+
+        splitting = [make_element(SplitBackward())]
     return [
         # A schedule with separate input and weight gradients needs them as two tasks.
-        *([make_element(SplitBackward())] if split_backward else []),
+        *splitting,
         # Each (stage, kind) becomes a function: the stage programs.
         make_element(OutlineStages()),
         # Each stage goes to the rank its schedule gives it.
