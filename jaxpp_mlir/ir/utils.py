@@ -100,10 +100,11 @@ def walk(op: ir.Operation) -> Iterator[ir.Operation]:
     if not len(op.regions):
         return iter(())
     found: list[ir.Operation] = []
+    append, advance = found.append, ir.WalkResult.ADVANCE  # looked up once, not per op
 
     def visit(nested: ir.Operation) -> ir.WalkResult:
-        found.append(nested)
-        return ir.WalkResult.ADVANCE
+        append(nested)
+        return advance
 
     op.walk(visit, ir.WalkOrder.PRE_ORDER)
     return iter(found[1:])  # the first is ``op`` itself

@@ -101,7 +101,7 @@ def _parent(op: ir.Operation) -> ir.Operation | None:
     parent = op.parent
     if parent is None:
         return None
-    return parent.operation if isinstance(parent, ir.OpView) else parent
+    return parent.operation  # an Operation's is itself
 
 
 def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) -> None:

@@ -209,7 +209,7 @@ class _Placement:
         copies = {first: op}
         for rank in others:
             copy = op.clone(ip=ir.InsertionPoint(op))
-            copy = copy.operation if isinstance(copy, ir.OpView) else copy
+            copy = copy.operation  # an Operation's is itself
             jaxpp.set_rank(copy, rank)
             copies[rank] = copy
             for index, use in uses_by_rank[rank]:

@@ -68,11 +68,12 @@ class VerifyMarkers(ModulePass):
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
-        loop_marker = _find_loop_marker(main)
+        nested = list(ir_utils.walk(main))  # walked once, read twice
+        loop_marker = _find_loop_marker(nested)
         block = loop_marker.block if loop_marker is not None else ir_utils.body(main)
         top_ops = [op.operation for op in block.operations][:-1]
         markers = [op for op in top_ops if jaxpp.is_stage_marker(op)]
-        if not markers or _has_nested_markers(main, block):
+        if not markers or _has_nested_markers(nested, block):
             return  # jaxpp-assign-stages reports both, in the user's terms
         paths = _MarkerPaths(top_ops, loop_marker)
         _check_directions(markers, paths)
@@ -343,15 +344,15 @@ def _file_location(line: str) -> ir.Location | None:
     return ir.Location.file(filename, int(number), 0)
 
 
-def _find_loop_marker(main: ir.Operation) -> ir.Operation | None:
-    for op in ir_utils.walk(main):
+def _find_loop_marker(nested: list[ir.Operation]) -> ir.Operation | None:
+    for op in nested:
         if jaxpp.is_loop_marker(op):
             return op
     return None
 
 
-def _has_nested_markers(main: ir.Operation, block: ir.Block) -> bool:
-    return any(jaxpp.is_stage_marker(op) and op.block != block for op in ir_utils.walk(main))
+def _has_nested_markers(nested: list[ir.Operation], block: ir.Block) -> bool:
+    return any(jaxpp.is_stage_marker(op) and op.block != block for op in nested)
 
 
 def _is_forward(marker: ir.Operation) -> bool:
