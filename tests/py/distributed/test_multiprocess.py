@@ -150,9 +150,12 @@ def test_set_up_exchanges_only_its_barriers_when_the_plan_knows_every_layout(sha
     run, _ = shared(2, 4)
     assert_scenarios_done(run)
     for p, out in enumerate(run.out):
-        counts = dict(re.findall(r"^(\w+): (\d+) key-value exchanges$", out, re.MULTILINE))
-        expected = {name: "3" for name in (*model.SCHEDULES, "sharded")}
-        assert counts == expected, f"process {p}"
+        names = (*model.SCHEDULES, "sharded")
+        # Not anchored at a line start: a C++ library may leave a partial line on stdout.
+        pattern = rf"({'|'.join(names)}): (\d+) key-value exchanges"
+        counts = dict(re.findall(pattern, out))
+        expected = {name: "3" for name in names}
+        assert counts == expected, f"process {p}:\n{out[-3000:]}\n{run.err[p][-2000:]}"
 
 
 @pytest.mark.slow
