@@ -9,32 +9,40 @@ from typing import Any
 from jaxpp_mlir.errors import JaxppError, RuntimeFailure
 
 _POLL_S = 0.5  # how often a wait looks again (a failed worker is seen at once anyway)
+_CAUSE_GRACE_S = 5.0  # after a failure, how long the other workers may still answer
 
 
 class WorkerFailure(RuntimeFailure):
     """A worker died, stalled or failed; ``worker`` is its index (the first of the late
     ones when ``stalled``)."""
 
-    def __init__(self, message: str, worker: int, *, stalled: bool = False):
+    def __init__(self, message: str, worker: int, *, stalled: bool = False, died: bool = False):
         super().__init__(message)
-        self.worker, self.stalled = worker, stalled
+        self.worker, self.stalled, self.died = worker, stalled, died
 
 
 def wait_all(refs: Sequence[Any], names: Sequence[str], what: str, timeout_s: float) -> list[Any]:
     """The results of ``refs`` (worker i's call is ``refs[i]``), in order.
 
-    Raises as soon as one fails: ``WorkerFailure`` naming the worker for a
-    death or a stall (no answer within ``timeout_s``), or the worker's own
-    error (a ``JaxppError``), its message prefixed with the worker's name.
+    Raises once one fails: ``WorkerFailure`` naming the worker for a death or a
+    stall (no answer within ``timeout_s``), or the worker's own error (a
+    ``JaxppError``), its message prefixed with the worker's name. A worker's
+    error often follows another's death (its transfer to the dead one fails
+    first), so after the first failure the others get ``_CAUSE_GRACE_S`` more to
+    answer, and a death found meanwhile is raised as the cause, the other errors
+    as notes.
     """
     import ray
 
     pending = {ref: i for i, ref in enumerate(refs)}
     results: list[Any] = [None] * len(refs)
+    failures: list[Exception] = []
     deadline = time.monotonic() + timeout_s
     while pending:
         left = deadline - time.monotonic()
         if left <= 0:
+            if failures:
+                break
             late = sorted(pending.values())
             listed = ", ".join(names[i] for i in late)
             raise WorkerFailure(
@@ -46,8 +54,25 @@ def wait_all(refs: Sequence[Any], names: Sequence[str], what: str, timeout_s: fl
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=min(left, _POLL_S))
         for ref in ready:
             i = pending.pop(ref)
-            results[i] = _result(ref, names[i], i, what)
+            try:
+                results[i] = _result(ref, names[i], i, what)
+            except Exception as e:  # noqa: BLE001 - judged below, the cause first
+                if not failures:
+                    deadline = min(deadline, time.monotonic() + _CAUSE_GRACE_S)
+                failures.append(e)
+    if failures:
+        raise _cause_first(failures)
     return results
+
+
+def _cause_first(failures: list[Exception]) -> Exception:
+    """A worker's death if one was seen (the others' errors as notes), else the first."""
+    deaths = [e for e in failures if isinstance(e, WorkerFailure) and e.died]
+    cause = deaths[0] if deaths else failures[0]
+    for other in failures:
+        if other is not cause:
+            cause.add_note(f"meanwhile: {other}")
+    return cause
 
 
 def probe(workers: Sequence[Any], names: Sequence[str], skip: int, timeout_s: float) -> str:
@@ -77,7 +102,7 @@ def _result(ref: Any, name: str, index: int, what: str) -> Any:
         return ray.get(ref, timeout=0)
     except ray.exceptions.RayActorError as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise WorkerFailure(f"{what}: {name} died ({reason})", index) from None
+        raise WorkerFailure(f"{what}: {name} died ({reason})", index, died=True) from None
     except ray.exceptions.RayTaskError as e:
         cause = getattr(e, "cause", None)
         if isinstance(cause, JaxppError):
