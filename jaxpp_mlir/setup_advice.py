@@ -8,21 +8,18 @@ sets the pace, the others wait). Silence them with a warnings filter on
 ``PartitionWarning``, ``PartitionOptions(setup_warnings=False)`` or
 ``JAXPP_MLIR_SETUP_WARNINGS=0``.
 
-A stage's cost is a FLOP estimate over its stage functions' StableHLO ops (forward
-and backward): ``2 * output elements * contracted size`` for ``dot_general``, one
-per output element for every other op that computes something.
+A stage's cost is the planner's FLOP estimate (``planner.segment_costs.op_flops``) over
+its stage functions' StableHLO ops, forward and backward.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 import os
 import warnings
 from collections.abc import Sequence
 
 from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import stablehlo
 
 from jaxpp_mlir import ir_context
 from jaxpp_mlir.errors import PartitionWarning
@@ -30,29 +27,6 @@ from jaxpp_mlir.ir import utils as ir_utils
 
 #: Stages whose estimated costs differ by more than this factor are reported.
 COST_RATIO = 2.0
-
-# Ops that move or name data without computing: no FLOPs.
-_FREE_OPS = frozenset(
-    {
-        "func.func",
-        "func.return",
-        "func.call",
-        "stablehlo.constant",
-        "stablehlo.reshape",
-        "stablehlo.broadcast_in_dim",
-        "stablehlo.transpose",
-        "stablehlo.slice",
-        "stablehlo.dynamic_slice",
-        "stablehlo.concatenate",
-        "stablehlo.convert",
-        "stablehlo.return",
-        "stablehlo.tuple",
-        "stablehlo.get_tuple_element",
-        "stablehlo.optimization_barrier",
-        "stablehlo.iota",
-        "sdy.sharding_constraint",
-    }
-)
 
 
 def warn_about_setup(
@@ -130,26 +104,9 @@ def estimate_flops(module_text: str) -> float:
 
 
 def operation_flops(operation: ir.Operation) -> float:
-    """A FLOP estimate of the StableHLO ops nested in ``operation`` (a module or function)."""
-    total = 0.0
-    for op in ir_utils.walk(operation):
-        if op.name in _FREE_OPS or not len(op.results):
-            continue
-        elements = sum(_elements(result.type) for result in op.results)
-        if op.name == "stablehlo.dot_general":
-            total += 2.0 * elements * _contracted_size(op)
-        else:
-            total += elements
-    return total
+    """A FLOP estimate of the StableHLO ops nested in ``operation`` (a module or function):
+    the planner's per-op estimate (``planner.segment_costs.op_flops``), so a split the
+    planner balanced is judged by the same measure."""
+    from jaxpp_mlir.planner.segment_costs import op_flops
 
-
-def _elements(t: ir.Type) -> int:
-    if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
-        return 0
-    return math.prod(t.shape)
-
-
-def _contracted_size(op: ir.Operation) -> int:
-    numbers = stablehlo.DotDimensionNumbers(op.attributes["dot_dimension_numbers"])
-    lhs = ir.RankedTensorType(op.operands[0].type)
-    return math.prod(lhs.shape[d] for d in numbers.lhs_contracting_dimensions)
+    return sum(op_flops(op) for op in ir_utils.walk(operation))

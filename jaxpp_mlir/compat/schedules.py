@@ -97,7 +97,6 @@ class InterleavedBaseSchedule(_JaxppChecks, Schedule):
     """JaxPP's base of the schedules placing several stages on each of ``mpmd_dim`` ranks."""
 
     def __init__(self, num_stages: int, mpmd_dim: int, *args: Any, **kwargs: Any) -> None:
-        _check_num_stages(num_stages)
         if isinstance(mpmd_dim, int) and mpmd_dim <= 0:
             raise ScheduleError(
                 f"The argument `mpmd_dim` must be `>= 0` and not 0 (got {mpmd_dim}): a "

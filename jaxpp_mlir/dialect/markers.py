@@ -88,10 +88,7 @@ def marker_stage_name(op: ir.Operation | ir.OpView) -> str:
     op = _operation(op)
     if STAGE_NAME_ATTR in op.attributes:
         return ir.StringAttr(op.attributes[STAGE_NAME_ATTR]).value
-    if FRONTEND_ATTRIBUTES not in op.attributes:
-        return ""
-    attrs = ir.DictAttr(op.attributes[FRONTEND_ATTRIBUTES])
-    return ir.StringAttr(attrs[STAGE_NAME_ATTR]).value if STAGE_NAME_ATTR in attrs else ""
+    return _frontend_attribute(op, STAGE_NAME_ATTR) or ""
 
 
 def is_loop_marker(op: ir.Operation | ir.OpView) -> bool:

@@ -74,10 +74,10 @@ def summary_text(program: Any) -> str:
         lines.append(f"    rank {rank} [{devices}]: stages {stages}")
     lines.append("  stages (inputs: parameters and data read; activations: one forward's outputs):")
     first_segments = [sum(program.stage_split[:s]) for s in range(program.num_stages)]
+    merged = any(n > 1 for n in program.stage_split)
     estimate = program.stage_estimate
     for stage, sizes in enumerate(stage_bytes(plan, program.num_stages)):
         first, count = first_segments[stage], program.stage_split[stage]
-        merged = any(n > 1 for n in program.stage_split)
         segments = (
             ""
             if not merged

@@ -126,7 +126,6 @@ class RayCluster:
         except BaseException:
             self.shutdown()
             raise
-        self.names = [f"worker {i} (pid {info['pid']})" for i, info in enumerate(self.info)]
 
     def _start_distributed(self) -> list[dict]:
         pids = self.wait(

@@ -6,10 +6,9 @@ import itertools
 import time
 from typing import Any
 
-import numpy as np
-
 from jaxpp_mlir.program import CompiledProgram
-from jaxpp_mlir.ray.handles import RayArray, as_dtype
+from jaxpp_mlir.ray.handles import RayArray
+from jaxpp_mlir.runtime.liveness import spec_bytes
 from jaxpp_mlir.runtime.plan import ExecutionPlan
 
 
@@ -34,7 +33,7 @@ class RemoteExecutable:
         self.fetched = [
             j
             for j, out in enumerate(plan.outputs)
-            if out.spec not in taken and _nbytes(out.spec) <= FETCH_MAX_BYTES
+            if out.spec not in taken and spec_bytes(out.spec) <= FETCH_MAX_BYTES
         ]
 
     def __call__(self, *flat: Any) -> list[RayArray]:
@@ -67,10 +66,6 @@ class RemoteExecutable:
             f"RemoteExecutable(program {self.program_id}, {self.plan.num_ranks} ranks on "
             f"{workers} Ray workers)"
         )
-
-
-def _nbytes(spec: Any) -> int:
-    return int(np.prod(spec.shape)) * as_dtype(spec.dtype).itemsize
 
 
 class RayCompiledProgram(CompiledProgram):

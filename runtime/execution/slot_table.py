@@ -75,8 +75,9 @@ class SlotTable:
         self.resharded: dict[tuple[int, Any], int] = {}
         # instruction index -> the reshards made just before it
         self.reshards: dict[int, list[Reshard]] = {}
-        # slot -> the last instruction reading it in its own layout (not through a copy)
+        # slot -> the last instruction reading it in its own layout, or copying it
         self.last_direct_read: dict[int, int] = {}
+        self.copied: set[int] = set()  # slots some reader takes in another layout
 
     def _at(self, at: int) -> str:
         return "its input binding" if at < 0 else f"instruction {at} ({self._inst(at)})"
@@ -134,6 +135,8 @@ class SlotTable:
             self.slots.append(Slot(info.key, info.spec, sharding, at))
             self.resharded[key] = copy
             self.reshards.setdefault(at, []).append(Reshard(slot, copy, sharding))
+            self.last_direct_read[slot] = at  # the copy reads it here
+            self.copied.add(slot)
         self.slots[copy].last_use = at
         return copy
 

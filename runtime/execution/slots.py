@@ -120,17 +120,12 @@ class _Resolver:
         self._check_all_received()
         output_slots = self._output_slots()
         dies = last_uses(plan)
-        copied = {source for source, _ in table.resharded}
         for key, slot in table.where.items():
             table.slots[slot].last_use = dies[key]
-            if slot in copied and dies[key] < len(plan.instructions):
+            if slot in table.copied and dies[key] < len(plan.instructions):
                 # Readers of another layout read the copy, made from this slot before the
                 # first of them: the slot dies after its last direct read or copy.
-                made = [
-                    table.slots[c].defined_at for (s, _), c in table.resharded.items() if s == slot
-                ]
-                direct = table.last_direct_read.get(slot, table.slots[slot].defined_at)
-                table.slots[slot].last_use = max(direct, *made)
+                table.slots[slot].last_use = table.last_direct_read[slot]
         self._check_donations(steps)
         self._default_shardings()
         return ResolvedPlan(
