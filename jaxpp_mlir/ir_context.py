@@ -40,12 +40,16 @@ def make_context() -> ir.Context:
     return context
 
 
-def parse_module(text: str | bytes, context: ir.Context | None = None) -> ir.Module:
+def parse_module(
+    text: str | bytes, context: ir.Context | None = None, *, check_depth: bool = True
+) -> ir.Module:
     """Parses MLIR text or bytecode; malformed input raises ``MlirParseError``.
 
     Input larger than ``max_input_bytes()`` or nesting deeper than
     ``MAX_NESTING_DEPTH`` is refused before (text) or right after (bytecode)
     MLIR reads it, so that hostile input cannot overflow MLIR's recursion.
+    ``check_depth=False`` skips the walk after reading bytecode, for bytecode
+    written from a module JAX itself lowered.
     """
     check_parse_bounds(text)
     context = context or make_context()
@@ -58,7 +62,8 @@ def parse_module(text: str | bytes, context: ir.Context | None = None) -> ir.Mod
                 f"line {_line_of(d.location)}: {d.message}" for d in exc.error_diagnostics
             )
         raise MlirParseError(f"malformed MLIR module: {details or exc}") from None
-    check_region_depth(module)
+    if check_depth:
+        check_region_depth(module)
     return module
 
 

@@ -206,6 +206,7 @@ class _Runner:
         self.strict = strict
         self.dump_dir = dump_dir
         self.count = 0
+        self.completed: set[str] = set()  # jaxpp passes run so far, across pipelines
         if dump_dir is not None:
             os.makedirs(dump_dir, exist_ok=True)
             _write(dump_dir, "00_input.mlir", _print(module))
@@ -222,7 +223,11 @@ class _Runner:
 
         try:
             found = run_pipeline(
-                self.module, pipeline, before_pass=timer.before_pass, after_pass=after_pass
+                self.module,
+                pipeline,
+                before_pass=timer.before_pass,
+                after_pass=after_pass,
+                completed=self.completed,
             )
         except PipelineFailure as failure:
             if failure.internal_error is not None:
@@ -409,7 +414,8 @@ def _check_schedule(
 def _import(x: Any) -> tuple[ir.Module, TreeInfo]:
     """A private copy of the input in jaxpp_mlir's context, plus pytree information."""
     tree_info = TreeInfo()
-    if hasattr(x, "compiler_ir") and hasattr(x, "in_tree"):
+    lowered_by_jax = hasattr(x, "compiler_ir") and hasattr(x, "in_tree")
+    if lowered_by_jax:
         tree_info = _lowered_tree_info(x)
         x = x.compiler_ir("stablehlo")
     if isinstance(x, ir.Module):
@@ -419,7 +425,8 @@ def _import(x: Any) -> tuple[ir.Module, TreeInfo]:
             "partition() takes a jax.stages.Lowered, an ir.Module or MLIR text, "
             f"got {type(x).__name__}"
         )
-    return ir_context.parse_module(x), tree_info
+    # JAX's own lowering nests as deep as the traced program, far below the limit.
+    return ir_context.parse_module(x, check_depth=not lowered_by_jax), tree_info
 
 
 def _lowered_tree_info(lowered: Any) -> TreeInfo:

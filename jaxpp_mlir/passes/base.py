@@ -19,10 +19,16 @@ itself: ``finished(module)`` finds the evidence that the pass already ran,
 refuses to run before the passes named in its ``requires`` are done with their
 work (their ``unfinished``), a second time (its own ``finished``), and after
 those named in its ``must_precede`` (their ``finished``). Each refusal is a
-located error naming the pass and what to run instead.
+located error naming the pass and what to run instead. A required pass that
+already ran on the module in the same pipeline run (``completed``) is not looked
+for again: its postcondition says its work is done.
 
 Pass objects are frozen: a run keeps its state in locals or in a helper object
 of its own, never on the pass.
+
+A pass whose run left the module as it found it (a check, or nothing to do)
+returns ``UNCHANGED``: the pipeline then skips the verifier after it, which
+would only find again what it found after the pass before.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import importlib
 import inspect
 import sys
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, ClassVar, NamedTuple
 
 from jax.extend.mlir import ir
@@ -51,6 +57,17 @@ _EVERY_PASS_MODULE = "jaxpp_mlir.passes.registry"
 
 class PassOptionError(ValueError):
     """A pass option is unknown, or its value does not parse or is out of range."""
+
+
+class Unchanged:
+    """The type of ``UNCHANGED``."""
+
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+#: What ``ModulePass.run`` returns when it left the module exactly as it found it.
+UNCHANGED = Unchanged()
 
 
 class Evidence(NamedTuple):
@@ -100,12 +117,18 @@ class ModulePass:
         """Evidence that work this pass does is left in ``module`` (default: none)."""
         return None
 
-    def run(self, module: ir.Operation) -> None:
+    def run(self, module: ir.Operation) -> Unchanged | None:
+        """Transforms or checks ``module`` in place; ``UNCHANGED`` if it changed nothing."""
         raise NotImplementedError
 
-    def check_order(self, module: ir.Operation) -> None:
-        """Fails with a located error if ``module`` is not where this pass belongs."""
+    def check_order(self, module: ir.Operation, completed: Collection[str] = ()) -> None:
+        """Fails with a located error if ``module`` is not where this pass belongs.
+
+        ``completed`` names the passes that already ran on ``module`` in this pipeline run.
+        """
         for earlier_name in self.requires:
+            if earlier_name in completed:
+                continue
             found = _declared_pass(self.name, earlier_name).unfinished(module)
             if found is not None:
                 raise diagnostics.error(
@@ -174,17 +197,20 @@ class PassRun:
 
     Located errors (``PassFailed``) fail the pass; any other exception is an
     internal error: reported at the module, kept in ``internal_error``, and the
-    interpreter stays alive.
+    interpreter stays alive. ``changed`` is False when the pass returned ``UNCHANGED``.
+    ``completed`` names the passes that already ran on the module (see ``check_order``).
     """
 
     pass_: ModulePass
+    completed: Collection[str] = ()
     internal_error: Exception | None = None
+    changed: bool = True
 
     def __call__(self, module: ir.Operation, pass_: Any) -> None:
         try:
             with module.location:
-                self.pass_.check_order(module)
-                self.pass_.run(module)
+                self.pass_.check_order(module, self.completed)
+                self.changed = self.pass_.run(module) is not UNCHANGED
         except PassFailed:
             pass_.signal_pass_failure()
         except Exception as exc:

@@ -10,7 +10,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
 
 # JAX's host callback targets: xla_ffi[_partitioned]_python_{cpu,gpu}_callback and the
 # legacy xla_python_{cpu,gpu}_callback.
@@ -37,11 +37,11 @@ class CheckHostCallbacks(ModulePass):
 
     name = "jaxpp-check-host-callbacks"
 
-    def run(self, module: ir.Operation) -> None:
+    def run(self, module: ir.Operation) -> Unchanged:
         main = ir_utils.get_main(module)
         nested = list(ir_utils.walk(main))
         if not any(jaxpp.is_stage_marker(op) for op in nested):
-            return
+            return UNCHANGED
         for op in nested:
             target = _call_target(op)
             if target is not None and _HOST_CALLBACK_TARGET.match(target):
@@ -52,6 +52,7 @@ class CheckHostCallbacks(ModulePass):
                     "the stage that holds it runs on another rank's devices. Move it out of "
                     "the step (print or inspect the step's outputs instead)",
                 )
+        return UNCHANGED
 
 
 def _call_target(op: ir.Operation) -> str | None:

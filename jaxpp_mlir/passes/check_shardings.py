@@ -11,7 +11,7 @@ from jax.extend.mlir.dialects import sdy
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
 
 
 @register_pass
@@ -40,10 +40,11 @@ class CheckShardings(ModulePass):
         default=0, metadata={"help": "devices per submesh (0: not checked)", "min": 0}
     )
 
-    def run(self, module: ir.Operation) -> None:
+    def run(self, module: ir.Operation) -> Unchanged | None:
         self._check_meshes(module)
-        if self.mpmd_axis:
-            self._check_shardings(ir_utils.get_main(module))
+        if self.mpmd_axis and self._check_shardings(ir_utils.get_main(module)):
+            return None
+        return UNCHANGED
 
     def _check_meshes(self, module: ir.Operation) -> None:
         for mesh in shardings.mesh_ops(module):
@@ -65,7 +66,9 @@ class CheckShardings(ModulePass):
                     f"{self.submesh_size}: lower it on mpmd_mesh.lowering_mesh()",
                 )
 
-    def _check_shardings(self, main: ir.Operation) -> None:
+    def _check_shardings(self, main: ir.Operation) -> bool:
+        """Checks every sharding in ``main``; True if a constraint lost the mpmd axis."""
+        rewritten = False
         for attrs_name in ("arg_attrs", "res_attrs"):
             if attrs_name in main.attributes:
                 for attrs in ir.ArrayAttr(main.attributes[attrs_name]):
@@ -74,7 +77,11 @@ class CheckShardings(ModulePass):
                         self._check(main, attrs[shardings.SHARDING_ATTR])
         for op in ir_utils.walk(main):
             if op.name == "sdy.sharding_constraint":
-                op.attributes["sharding"] = self._without_mpmd_axis(op.attributes["sharding"])
+                sharding = op.attributes["sharding"]
+                kept = self._without_mpmd_axis(sharding)
+                if kept != sharding:
+                    op.attributes["sharding"] = kept
+                    rewritten = True
                 continue
             for name in (shardings.SHARDING_ATTR, "sharding", "in_shardings", "out_shardings"):
                 if name not in op.attributes:
@@ -85,6 +92,7 @@ class CheckShardings(ModulePass):
                         self._check(op, sharding)
                 elif sdy.TensorShardingAttr.isinstance(attr):
                     self._check(op, attr)
+        return rewritten
 
     def _check(self, op: ir.Operation, sharding: ir.Attribute) -> None:
         sharding = sdy.TensorShardingAttr(sharding)

@@ -10,7 +10,7 @@ from jax.extend.mlir.dialects import sdy, stablehlo
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
+from jaxpp_mlir.passes.base import UNCHANGED, Evidence, ModulePass, Unchanged, register_pass
 
 _ATTR = "replica_groups"
 
@@ -46,8 +46,9 @@ class MaterializeReplicaGroups(ModulePass):
                 return Evidence(op, "a collective still names mesh axes in its replica groups")
         return None
 
-    def run(self, module: ir.Operation) -> None:
+    def run(self, module: ir.Operation) -> Unchanged | None:
         meshes = _meshes(module)
+        materialized = False
         for op in ir_utils.walk(module):
             groups = _mesh_axes_groups(op)
             if groups is None:
@@ -60,6 +61,8 @@ class MaterializeReplicaGroups(ModulePass):
             op.attributes[_ATTR] = ir.DenseIntElementsAttr.get(
                 _device_groups(op, meshes[name], groups)
             )
+            materialized = True
+        return None if materialized else UNCHANGED
 
 
 def _mesh_axes_groups(op: ir.Operation) -> stablehlo.ReplicaGroupMeshAxesAttr | None:

@@ -8,7 +8,8 @@ bindings know (``canonicalize``, ``cse``, ``func.func(...)``...).
 
 Each element runs in its own ``PassManager`` so that the IR can be observed
 (printed, dumped) between any two passes; the verifier runs after every pass
-unless ``verify_each`` is off.
+unless ``verify_each`` is off, except after a jaxpp pass that returned
+``UNCHANGED`` (the IR it leaves is the IR verified before it).
 """
 
 from __future__ import annotations
@@ -86,12 +87,17 @@ def run_pipeline(
     verify_each: bool = True,
     before_pass: Hook | None = None,
     after_pass: Hook | None = None,
+    completed: set[str] | None = None,
 ) -> list[diagnostics.Diagnostic]:
     """Runs ``elements`` in order on ``module`` in place.
 
     Returns the warnings and remarks the passes emitted; raises
     ``PipelineFailure`` with the located diagnostics when a pass fails.
+    ``completed`` (default: a new set) holds the names of the jaxpp passes that ran on
+    ``module`` so far, and receives those this run completes: a caller running several
+    pipelines on one module passes the same set to each.
     """
+    completed = set() if completed is None else completed
     collected: list[diagnostics.Diagnostic] = []
     diagnostics.take_pending()
     for index, element in enumerate(elements):
@@ -99,7 +105,9 @@ def run_pipeline(
             before_pass(index, element, module)
         with module.context:
             pm = passmanager.PassManager("builtin.module")
-            pass_run = PassRun(element.jaxpp_pass) if element.jaxpp_pass is not None else None
+            pass_run = (
+                PassRun(element.jaxpp_pass, completed) if element.jaxpp_pass is not None else None
+            )
             if pass_run is not None:
                 pm.add(pass_run, name=element.name, argument=element.name)
             else:
@@ -107,15 +115,20 @@ def run_pipeline(
                     pm.add(element.text)
                 except ValueError as exc:
                     raise PipelineSyntaxError(_first_line(str(exc))) from None
-            pm.enable_verifier(verify_each)
+            # A jaxpp pass is verified after it runs, only if it says it changed the IR.
+            pm.enable_verifier(verify_each and pass_run is None)
             try:
                 pm.run(module.operation)
+                if verify_each and pass_run is not None and pass_run.changed:
+                    module.operation.verify()
             except ir.MLIRError as exc:
                 collected.extend(diagnostics.take_pending())
                 found = [diagnostics.from_mlir(d) for d in exc.error_diagnostics]
                 internal = pass_run.internal_error if pass_run is not None else None
                 raise PipelineFailure(element.name, collected + found, internal) from None
         collected.extend(diagnostics.take_pending())
+        if pass_run is not None:
+            completed.add(element.name)
         if after_pass is not None:
             after_pass(index, element, module)
     return collected

@@ -11,7 +11,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
 
 _LAYER_OPS = ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution")
 _TRANSPOSE_SCOPE = "transpose("
@@ -66,7 +66,7 @@ class VerifyMarkers(ModulePass):
         },
     )
 
-    def run(self, module: ir.Operation) -> None:
+    def run(self, module: ir.Operation) -> Unchanged:
         main = ir_utils.get_main(module)
         nested = list(ir_utils.walk(main))  # walked once, read twice
         loop_marker = _find_loop_marker(nested)
@@ -74,7 +74,7 @@ class VerifyMarkers(ModulePass):
         top_ops = [op.operation for op in block.operations][:-1]
         markers = [op for op in top_ops if jaxpp.is_stage_marker(op)]
         if not markers or _has_nested_markers(nested, block):
-            return  # jaxpp-assign-stages reports both, in the user's terms
+            return UNCHANGED  # jaxpp-assign-stages reports both, in the user's terms
         paths = _MarkerPaths(top_ops, loop_marker)
         _check_directions(markers, paths)
         forward = [op for op in markers if _is_forward(op)]
@@ -90,6 +90,7 @@ class VerifyMarkers(ModulePass):
         _warn_merged_markers(forward, paths)
         if loop_marker is not None:
             _warn_dead_markers(markers, jaxpp.loop_stage_markers(loop_marker))
+        return UNCHANGED
 
 
 class _MarkerPaths:

@@ -9,7 +9,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
 
 
 @register_pass
@@ -34,7 +34,7 @@ class VerifyProgram(ModulePass):
 
     name = "jaxpp-verify-program"
 
-    def run(self, module: ir.Operation) -> None:
+    def run(self, module: ir.Operation) -> Unchanged:
         main = ir_utils.get_main(module)
         symbols = ir.SymbolTable(module)
         sends: dict[int, ir.Operation] = {}
@@ -67,6 +67,7 @@ class VerifyProgram(ModulePass):
             raise diagnostics.error(
                 sends[unmatched[0]], f"send on channel {unmatched[0]} has no matching recv"
             )
+        return UNCHANGED
 
 
 def _check_replicated(op: ir.Operation, rank_of: dict[ir.Value, int]) -> None:
@@ -160,10 +161,17 @@ def _check_task(op: ir.Operation, symbols: ir.SymbolTable) -> None:
             op, f"task operand or result types do not match the type of '@{callee}'"
         )
     for nested in ir_utils.walk(function.operation):
-        if jaxpp.is_stage_marker(nested) or jaxpp.is_jaxpp_op(nested) or nested.name == "func.call":
+        name = nested.name
+        if name in _NEVER_IN_STAGES or (name in _MARKER_FORMS and jaxpp.is_stage_marker(nested)):
             raise diagnostics.error(
                 nested, f"'{nested.name}' left inside stage function '@{callee}'"
             )
+
+
+# What a stage function must not hold: jaxpp ops and calls, and stage markers (ops of
+# these two kinds).
+_NEVER_IN_STAGES = frozenset({*jaxpp.JAXPP_OPS, "func.call"})
+_MARKER_FORMS = (jaxpp.MARKER_OP, jaxpp.CUSTOM_CALL_OP)
 
 
 def _check_recv(op: ir.Operation, sends: dict[int, ir.Operation], matched: set[int]) -> None:

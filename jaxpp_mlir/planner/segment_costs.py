@@ -69,9 +69,15 @@ def _bytes(value_type: ir.Type) -> int:
 def op_flops(op: ir.Operation) -> float:
     """Estimated floating-point operations of one StableHLO op (see the module doc)."""
     name = op.name
-    if name in _FREE or not op.results:
+    if name in _FREE:
         return 0.0
-    out = sum(_elements(result.type) for result in op.results)
+    results = op.results
+    if len(results) == 1:  # most ops: one result, no generator
+        out = _elements(results[0].type)
+    elif not len(results):
+        return 0.0
+    else:
+        out = sum(_elements(result.type) for result in results)
     if name in _CONTRACTIONS:
         lhs = op.operands[0].type.shape
         if name == "stablehlo.dot":

@@ -490,6 +490,32 @@ def test_verifier_after_each_pass_catches_invalid_ir(capsys, tmp_path, break_pas
     assert "Traceback" not in err
 
 
+@dataclasses.dataclass(frozen=True)
+class BreakIRUnchanged(BreakIR):
+    """Test only: breaks the IR as BreakIR does, but claims it changed nothing."""
+
+    name = "jaxpp-test-break-ir-unchanged"
+
+    def run(self, module: ir.Operation) -> base.Unchanged:
+        super().run(module)
+        return base.UNCHANGED
+
+
+def test_the_verifier_is_skipped_after_a_pass_that_changed_nothing(capsys, tmp_path, test_pass):
+    """UNCHANGED is the pass's word that the IR is the one verified before it: the
+    verifier does not run after it (MLIR skips it after a pass that preserved all
+    analyses alike). A pass must not say so when it changed the IR: the next pass that
+    may change it (here the test pass, which returns None) is then the one that fails."""
+    path = write(tmp_path, FINE)
+    with base.registered(BreakIRUnchanged):
+        status, out, err = run(capsys, path, "-p", BreakIRUnchanged.name)
+        assert status == 0, err
+        assert "function_type = (i32, i32) -> i32" in out  # unverified, as with --no-verify-each
+        status, out, err = run(capsys, path, "-p", f"{BreakIRUnchanged.name},{TEST_PASS}")
+    assert status == opt.EXIT_FAILURE
+    assert "entry block must have 2 arguments to match function signature" in err
+
+
 def test_no_verify_each_lets_invalid_ir_through(capsys, tmp_path, break_pass):
     path = write(tmp_path, FINE)
     status, out, err = run(capsys, path, "-p", BREAK_PASS, "--no-verify-each")
@@ -582,6 +608,28 @@ def test_pass_order_is_checked(capsys, tmp_path, order_passes, ops, pipeline, me
     status, out, err = run(capsys, path, "-p", pipeline)
     assert status == opt.EXIT_FAILURE
     assert err.startswith(f"{path}:{message}\n"), err
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaveTodo(MakeTodo):
+    """Test only: MakeTodo that leaves its test.todo ops (its ``unfinished`` still finds
+    them after it ran)."""
+
+    def run(self, module: ir.Operation) -> None:
+        pass
+
+
+def test_a_required_pass_that_ran_in_the_pipeline_is_not_looked_for_again(capsys, tmp_path):
+    """``requires`` asks for a pass's work to be done; a pass that ran earlier in the same
+    pipeline run did it (its postcondition), so its ``unfinished`` is not asked again."""
+    path = write(tmp_path, _body("test.fine", "test.todo"))
+    with base.registered(LeaveTodo, Second):
+        status, out, err = run(capsys, path, "-p", "jaxpp-test-first,jaxpp-test-second")
+        assert status == 0, err
+        assert "test.todo" in out
+        status, out, err = run(capsys, path, "-p", "jaxpp-test-second")
+    assert status == opt.EXIT_FAILURE
+    assert "jaxpp-test-second: a test.todo is left: run jaxpp-test-first first" in err
 
 
 def test_pass_order_in_order_runs(capsys, tmp_path, order_passes):
