@@ -76,17 +76,20 @@ class CheckShardings(ModulePass):
                     if shardings.SHARDING_ATTR in attrs:
                         self._check(main, attrs[shardings.SHARDING_ATTR])
         for op in ir_utils.walk(main):
+            attributes = op.attributes
             if op.name == "sdy.sharding_constraint":
-                sharding = op.attributes["sharding"]
+                sharding = attributes["sharding"]
                 kept = self._without_mpmd_axis(sharding)
                 if kept != sharding:
-                    op.attributes["sharding"] = kept
+                    attributes["sharding"] = kept
                     rewritten = True
                 continue
+            if not len(attributes):
+                continue
             for name in (shardings.SHARDING_ATTR, "sharding", "in_shardings", "out_shardings"):
-                if name not in op.attributes:
+                if name not in attributes:
                     continue
-                attr = op.attributes[name]
+                attr = attributes[name]
                 if sdy.TensorShardingPerValueAttr.isinstance(attr):
                     for sharding in sdy.TensorShardingPerValueAttr(attr).shardings:
                         self._check(op, sharding)

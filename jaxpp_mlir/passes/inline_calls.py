@@ -54,10 +54,13 @@ class InlineCalls(ModulePass):
         main = ir_utils.get_main(module)
         symbols = ir.SymbolTable(module)
         inlined: set[str] = set()
+        # One nesting level per round: the calls of @main, then those the inlined bodies
+        # brought in (found in the moved ops, in program order, without walking @main again).
+        calls = ir_utils.collect_ops(main, "func.call")
         for _ in range(self.max_depth):
-            calls = ir_utils.collect_ops(main, "func.call")
             if not calls:
                 break
+            brought_in: list[ir.Operation] = []
             for call in calls:
                 callee_name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
                 callee = symbols[callee_name]
@@ -65,10 +68,11 @@ class InlineCalls(ModulePass):
                     raise diagnostics.error(
                         call, f"cannot inline call to '{callee_name}': it has no body"
                     )
-                _inline_call(call, callee.operation)
+                brought_in.extend(_inline_call(call, callee.operation))
                 inlined.add(callee_name)
+            calls = brought_in
         else:
-            if ir_utils.collect_ops(main, "func.call"):
+            if calls:
                 raise diagnostics.error(
                     main,
                     f"calls nested deeper than max-depth={self.max_depth} "
@@ -94,17 +98,24 @@ def _is_private(function: ir.OpView) -> bool:
     return "sym_visibility" in attrs and ir.StringAttr(attrs["sym_visibility"]).value == "private"
 
 
-def _inline_call(call: ir.Operation, callee: ir.Operation) -> None:
-    """Replaces ``call`` by a copy of ``callee``'s body."""
+def _inline_call(call: ir.Operation, callee: ir.Operation) -> list[ir.Operation]:
+    """Replaces ``call`` by a copy of ``callee``'s body; returns the calls in that copy."""
     copy = callee.clone(ip=ir.InsertionPoint(callee))
     block = copy.regions[0].blocks[0]
     for argument, operand in zip(block.arguments, call.operands, strict=True):
         argument.replace_all_uses_with(operand)
     ops = list(block.operations)
     terminator = ops[-1]
+    nested_calls: list[ir.Operation] = []
     for op in ops[:-1]:
+        op = op.operation
         op.move_before(call)
+        if op.name == "func.call":
+            nested_calls.append(op)
+        elif len(op.regions):
+            nested_calls.extend(ir_utils.collect_ops(op, "func.call"))
     for result, returned in zip(call.results, terminator.operands, strict=True):
         result.replace_all_uses_with(returned)
     call.erase()
     copy.erase()
+    return nested_calls
