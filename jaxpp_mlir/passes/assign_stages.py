@@ -12,7 +12,6 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import (
     Evidence,
     ModulePass,
-    find_in_stage_block,
     find_main,
     register_pass,
 )
@@ -61,16 +60,14 @@ class AssignStages(ModulePass):
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
-        found = find_in_stage_block(
-            module,
-            lambda op: (
-                f"'{op.name}' has no stage assignment"
-                if not jaxpp.has_stage(op) and op.name not in _TERMINATORS
-                else None
-            ),
-        )
-        if found is not None or find_main(module) is None:
-            return found
+        main = find_main(module)
+        if main is None:
+            return None
+        for op in ir_utils.stage_block(main).operations:
+            op = op.operation
+            # STAGE_ATTR is what jaxpp.has_stage looks for, read here without a call per op.
+            if jaxpp.STAGE_ATTR not in op.attributes and op.name not in _TERMINATORS:
+                return Evidence(op, f"'{op.name}' has no stage assignment")
         if jaxpp.NUM_STAGES_ATTR not in module.attributes:
             return Evidence(module, f"module has no {jaxpp.NUM_STAGES_ATTR} attribute")
         return None

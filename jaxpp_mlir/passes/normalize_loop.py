@@ -56,11 +56,13 @@ class NormalizeLoop(ModulePass):
         # error for run()) at the top of @main: looking there avoids walking the module.
         for op in ir_utils.body(main).operations:
             op = op.operation
-            if jaxpp.is_loop_marker(op):
+            name = op.name
+            if name in _MARKER_OP_NAMES and jaxpp.is_loop_marker(op):
                 return Evidence(op, "the step still holds treduce's loop marker")
-            if op.name == "stablehlo.while":
+            if name == "stablehlo.while":
                 for nested in op.regions[1].blocks[0].operations:
-                    if jaxpp.is_loop_marker(nested):
+                    nested = nested.operation
+                    if nested.name in _MARKER_OP_NAMES and jaxpp.is_loop_marker(nested):
                         return Evidence(op, _NOT_NORMALIZED)
         return None
 
