@@ -12,7 +12,6 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import (
     Evidence,
     ModulePass,
-    find_in_stage_block,
     find_main,
     register_pass,
 )
@@ -61,70 +60,72 @@ class AssignStages(ModulePass):
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
-        found = find_in_stage_block(
-            module,
-            lambda op: (
-                f"'{op.name}' has no stage assignment"
-                if not jaxpp.has_stage(op) and op.name not in _TERMINATORS
-                else None
-            ),
-        )
-        if found is not None or find_main(module) is None:
-            return found
+        main = find_main(module)
+        if main is None:
+            return None
+        for op in ir_utils.stage_block(main).operations:
+            op = op.operation
+            # STAGE_ATTR is what jaxpp.has_stage looks for, read here without a call per op.
+            if jaxpp.STAGE_ATTR not in op.attributes and op.name not in _TERMINATORS:
+                return Evidence(op, f"'{op.name}' has no stage assignment")
         if jaxpp.NUM_STAGES_ATTR not in module.attributes:
             return Evidence(module, f"module has no {jaxpp.NUM_STAGES_ATTR} attribute")
         return None
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
-        block = ir_utils.stage_block(main)
-        _check_marker_placement(main, block, in_loop=ir_utils.find_loop(main) is not None)
+        loop = ir_utils.find_loop(main)
+        block = jaxpp.loop_body(loop) if loop is not None else ir_utils.body(main)
+        _check_marker_placement(main, block, in_loop=loop is not None)
         top_ops = [op.operation for op in block.operations][:-1]
-        markers = [op for op in top_ops if jaxpp.is_stage_marker(op)]
+        flow = _propagate(top_ops)
+        markers = [i for i, direction in enumerate(flow.direction) if direction is not None]
         if not markers:
             raise diagnostics.error(
                 main,
                 "no stage markers found: mark the end of every stage with "
                 "jaxpp_mlir.pipeline_enter_stage (the last one after the last layer)",
             )
-        forward_stage, backward_count, anchored, producers = _propagate(top_ops)
+        forward_stage, backward_count = flow.forward_stage, flow.backward_count
         # Stage k's forward marker ends stage k; the backward markers on a path count the
         # stages from the last. Under jax.grad (no loss value returned) JAX drops the last
         # forward marker when nothing the backward needs depends on it: one more backward
         # marker than forward markers on a path is that, more is an error.
         forward_stages = max(
-            (1 + forward_stage[op] for op in markers if _is_forward(op)), default=0
+            (1 + forward_stage[i] for i in markers if flow.direction[i] == jaxpp.FORWARD),
+            default=0,
         )
         backward_stages = 0
-        for op in markers:
-            if _is_forward(op):
+        for i in markers:
+            if flow.direction[i] == jaxpp.FORWARD:
                 continue
-            backward_stages = max(backward_stages, 1 + backward_count[op])
-            if 1 + backward_count[op] > forward_stages + 1:
+            backward_stages = max(backward_stages, 1 + backward_count[i])
+            if 1 + backward_count[i] > forward_stages + 1:
                 raise diagnostics.error(
-                    op,
-                    f"this is backward marker {1 + backward_count[op]} on its path, but the "
+                    top_ops[i],
+                    f"this is backward marker {1 + backward_count[i]} on its path, but the "
                     f"forward markers make {forward_stages} stage(s): more transposed markers "
                     "than markers",
                 )
         num_stages = max(forward_stages, backward_stages)
-        positions = {}
-        for op in top_ops:
-            count = backward_count[op]
+        positions: list[int | None] = []
+        for count, stage, anchored, direction in zip(
+            backward_count, forward_stage, flow.anchored, flow.direction, strict=True
+        ):
             if count > 0:
-                positions[op] = num_stages - 1 + count
-            elif jaxpp.is_stage_marker(op) and not _is_forward(op):
-                positions[op] = num_stages - 1  # the gradient seed enters the last stage
-            elif anchored[op]:
-                positions[op] = min(forward_stage[op], num_stages - 1)
-        _place_unanchored(top_ops, producers, positions)
-        for op in top_ops:
-            position = positions[op]
-            if position < num_stages:
-                jaxpp.set_stage(op, position, jaxpp.FORWARD)
+                positions.append(num_stages - 1 + count)
+            elif direction is not None and direction != jaxpp.FORWARD:
+                positions.append(num_stages - 1)  # the gradient seed enters the last stage
+            elif anchored:
+                positions.append(min(stage, num_stages - 1))
             else:
-                jaxpp.set_stage(op, 2 * num_stages - 1 - position, jaxpp.BACKWARD)
+                positions.append(None)
+        _place_unanchored(flow.producers, positions)
+        _set_stages(top_ops, positions, num_stages)
         jaxpp.set_int_attr(module, jaxpp.NUM_STAGES_ATTR, num_stages)
+
+
+_MARKER_OP_NAMES = (jaxpp.MARKER_OP, jaxpp.CUSTOM_CALL_OP)  # the ops a marker can be
 
 
 def _is_forward(marker: ir.Operation) -> bool:
@@ -133,7 +134,7 @@ def _is_forward(marker: ir.Operation) -> bool:
 
 def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: bool) -> None:
     for op in ir_utils.walk(main):
-        if jaxpp.is_stage_marker(op) and op.block != block:
+        if op.name in _MARKER_OP_NAMES and jaxpp.is_stage_marker(op) and op.block != block:
             parent = ir_utils.parent_op(op)
             if in_loop and parent == main:
                 raise diagnostics.error(
@@ -163,37 +164,52 @@ def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: boo
             )
 
 
-def _propagate(
-    top_ops: list[ir.Operation],
-) -> tuple[
-    dict[ir.Operation, int],
-    dict[ir.Operation, int],
-    dict[ir.Operation, bool],
-    dict[ir.Operation, list[ir.Operation]],
-]:
+@dataclasses.dataclass
+class _Flow:
+    """Per op of the stage block, by position: its forward stage, backward-marker count,
+    anchoring, direction if it is a stage marker (None for other ops), and the
+    positions of the ops it reads from (its producers)."""
+
+    forward_stage: list[int] = dataclasses.field(default_factory=list)
+    backward_count: list[int] = dataclasses.field(default_factory=list)
+    anchored: list[bool] = dataclasses.field(default_factory=list)
+    direction: list[str | None] = dataclasses.field(default_factory=list)
+    producers: list[list[int]] = dataclasses.field(default_factory=list)
+
+
+def _propagate(top_ops: list[ir.Operation]) -> _Flow:
     """Forward stage, backward-marker count and anchoring of every op, in program order,
     and the ops of ``top_ops`` each op reads from (its producers).
 
     For a marker, the forward stage is the stage it ends (that of its inputs);
     its results start the next stage, which the info of its results accounts for.
     """
-    forward_stage: dict[ir.Operation, int] = {}
-    backward_count: dict[ir.Operation, int] = {}
-    anchored: dict[ir.Operation, bool] = {}
-    producers: dict[ir.Operation, list[ir.Operation]] = {}
-    # Per value defined by an op of the block: (its op, forward stage, count, anchored).
-    # Looked up by value: asking a value for its defining op costs far more.
-    result_info: dict[ir.Value, tuple[ir.Operation, int, int, bool]] = {}
-    outside = (None, 0, 0, False)
-    for op in top_ops:
-        infos = [result_info.get(v, outside) for v in ir_utils.external_operands(op)]
-        producers[op] = [i[0] for i in infos if i[0] is not None]
-        stage = max((i[1] for i in infos), default=0)
-        count = max((i[2] for i in infos), default=0)
-        direction = jaxpp.marker_direction(op) if jaxpp.is_stage_marker(op) else None
-        forward_stage[op] = stage
-        backward_count[op] = count
-        anchored[op] = any(i[3] for i in infos) or direction is not None
+    flow = _Flow()
+    # Per op, the (forward stage, count, anchored) of its results, and the position of
+    # the op defining each value of the block. Looked up by value: asking a value for its
+    # defining op costs far more.
+    result_info: list[tuple[int, int, bool]] = []
+    position: dict[ir.Value, int] = {}
+    position_of = position.get
+    for index, op in enumerate(top_ops):
+        operands = _operands_read(op) if len(op.regions) else op.operands
+        producers = [p for p in map(position_of, operands) if p is not None]
+        stage = count = 0
+        anchored = False
+        for producer in producers:
+            producer_stage, producer_count, producer_anchored = result_info[producer]
+            stage = max(stage, producer_stage)
+            count = max(count, producer_count)
+            anchored = anchored or producer_anchored
+        direction = None
+        if op.name in _MARKER_OP_NAMES and jaxpp.is_stage_marker(op):
+            direction = jaxpp.marker_direction(op)
+            anchored = True
+        flow.forward_stage.append(stage)
+        flow.backward_count.append(count)
+        flow.anchored.append(anchored)
+        flow.direction.append(direction)
+        flow.producers.append(producers)
         if direction == jaxpp.FORWARD and count > 0:
             raise diagnostics.error(
                 op,
@@ -201,30 +217,55 @@ def _propagate(
                 "higher-order gradients through stage markers are not supported",
             )
         if direction == jaxpp.FORWARD:
-            info = (op, stage + 1, count, True)
+            result_info.append((stage + 1, count, True))
         elif direction is not None:
-            info = (op, stage, count + 1, True)
+            result_info.append((stage, count + 1, True))
         else:
-            info = (op, stage, count, anchored[op])
+            result_info.append((stage, count, anchored))
         for result in op.results:
-            result_info[result] = info
-    return forward_stage, backward_count, anchored, producers
+            position[result] = index
+    return flow
 
 
-def _place_unanchored(
-    top_ops: list[ir.Operation],
-    producers: dict[ir.Operation, list[ir.Operation]],
-    positions: dict[ir.Operation, int],
-) -> None:
-    """Places ops that depend on no marker with their earliest user (stage 0 if none)."""
+def _operands_read(op: ir.Operation) -> list[ir.Value]:
+    """The operands of ``op`` and of the ops nested in it. Those defined inside ``op``
+    are no op's of the stage block, so they need not be told apart."""
+    read = list(op.operands)
+    for nested in ir_utils.walk(op):
+        read.extend(nested.operands)
+    return read
+
+
+def _place_unanchored(producers: list[list[int]], positions: list[int | None]) -> None:
+    """Places ops that depend on no marker (position None) with their earliest user
+    (stage 0 if none)."""
     # Users come after their producers: in reverse order every user of an op is placed
     # before the op, and has handed its position to its producers.
-    earliest_user: dict[ir.Operation, int] = {}
-    for op in reversed(top_ops):
-        if op not in positions:
-            positions[op] = earliest_user.get(op, 0)
-        position = positions[op]
-        for producer in producers[op]:
-            known = earliest_user.get(producer)
+    earliest_user: list[int | None] = [None] * len(positions)
+    for index in reversed(range(len(positions))):
+        position = positions[index]
+        if position is None:
+            known = earliest_user[index]
+            position = positions[index] = 0 if known is None else known
+        for producer in producers[index]:
+            known = earliest_user[producer]
             if known is None or position < known:
                 earliest_user[producer] = position
+
+
+def _set_stages(top_ops: list[ir.Operation], positions: list[int], num_stages: int) -> None:
+    """Tags every op with the stage and kind of its position (forward stages, then the
+    backward stages from the last). The tags of a position are built once, on its first
+    op, and copied onto the others."""
+    tags_at: dict[int, tuple[ir.Attribute, ir.Attribute]] = {}
+    for op, position in zip(top_ops, positions, strict=True):
+        attributes = op.attributes
+        tags = tags_at.get(position)
+        if tags is None:
+            if position < num_stages:
+                jaxpp.set_stage(op, position, jaxpp.FORWARD)
+            else:
+                jaxpp.set_stage(op, 2 * num_stages - 1 - position, jaxpp.BACKWARD)
+            tags_at[position] = (attributes[jaxpp.STAGE_ATTR], attributes[jaxpp.KIND_ATTR])
+        else:
+            attributes[jaxpp.STAGE_ATTR], attributes[jaxpp.KIND_ATTR] = tags

@@ -56,17 +56,23 @@ class NormalizeLoop(ModulePass):
         # error for run()) at the top of @main: looking there avoids walking the module.
         for op in ir_utils.body(main).operations:
             op = op.operation
-            if jaxpp.is_loop_marker(op):
+            name = op.name
+            if name in _MARKER_OP_NAMES and jaxpp.is_loop_marker(op):
                 return Evidence(op, "the step still holds treduce's loop marker")
-            if op.name == "stablehlo.while":
+            if name == "stablehlo.while":
                 for nested in op.regions[1].blocks[0].operations:
-                    if jaxpp.is_loop_marker(nested):
+                    nested = nested.operation
+                    if nested.name in _MARKER_OP_NAMES and jaxpp.is_loop_marker(nested):
                         return Evidence(op, _NOT_NORMALIZED)
         return None
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
-        markers = [op for op in ir_utils.walk(main) if jaxpp.is_loop_marker(op)]
+        markers = [
+            op
+            for op in ir_utils.walk(main)
+            if op.name in _MARKER_OP_NAMES and jaxpp.is_loop_marker(op)
+        ]
         if not markers:
             return
         if len(markers) > 1:
@@ -94,6 +100,7 @@ class NormalizeLoop(ModulePass):
         _rewrite(loop, marker, num_microbatches)
 
 
+_MARKER_OP_NAMES = (jaxpp.MARKER_OP, jaxpp.CUSTOM_CALL_OP)  # the ops a marker can be
 _NOT_NORMALIZED = "the microbatch loop is still a stablehlo.while holding treduce's loop marker"
 
 
@@ -106,7 +113,8 @@ def _parent(op: ir.Operation) -> ir.Operation | None:
 
 def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) -> None:
     body = loop.regions[1].blocks[0]
-    terminator = list(body.operations)[-1].operation
+    body_ops = [o.operation for o in body.operations]
+    terminator = body_ops[-1]
     yielded = list(terminator.operands)
     arguments = list(body.arguments)
     counter_arg = marker.operands[0]
@@ -126,7 +134,7 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
     new_body = jaxpp.loop_body(new_loop)
     with ir.InsertionPoint(new_body), terminator.location:
         new_yield = jaxpp.create_yield([yielded[i] for i in state])
-    for op in [o.operation for o in body.operations][:-1]:
+    for op in body_ops[:-1]:
         op.move_before(new_yield)
     terminator.erase()
     index_arg = new_body.arguments[0]
@@ -134,6 +142,8 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
         with ir.InsertionPoint.at_block_begin(new_body), marker.location:
             index_arg = stablehlo.ConvertOp(counter_arg.type, index_arg).result
     marker.results[0].replace_all_uses_with(index_arg)
+    moved = body_ops[:-1]
+    del moved[moved.index(marker)]  # erased: its Python object must not be used again
     marker.erase()
     for position, index in enumerate(state):
         arguments[index].replace_all_uses_with(new_body.arguments[1 + position])
@@ -142,7 +152,7 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
             arguments[index].replace_all_uses_with(loop.operands[index])
         elif kind == "counter":
             arguments[index].replace_all_uses_with(index_arg)
-    _erase_dead_counter_updates(new_body)
+    _erase_dead_counter_updates(moved)
     _replace_results(loop, new_loop, kinds, state)
     loop.erase()
 
@@ -204,16 +214,14 @@ def _constant_value(value: ir.Value) -> int | None:
     return int(dense.get_splat_value().value) if dense.is_splat else int(dense[0])
 
 
-def _erase_dead_counter_updates(block: ir.Block) -> None:
-    """Erases ops left without users (the old counter increments) and their constants."""
-    changed = True
-    while changed:
-        changed = False
-        for op in reversed([o.operation for o in block.operations][:-1]):
-            if op.regions or not op.results:
-                continue
-            if op.name in ("stablehlo.add", *ir_utils.CONSTANT_OPS) and all(
-                not list(r.uses) for r in op.results
-            ):
-                op.erase()
-                changed = True
+def _erase_dead_counter_updates(ops: list[ir.Operation]) -> None:
+    """Erases the adds and constants among ``ops`` (a block's, in order) left without
+    users (the old counter increments) and their constants. In reverse order an op's
+    users are seen, and erased, before the op: one pass leaves none without users."""
+    for op in reversed(ops):
+        # Adds and constants have one result and no region.
+        if op.name in _DEAD_CANDIDATE_OPS and next(iter(op.results[0].uses), None) is None:
+            op.erase()
+
+
+_DEAD_CANDIDATE_OPS = ("stablehlo.add", *ir_utils.CONSTANT_OPS)

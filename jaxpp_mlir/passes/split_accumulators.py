@@ -69,7 +69,7 @@ class _Split:
 
 
 def _find_splits(body: ir.Block) -> list[_Split]:
-    terminator = list(body.operations)[-1].operation
+    terminator = body.operations[-1].operation
     splits = []
     for state, value in enumerate(terminator.operands):
         update = ir_utils.defining_op(value)
@@ -83,6 +83,8 @@ def _find_splits(body: ir.Block) -> list[_Split]:
         tree: list[ir.Operation] = []
         leaves: list[ir.Value] = []
         _flatten_sum(increment, tree, leaves)
+        if len(leaves) < 2:
+            continue  # one contribution: nothing to split
         groups: dict[tuple[int, str], list[ir.Value]] = {}
         own = (jaxpp.get_stage(update), jaxpp.get_kind(update))
         groups[own] = []
@@ -117,7 +119,7 @@ def _flatten_sum(value: ir.Value, tree: list[ir.Operation], leaves: list[ir.Valu
 
 def _rewrite(loop: ir.Operation, splits: list[_Split]) -> None:
     body = jaxpp.loop_body(loop)
-    old_yield = list(body.operations)[-1].operation
+    old_yield = body.operations[-1].operation
     num_states = len(list(loop.operands))
     increment_position = {
         id(split): 1 if split.update.operands[0] == body.arguments[1 + split.state] else 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import collections
 import dataclasses
+from collections.abc import Iterable
 
 from jax.extend.mlir import ir
 
@@ -68,114 +69,160 @@ class VerifyMarkers(ModulePass):
 
     def run(self, module: ir.Operation) -> Unchanged:
         main = ir_utils.get_main(module)
-        nested = list(ir_utils.walk(main))  # walked once, read twice
-        loop_marker = _find_loop_marker(nested)
+        loop_marker, nested_markers = _scan_markers(ir_utils.walk(main))
         block = loop_marker.block if loop_marker is not None else ir_utils.body(main)
-        top_ops = [op.operation for op in block.operations][:-1]
-        markers = [op for op in top_ops if jaxpp.is_stage_marker(op)]
-        if not markers or _has_nested_markers(nested, block):
+        in_block = [op.block == block for op in nested_markers]
+        if not any(in_block) or not all(in_block):
             return UNCHANGED  # jaxpp-assign-stages reports both, in the user's terms
+        top_ops = [op.operation for op in block.operations][:-1]
         paths = _MarkerPaths(top_ops, loop_marker)
+        markers = [i for i, direction in enumerate(paths.direction) if direction is not None]
         _check_directions(markers, paths)
-        forward = [op for op in markers if _is_forward(op)]
-        num_forward = max((paths.forward[op] + 1 for op in forward), default=0)
+        forward = [i for i in markers if paths.direction[i] == jaxpp.FORWARD]
+        num_forward = max((paths.forward[i] + 1 for i in forward), default=0)
         num_backward = max(
-            (paths.backward[op] + 1 for op in markers if not _is_forward(op)), default=0
+            (paths.backward[i] + 1 for i in markers if paths.direction[i] != jaxpp.FORWARD),
+            default=0,
         )
         if 0 < num_backward < num_forward:
-            _check_backward_counterparts(top_ops, forward, num_forward, num_backward, paths)
+            _check_backward_counterparts(forward, num_forward, num_backward, paths)
         if num_backward in (0, num_forward):
             known = self.num_stages or _recorded_num_stages(loop_marker)
-            _check_last_stage_marked(top_ops, forward, num_forward, known, paths)
+            _check_last_stage_marked(forward, num_forward, known, paths)
         _warn_merged_markers(forward, paths)
         if loop_marker is not None:
-            _warn_dead_markers(markers, jaxpp.loop_stage_markers(loop_marker))
+            _warn_dead_markers(
+                [top_ops[i] for i in markers],
+                [paths.direction[i] for i in markers],
+                jaxpp.loop_stage_markers(loop_marker),
+            )
         return UNCHANGED
 
 
+_MARKER_OP_NAMES = (jaxpp.MARKER_OP, jaxpp.CUSTOM_CALL_OP)  # the ops a marker can be
+
+
 class _MarkerPaths:
-    """For every op of the stage block, in program order: the most forward markers
-    (``forward``) and backward markers (``backward``) on a path into it, whether it
-    depends on any stage marker (``anchored``) or on the microbatch (``per_microbatch``)."""
+    """For every op of the stage block, by its position in ``ops``: the most forward
+    markers (``forward``) and backward markers (``backward``) on a path into it, whether
+    it depends on any stage marker (``anchored``) or on the microbatch
+    (``per_microbatch``), the first backward marker upstream of it, the positions of the
+    ops it reads from (``producers``, in the order it reads them) and its direction if it
+    is a stage marker (None for other ops)."""
 
     def __init__(self, top_ops: list[ir.Operation], loop_marker: ir.Operation | None):
-        self.forward: dict[ir.Operation, int] = {}
-        self.backward: dict[ir.Operation, int] = {}
-        self.anchored: dict[ir.Operation, bool] = {}
-        self.per_microbatch: dict[ir.Operation, bool] = {}
-        self.upstream_backward_marker: dict[ir.Operation, ir.Operation | None] = {}
-        # The direction of each stage marker of the block (None for other ops).
-        self.direction: dict[ir.Operation, str | None] = {}
-        # Per value defined in the block: its op, and ``value_info``. Looked up by value:
+        self.ops = top_ops
+        self.names: list[str] = []
+        self.direction: list[str | None] = []
+        self.forward: list[int] = []
+        self.backward: list[int] = []
+        self.anchored: list[bool] = []
+        self.per_microbatch: list[bool] = []
+        self.upstream_backward_marker: list[int | None] = []
+        self.producers: list[list[int]] = []
+        # Per op, the info of its results: ``value_info``.
+        self._result_info: list[tuple[int, int, bool, bool, int | None]] = []
+        # The position of the op defining each value of the block. Looked up by value:
         # asking a value for its defining op costs far more.
-        self._producer: dict[ir.Value, ir.Operation] = {}
-        self._result_info: dict[ir.Value, tuple[int, int, bool, bool, ir.Operation | None]] = {}
-        producers: dict[ir.Operation, list[ir.Operation]] = {}
-        for op in top_ops:
-            operands = ir_utils.external_operands(op)
-            infos = [self.value_info(v) for v in operands]
-            producers[op] = [self._producer[v] for v in operands if v in self._producer]
-            direction = jaxpp.marker_direction(op) if jaxpp.is_stage_marker(op) else None
-            self.direction[op] = direction
-            forward = self.forward[op] = max((i[0] for i in infos), default=0)
-            backward = self.backward[op] = max((i[1] for i in infos), default=0)
-            anchored = self.anchored[op] = any(i[2] for i in infos) or direction is not None
-            is_loop_marker = loop_marker is not None and op == loop_marker
-            per_microbatch = self.per_microbatch[op] = is_loop_marker or any(i[3] for i in infos)
-            upstream = next((i[4] for i in infos if i[4] is not None), None)
-            self.upstream_backward_marker[op] = upstream
+        self._position: dict[ir.Value, int] = {}
+        position = self._position
+        position_of = position.get
+        result_info = self._result_info
+        for index, op in enumerate(top_ops):
+            name = op.name
+            operands = _operands_read(op) if len(op.regions) else op.operands
+            producers = [p for p in map(position_of, operands) if p is not None]
+            forward = backward = 0
+            anchored = per_microbatch = False
+            upstream = None
+            for producer in producers:
+                stage, count, producer_anchored, producer_per_microbatch, marker = result_info[
+                    producer
+                ]
+                forward = max(forward, stage)
+                backward = max(backward, count)
+                anchored = anchored or producer_anchored
+                per_microbatch = per_microbatch or producer_per_microbatch
+                if upstream is None:
+                    upstream = marker
+            direction = None
+            if name in _MARKER_OP_NAMES:
+                if jaxpp.is_stage_marker(op):
+                    direction = jaxpp.marker_direction(op)
+                    anchored = True
+                elif loop_marker is not None and op == loop_marker:
+                    per_microbatch = True
+            self.names.append(name)
+            self.direction.append(direction)
+            self.forward.append(forward)
+            self.backward.append(backward)
+            self.anchored.append(anchored)
+            self.per_microbatch.append(per_microbatch)
+            self.upstream_backward_marker.append(upstream)
+            self.producers.append(producers)
             if direction == jaxpp.FORWARD:
                 forward += 1
             elif direction is not None:
                 backward += 1
-                upstream = op
-            info = (forward, backward, anchored, per_microbatch, upstream)
+                upstream = index
+            result_info.append((forward, backward, anchored, per_microbatch, upstream))
             for result in op.results:
-                self._producer[result] = op
-                self._result_info[result] = info
+                position[result] = index
         # The stage of the first forward marker each op feeds (the stage it computes).
         # Users come after their producers: in reverse order each user hands its stage
         # to its producers before they are reached.
-        self.feeds_stage: dict[ir.Operation, int | None] = {}
-        fed: dict[ir.Operation, int] = {}
-        for op in reversed(top_ops):
-            self.feeds_stage[op] = fed.get(op)
-            stage = self.forward[op] if self.direction[op] == jaxpp.FORWARD else fed.get(op)
+        fed: list[int | None] = [None] * len(top_ops)
+        for index in reversed(range(len(top_ops))):
+            stage = self.forward[index] if self.direction[index] == jaxpp.FORWARD else fed[index]
             if stage is None:
                 continue
-            for producer in producers[op]:
-                known = fed.get(producer)
+            for producer in self.producers[index]:
+                known = fed[producer]
                 if known is None or stage < known:
                     fed[producer] = stage
+        self.feeds_stage = fed
 
-    def forward_stage_of(self, value: ir.Value) -> int | None:
-        """The forward stage that computes ``value`` for this microbatch, if it is forward
-        code of a stage: downstream of stage markers, or upstream of one and computed
-        from the microbatch (a weight or a constant belongs to no stage)."""
-        producer = self._producer.get(value)
-        if producer is None:
-            return None
-        stage, backward, anchored, per_microbatch, _ = self.value_info(value)
+    def forward_stage_of(self, producer: int) -> int | None:
+        """The forward stage that computes the results of op ``producer`` for this
+        microbatch, if they are forward code of a stage: downstream of stage markers, or
+        upstream of one and computed from the microbatch (a weight or a constant belongs
+        to no stage)."""
+        stage, backward, anchored, per_microbatch, _ = self._result_info[producer]
         if backward > 0:
             return None
         if anchored:
             return stage
         return self.feeds_stage[producer] if per_microbatch else None
 
-    def value_info(self, value: ir.Value) -> tuple[int, int, bool, bool, ir.Operation | None]:
+    def value_info(self, value: ir.Value) -> tuple[int, int, bool, bool, int | None]:
         """(forward stage, backward count, anchored, per microbatch, a backward marker
         upstream) of a value; values defined outside the stage block count as none."""
-        return self._result_info.get(value, _OUTSIDE_BLOCK)
+        producer = self._position.get(value)
+        return _OUTSIDE_BLOCK if producer is None else self._result_info[producer]
 
 
 _OUTSIDE_BLOCK = (0, 0, False, False, None)
 
 
-def _check_directions(markers: list[ir.Operation], paths: _MarkerPaths) -> None:
-    for op in markers:
-        if not _is_forward(op):
+def _operands_read(op: ir.Operation) -> list[ir.Value]:
+    """The operands of ``op`` and of the ops nested in it. Those defined inside ``op``
+    are no op's of the stage block, so they need not be told apart."""
+    read = list(op.operands)
+    for nested in ir_utils.walk(op):
+        read.extend(nested.operands)
+    return read
+
+
+def _check_directions(markers: list[int], paths: _MarkerPaths) -> None:
+    transposed: dict[ir.Attribute, bool] = {}  # markers often share their location
+    for index in markers:
+        if paths.direction[index] != jaxpp.FORWARD:
             continue
-        if _in_transpose_scope(op.location):
+        op = paths.ops[index]
+        location = op.location
+        if location.attr not in transposed:
+            transposed[location.attr] = _in_transpose_scope(location)
+        if transposed[location.attr]:
             raise diagnostics.error(
                 op,
                 "this stage marker is marked forward ('fwd') but autodiff placed it as the "
@@ -183,10 +230,10 @@ def _check_directions(markers: list[ir.Operation], paths: _MarkerPaths) -> None:
                 "module's marker directions are inconsistent; give it back its "
                 "'bwd' direction or lower the step again",
             )
-        upstream = paths.upstream_backward_marker[op]
+        upstream = paths.upstream_backward_marker[index]
         if upstream is not None:
             raise diagnostics.error(
-                upstream,
+                paths.ops[upstream],
                 "backward-direction stage marker in forward code: the forward marker at "
                 f"{_where(op)} depends on it. Backward markers are the transposes autodiff "
                 "places (or mark_stage_end_backward in a custom_vjp backward rule): mark "
@@ -211,8 +258,7 @@ def _recorded_num_stages(loop_marker: ir.Operation | None) -> int:
 
 
 def _check_last_stage_marked(
-    top_ops: list[ir.Operation],
-    forward: list[ir.Operation],
+    forward: list[int],
     num_forward: int,
     known_stages: int,
     paths: _MarkerPaths,
@@ -220,10 +266,11 @@ def _check_last_stage_marked(
     """JaxPP's old placement leaves the last stage's layers after the last marker."""
     if not forward or known_stages == num_forward:
         return
-    last_markers = [op for op in forward if paths.forward[op] + 1 == num_forward]
-    for op in top_ops:
-        if op.name not in _LAYER_OPS or paths.backward[op] > 0:
+    last_markers = [paths.ops[i] for i in forward if paths.forward[i] + 1 == num_forward]
+    for index, name in enumerate(paths.names):
+        if name not in _LAYER_OPS or paths.backward[index] > 0:
             continue
+        op = paths.ops[index]
         infos = [paths.value_info(v) for v in op.operands]
         after_last = any(info[2] and info[0] == num_forward for info in infos)
         weight = any(not info[2] and not info[3] for info in infos)
@@ -250,30 +297,31 @@ def _check_last_stage_marked(
 
 
 def _check_backward_counterparts(
-    top_ops: list[ir.Operation],
-    forward: list[ir.Operation],
+    forward: list[int],
     num_forward: int,
     num_backward: int,
     paths: _MarkerPaths,
 ) -> None:
     """Gradient code reading a stage with no backward stage of its own lacks a boundary."""
-    for op in top_ops:
-        count = paths.backward[op]
-        if count == 0 or jaxpp.is_stage_marker(op):
+    for index, count in enumerate(paths.backward):
+        if count == 0 or paths.direction[index] is not None:
             continue
         own_stage = num_forward - count
-        for value in ir_utils.external_operands(op):
-            stage = paths.forward_stage_of(value)
+        for producer in paths.producers[index]:
+            stage = paths.forward_stage_of(producer)
             if stage is None or stage >= own_stage:
                 continue
             # The gradient code of stage `stage` crossed fewer backward markers than the
             # stages from there to the last: one of those stages' markers lacks its own.
             candidates = sorted(
-                (m for m in forward if paths.forward[m] >= stage), key=paths.forward.get
+                (m for m in forward if paths.forward[m] >= stage), key=paths.forward.__getitem__
             )
-            listing = ", ".join(f"stage {paths.forward[m]} at {_where(m)}" for m in candidates)
+            listing = ", ".join(
+                f"stage {paths.forward[m]} at {_where(paths.ops[m])}" for m in candidates
+            )
+            op = paths.ops[index]
             raise diagnostics.error(
-                candidates[0],
+                paths.ops[candidates[0]],
                 "a stage marker has no backward counterpart: the step's gradient crosses "
                 f"{num_backward} backward marker(s) for {num_forward} forward marker(s), so "
                 f"the gradient code at {_where(op)}, which reads a value of stage {stage}, "
@@ -285,10 +333,10 @@ def _check_backward_counterparts(
             )
 
 
-def _warn_merged_markers(forward: list[ir.Operation], paths: _MarkerPaths) -> None:
+def _warn_merged_markers(forward: list[int], paths: _MarkerPaths) -> None:
     by_stage: dict[int, list[ir.Operation]] = collections.defaultdict(list)
-    for op in forward:
-        by_stage[paths.forward[op]].append(op)
+    for index in forward:
+        by_stage[paths.forward[index]].append(paths.ops[index])
     for stage, ops in sorted(by_stage.items()):
         if len(ops) < 2:
             continue
@@ -302,9 +350,12 @@ def _warn_merged_markers(forward: list[ir.Operation], paths: _MarkerPaths) -> No
         )
 
 
-def _warn_dead_markers(markers: list[ir.Operation], written: tuple[str, ...] | None) -> None:
-    """Markers written at trace time whose op JAX removed (their result was unused)."""
-    lines = [_source_line(op) for op in markers]
+def _warn_dead_markers(
+    markers: list[ir.Operation], directions: list[str], written: tuple[str, ...] | None
+) -> None:
+    """Markers written at trace time whose op JAX removed (their result was unused);
+    ``directions`` are the markers' directions."""
+    lines = _source_lines(markers)
     if not written or "loc(unknown)" in lines:
         return  # nothing recorded, or locations stripped: nothing to compare
     lines = [_as_written(line, written) for line in lines]
@@ -313,8 +364,8 @@ def _warn_dead_markers(markers: list[ir.Operation], written: tuple[str, ...] | N
         jaxpp.FORWARD: collections.Counter(),
         jaxpp.BACKWARD: collections.Counter(),
     }
-    for op, line in zip(markers, lines, strict=True):
-        per_direction[jaxpp.marker_direction(op)][line] += 1
+    for direction, line in zip(directions, lines, strict=True):
+        per_direction[direction][line] += 1
     for line in set(per_direction[jaxpp.FORWARD]) | set(per_direction[jaxpp.BACKWARD]):
         alive[line] = max(per_direction[jaxpp.FORWARD][line], per_direction[jaxpp.BACKWARD][line])
     if not set(alive) & set(written):
@@ -345,23 +396,36 @@ def _file_location(line: str) -> ir.Location | None:
     return ir.Location.file(filename, int(number), 0)
 
 
-def _find_loop_marker(nested: list[ir.Operation]) -> ir.Operation | None:
+def _scan_markers(
+    nested: Iterable[ir.Operation],
+) -> tuple[ir.Operation | None, list[ir.Operation]]:
+    """The first loop marker among ``nested``, and its stage markers."""
+    loop_marker = None
+    stage_markers = []
     for op in nested:
-        if jaxpp.is_loop_marker(op):
-            return op
-    return None
-
-
-def _has_nested_markers(nested: list[ir.Operation], block: ir.Block) -> bool:
-    return any(jaxpp.is_stage_marker(op) and op.block != block for op in nested)
-
-
-def _is_forward(marker: ir.Operation) -> bool:
-    return jaxpp.marker_direction(marker) == jaxpp.FORWARD
+        if op.name not in _MARKER_OP_NAMES:
+            continue
+        if jaxpp.is_stage_marker(op):
+            stage_markers.append(op)
+        elif loop_marker is None and jaxpp.is_loop_marker(op):
+            loop_marker = op
+    return loop_marker, stage_markers
 
 
 def _where(op: ir.Operation) -> str:
     return diagnostics.format_location(op.location)
+
+
+def _source_lines(ops: list[ir.Operation]) -> list[str]:
+    """``_source_line`` of every op in ``ops``, found once per distinct location."""
+    by_location: dict[ir.Attribute, str] = {}
+    lines = []
+    for op in ops:
+        location = op.location.attr
+        if location not in by_location:
+            by_location[location] = _source_line(op)
+        lines.append(by_location[location])
+    return lines
 
 
 def _source_line(op: ir.Operation) -> str:
