@@ -95,25 +95,29 @@ class OutlineOuterCode(ModulePass):
         placed = [op for op in all_ops[:-1] if op != loop and jaxpp.has_rank(op)]
         ranks = {op: jaxpp.get_rank(op) for op in placed}
         phases = _phases(placed, ranks)
-        groups: dict[tuple[int, int, int], list[ir.Operation]] = {}
+        members: dict[tuple[int, int, int], list[ir.Operation]] = {}
         for op in placed:
             before = op in before_loop
             key = (0 if before else 1, phases[op], ranks[op])
-            groups.setdefault(key, []).append(op)
-        for (after, phase, rank), group in sorted(groups.items()):
+            members.setdefault(key, []).append(op)
+        groups = []
+        for (after, phase, rank), group in sorted(members.items()):
             kind = jaxpp.POST if after else jaxpp.PRE
-            task = outlining.outline_group(
-                module,
-                group,
-                copyable,
-                insert_before=terminator if after else loop,
-                name=f"{kind}{phase}_r{rank}",
-                stage=phase,
-                kind=kind,
+            groups.append(
+                outlining.Group(
+                    group,
+                    insert_before=terminator if after else loop,
+                    name=f"{kind}{phase}_r{rank}",
+                    stage=phase,
+                    kind=kind,
+                )
             )
-            jaxpp.set_rank(task, rank)
-        for op in reversed(outer_ops):
-            if op in copyable and all(not list(r.uses) for r in op.results):
+        others = [op for op in all_ops if op not in copyable and not jaxpp.has_rank(op)]
+        outlined = outlining.outline_groups(module, groups, copyable, others)
+        for ((_, _, rank), _), result in zip(sorted(members.items()), outlined, strict=True):
+            jaxpp.set_rank(result.task, rank)
+        for op in reversed(copyable):
+            if all(not list(r.uses) for r in op.results):
                 op.erase()
         for op in [o.operation for o in block.operations]:
             if jaxpp.is_replicated(op):
