@@ -102,7 +102,7 @@ class OutlineStages(ModulePass):
                 name = ir.StringAttr.get(names[group.stage])
                 result.function.attributes[jaxpp.STAGE_NAME_ATTR] = name
         for op in reversed(copyable):
-            if all(not list(r.uses) for r in op.results):
+            if outlining.unused(op):
                 op.erase()
 
 

@@ -245,6 +245,11 @@ def _clone_copies(needed_copies: list[ir.Operation]) -> dict[ir.Value, ir.Value]
     return copies
 
 
+def unused(op: ir.Operation) -> bool:
+    """Whether nothing reads the results of ``op``."""
+    return all(next(iter(result.uses), None) is None for result in op.results)
+
+
 def _clear_tags(op: ir.Operation) -> None:
     """``jaxpp.clear_stage``, reading the attributes once."""
     attributes = op.attributes
