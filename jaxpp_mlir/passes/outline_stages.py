@@ -70,22 +70,30 @@ class OutlineStages(ModulePass):
         block = ir_utils.stage_block(main)
         block_ops = [op.operation for op in block.operations]
         num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR)  # checked by `requires`
-        names = _stage_names(block_ops[:-1])
+        markers = []
         kept = []
         for op in block_ops[:-1]:
-            if jaxpp.is_stage_marker(op):
-                for result, operand in zip(op.results, op.operands, strict=True):
-                    result.replace_all_uses_with(operand)
-                op.erase()
-            else:
-                kept.append(op)
+            (markers if jaxpp.is_stage_marker(op) else kept).append(op)
+        names = _stage_names(markers)
+        for op in markers:
+            for result, operand in zip(op.results, op.operands, strict=True):
+                result.replace_all_uses_with(operand)
+            op.erase()
         terminator = block_ops[-1]
         copyable = outlining.copyable_ops(kept, set(terminator.operands))
         members: dict[tuple[int, str], list[ir.Operation]] = {}
+        # (stage, kind) by the attributes holding them: reading an attribute is cheaper
+        # than converting it
+        tags: dict[tuple[ir.Attribute, ir.Attribute], tuple[int, str]] = {}
         for op in kept:
-            if op in copyable:
+            if op.name in ir_utils.CHEAP_OPS and op in copyable:
                 continue
-            members.setdefault((jaxpp.get_stage(op), jaxpp.get_kind(op)), []).append(op)
+            attributes = op.attributes
+            held = (attributes[jaxpp.STAGE_ATTR], attributes[jaxpp.KIND_ATTR])
+            key = tags.get(held)
+            if key is None:
+                key = tags[held] = (jaxpp.get_stage(op), jaxpp.get_kind(op))
+            members.setdefault(key, []).append(op)
         groups = [
             outlining.Group(
                 members[(stage, kind)],

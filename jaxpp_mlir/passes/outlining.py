@@ -30,9 +30,7 @@ def copyable_ops(top_ops: list[ir.Operation], keep: set[ir.Value]) -> dict[ir.Op
         if op.name not in ir_utils.CHEAP_OPS or len(op.regions):  # is_pure_constant_like
             continue
         results = list(op.results)
-        if any(r in keep for r in results):
-            continue
-        if all(v in copyable_results for v in op.operands):
+        if keep.isdisjoint(results) and copyable_results.issuperset(op.operands):
             copyable[op] = None
             copyable_results.update(results)
     return copyable
