@@ -186,6 +186,7 @@ class _Placement:
     broadcast_operands: dict[ir.Value, ir.Value]  # the result of each follow-users op
     value_ranks: dict[ir.Value, int | None]  # the loop's results, then as they are read
     replicate_max_bytes: int
+    type_elements: dict[ir.Type, int] = dataclasses.field(default_factory=dict)
 
     def value_rank(self, value: ir.Value) -> int | None:
         if value in self.value_ranks:
@@ -199,6 +200,13 @@ class _Placement:
         self.ranks[op] = rank
         for result in op.results:
             self.value_ranks[result] = rank
+
+    def num_elements(self, value: ir.Value) -> int:
+        value_type = value.type
+        count = self.type_elements.get(value_type)
+        if count is None:
+            count = self.type_elements[value_type] = _num_elements(value)
+        return count
 
     def source(self, value: ir.Value) -> ir.Value:
         while value in self.broadcast_operands:
@@ -220,7 +228,7 @@ class _Placement:
         """The rank of an operand that minimizes the elements received from other ranks;
         on a tie, the rank of the earliest such operand; none if no operand has a rank."""
         sources = map(self.source, ir_utils.external_operands(op))
-        operands = [(self.value_rank(v), _num_elements(v)) for v in sources]
+        operands = [(self.value_rank(v), self.num_elements(v)) for v in sources]
         candidates = [rank for rank, _ in operands if rank is not None]
         if candidates:
             self.assign(

@@ -163,13 +163,13 @@ class _Analysis:
             self.reads.append(reads)
             self.operands.append(operands)
         for op in other_ops:
-            operands = []
-            for value in _read_operands(op, operands):
-                if value in producer_group:
-                    self.escaping.add(value)
-            for user, values in operands:
-                for position, value in enumerate(values):
+            users = [op, *ir_utils.walk(op)] if len(op.regions) else [op]
+            for user in users:
+                # A value defined inside ``op`` is no group's result: no need to tell
+                # the values read from outside ``op`` apart.
+                for position, value in enumerate(user.operands):
                     if value in producer_group:
+                        self.escaping.add(value)
                         self.outside_reads.setdefault(value, []).append((user, position))
 
     def inputs_and_copies(self, index: int) -> tuple[list[ir.Value], list[ir.Operation]]:
@@ -235,11 +235,12 @@ def _clone_copies(needed_copies: list[ir.Operation]) -> dict[ir.Value, ir.Value]
     for original in needed_copies:
         clone = original.clone()
         _clear_tags(clone)
-        for index, operand in enumerate(clone.operands):
-            if operand in copies:
-                clone.operands[index] = copies[operand]
-        for old, new in zip(original.results, clone.results, strict=True):
-            copies[old] = new
+        operands = clone.operands
+        for index, operand in enumerate(operands):
+            copy = copies.get(operand)
+            if copy is not None:
+                operands[index] = copy
+        copies.update(zip(original.results, clone.results, strict=True))
     return copies
 
 
