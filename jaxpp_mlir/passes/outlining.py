@@ -111,7 +111,7 @@ def outline_groups(
                 new = replacements.get(value)
                 if new is not None:
                     op.operands[position] = new
-        for position, value in enumerate(inputs):
+        for position, value in enumerate(inputs):  # a later group's result: rewired then
             if value in analysis.producer_group and value not in current:
                 analysis.outside_reads.setdefault(value, []).append((task, position))
         for old, new in zip(outputs, task.results, strict=True):
