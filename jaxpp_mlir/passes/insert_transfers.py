@@ -60,8 +60,12 @@ class InsertTransfers(ModulePass):
         inserter = _Inserter(loop, jaxpp.get_state_ranks(loop) if loop is not None else [])
         for op in [o.operation for o in ir_utils.body(main).operations]:
             if loop is not None and op == loop:
+                operands = op.operands
                 for index, rank in enumerate(inserter.state_ranks):
-                    op.operands[index] = inserter.on_rank(op.operands[index], rank, op)
+                    value = operands[index]
+                    received = inserter.on_rank(value, rank, op)
+                    if received is not value:
+                        operands[index] = received
                 for nested in [o.operation for o in jaxpp.loop_body(op).operations]:
                     inserter.visit(nested)
             else:
@@ -79,26 +83,35 @@ class _Inserter:
     last_send: dict[ir.Operation, ir.Operation] = dataclasses.field(
         default_factory=dict
     )  # keeps sends in channel order
+    ranks: dict[ir.Value, int | None] = dataclasses.field(default_factory=dict)  # rank_of's
 
     def visit(self, op: ir.Operation) -> None:
         if not jaxpp.is_task(op):
             return
         rank = jaxpp.get_rank(op)
-        for index, value in enumerate(op.operands):
-            op.operands[index] = self.on_rank(value, rank, op)
+        operands = op.operands
+        for index, value in enumerate(operands):
+            received = self.on_rank(value, rank, op)
+            if received is not value:
+                operands[index] = received
 
     def rank_of(self, value: ir.Value) -> int | None:
         """The rank holding ``value``; None for what every rank has (arguments, the index)."""
+        if value in self.ranks:
+            return self.ranks[value]  # no rank changes during the pass
         producer = ir_utils.defining_op(value)
+        rank = None
         if producer is None:
-            if self.loop is not None:
-                arguments = list(jaxpp.loop_body(self.loop).arguments)
-                if value in arguments and arguments.index(value) > 0:
-                    return self.state_ranks[arguments.index(value) - 1]
-            return None
-        if self.loop is not None and producer == self.loop:
-            return self.state_ranks[list(producer.results).index(value)]
-        return jaxpp.get_rank(producer) if jaxpp.has_rank(producer) else None
+            if self.loop is not None and value.owner == jaxpp.loop_body(self.loop):
+                position = ir.BlockArgument(value).arg_number
+                if position > 0:
+                    rank = self.state_ranks[position - 1]
+        elif self.loop is not None and producer == self.loop:
+            rank = self.state_ranks[ir.OpResult(value).result_number]
+        elif jaxpp.has_rank(producer):
+            rank = jaxpp.get_rank(producer)
+        self.ranks[value] = rank
+        return rank
 
     def on_rank(self, value: ir.Value, rank: int, consumer: ir.Operation) -> ir.Value:
         source = self.rank_of(value)

@@ -73,7 +73,6 @@ class OutlineOuterCode(ModulePass):
         block = ir_utils.body(main)
         all_ops = [op.operation for op in block.operations]
         terminator = all_ops[-1]
-        loop_index = all_ops.index(loop)
         outer_ops = [op for op in all_ops[:-1] if op != loop]
         for op in outer_ops:
             if jaxpp.is_jaxpp_op(op):
@@ -86,38 +85,61 @@ class OutlineOuterCode(ModulePass):
         keep = set(loop.operands) | set(terminator.operands)
         copyable = outlining.copyable_ops(outer_ops, keep)
         max_bytes = self.replicate_max_bytes
-        _assign_ranks(
-            [op for op in outer_ops if op not in copyable], loop, state_ranks, block, max_bytes
-        )
-        all_ops = [op.operation for op in block.operations]
-        loop_index = all_ops.index(loop)
-        before_loop = set(all_ops[:loop_index])
-        placed = [op for op in all_ops[:-1] if op != loop and jaxpp.has_rank(op)]
-        ranks = {op: jaxpp.get_rank(op) for op in placed}
-        phases = _phases(placed, ranks)
-        groups: dict[tuple[int, int, int], list[ir.Operation]] = {}
-        for op in placed:
-            before = op in before_loop
-            key = (0 if before else 1, phases[op], ranks[op])
-            groups.setdefault(key, []).append(op)
-        for (after, phase, rank), group in sorted(groups.items()):
-            kind = jaxpp.POST if after else jaxpp.PRE
-            task = outlining.outline_group(
-                module,
-                group,
-                copyable,
+        placeable = [op for op in outer_ops if op not in copyable]
+        _assign_ranks(placeable, loop, state_ranks, block, terminator, max_bytes)
+        members, others = _group_placed([op.operation for op in block.operations], loop, copyable)
+        keys = sorted(members)
+        groups = [
+            outlining.Group(
+                members[(after, phase, rank)],
                 insert_before=terminator if after else loop,
                 name=f"{kind}{phase}_r{rank}",
                 stage=phase,
                 kind=kind,
             )
-            jaxpp.set_rank(task, rank)
-        for op in reversed(outer_ops):
-            if op in copyable and all(not list(r.uses) for r in op.results):
+            for after, phase, rank in keys
+            for kind in [jaxpp.POST if after else jaxpp.PRE]
+        ]
+        outlined = outlining.outline_groups(module, groups, copyable, others)
+        for (_, _, rank), result in zip(keys, outlined, strict=True):
+            jaxpp.set_rank(result.task, rank)
+        for op in reversed(copyable):
+            if outlining.unused(op):
                 op.erase()
         for op in [o.operation for o in block.operations]:
             if jaxpp.is_replicated(op):
                 op.move_before(terminator)  # after the tasks computing its copies
+
+
+def _group_placed(
+    all_ops: list[ir.Operation], loop: ir.Operation, copyable: dict[ir.Operation, None]
+) -> tuple[dict[tuple[int, int, int], list[ir.Operation]], list[ir.Operation]]:
+    """The placed ops of the block (``all_ops``) by (after the loop, phase, rank), and
+    the ops neither placed nor copyable.
+
+    The phase grows by one each time a value crosses ranks.
+    """
+    loop_index = all_ops.index(loop)
+    terminator = all_ops[-1]
+    members: dict[tuple[int, int, int], list[ir.Operation]] = {}
+    others = []
+    placed_values: dict[ir.Value, tuple[int, int]] = {}  # (phase, rank) of placed results
+    for position, op in enumerate(all_ops):
+        if position == loop_index or op == terminator or not jaxpp.has_rank(op):
+            if op not in copyable:
+                others.append(op)
+            continue
+        rank = jaxpp.get_rank(op)
+        phase = 0
+        for value in ir_utils.external_operands(op):
+            producer = placed_values.get(value)
+            if producer is not None:
+                producer_phase, producer_rank = producer
+                phase = max(phase, producer_phase + (0 if producer_rank == rank else 1))
+        for result in op.results:
+            placed_values[result] = (phase, rank)
+        members.setdefault((0 if position < loop_index else 1, phase, rank), []).append(op)
+    return members, others
 
 
 def _assign_ranks(
@@ -125,6 +147,7 @@ def _assign_ranks(
     loop: ir.Operation,
     state_ranks: list[int],
     block: ir.Block,
+    terminator: ir.Operation,
     replicate_max_bytes: int,
 ) -> None:
     """Sets ``jaxpp.rank`` on ``ops``; ops reading only arguments get one copy per rank.
@@ -134,12 +157,19 @@ def _assign_ranks(
     """
     # Broadcasts follow their consumers (placed by their users, per consuming rank):
     # sending the value they broadcast is cheaper than sending their result.
-    follow_users = {op for op in ops if op.name == _BROADCAST}
+    follow_users = [op for op in ops if op.name == _BROADCAST]
     placement = _Placement(
-        loop, state_ranks, block, _RankAttrs(), follow_users, replicate_max_bytes
+        loop,
+        state_ranks,
+        block,
+        terminator,
+        _RankAttrs(),
+        {op.results[0]: op.operands[0] for op in follow_users},
+        dict(zip(loop.results, state_ranks, strict=True)),
+        replicate_max_bytes,
     )
     for op in ops:
-        if op not in follow_users:
+        if op.name != _BROADCAST:
             placement.place_by_operands(op)
     for op in reversed(ops):
         if op not in placement.ranks:
@@ -151,44 +181,64 @@ class _Placement:
     loop: ir.Operation
     state_ranks: list[int]
     block: ir.Block
+    terminator: ir.Operation
     ranks: _RankAttrs
-    follow_users: set[ir.Operation]
+    broadcast_operands: dict[ir.Value, ir.Value]  # the result of each follow-users op
+    value_ranks: dict[ir.Value, int | None]  # the loop's results, then as they are read
     replicate_max_bytes: int
+    type_elements: dict[ir.Type, int] = dataclasses.field(default_factory=dict)
 
     def value_rank(self, value: ir.Value) -> int | None:
+        if value in self.value_ranks:
+            return self.value_ranks[value]
         producer = ir_utils.defining_op(value)
-        if producer is None:
-            return None
-        if producer == self.loop:
-            return self.state_ranks[list(self.loop.results).index(value)]
-        return self.ranks.get(producer)
+        rank = None if producer is None else self.ranks.get(producer)
+        self.value_ranks[value] = rank
+        return rank
+
+    def assign(self, op: ir.Operation, rank: int) -> None:
+        self.ranks[op] = rank
+        for result in op.results:
+            self.value_ranks[result] = rank
+
+    def num_elements(self, value: ir.Value) -> int:
+        value_type = value.type
+        count = self.type_elements.get(value_type)
+        if count is None:
+            count = self.type_elements[value_type] = _num_elements(value)
+        return count
 
     def source(self, value: ir.Value) -> ir.Value:
-        producer = ir_utils.defining_op(value)
-        while producer is not None and producer in self.follow_users:
-            value = producer.operands[0]
-            producer = ir_utils.defining_op(value)
+        while value in self.broadcast_operands:
+            value = self.broadcast_operands[value]
         return value
 
     def use_rank(self, use: ir.OpOperand) -> int | None:
         owner = ir_utils.use_owner(use)
         if owner == self.loop:
             return self.state_ranks[use.operand_number]
-        if ir_utils.is_inside(owner, self.loop):
-            task = ir_utils.top_level_user(owner, jaxpp.loop_body(self.loop))
-            return jaxpp.get_rank(task) if jaxpp.has_rank(task) else None
-        return self.ranks.get(ir_utils.top_level_user(owner, self.block))
+        below, top = owner, owner  # top: owner's ancestor in the block; below: the one in it
+        while top.block != self.block:
+            below, top = top, ir_utils.parent_op(top)
+        if top == self.loop:
+            return jaxpp.get_rank(below) if jaxpp.has_rank(below) else None
+        return self.ranks.get(top)
 
     def place_by_operands(self, op: ir.Operation) -> None:
         """The rank of an operand that minimizes the elements received from other ranks;
         on a tie, the rank of the earliest such operand; none if no operand has a rank."""
         sources = map(self.source, ir_utils.external_operands(op))
-        operands = [(self.value_rank(v), _num_elements(v)) for v in sources]
+        operands = [(self.value_rank(v), self.num_elements(v)) for v in sources]
         candidates = [rank for rank, _ in operands if rank is not None]
         if candidates:
-            self.ranks[op] = min(
-                dict.fromkeys(candidates),
-                key=lambda rank: sum(size for r, size in operands if r is not None and r != rank),
+            self.assign(
+                op,
+                min(
+                    dict.fromkeys(candidates),
+                    key=lambda rank: sum(
+                        size for r, size in operands if r is not None and r != rank
+                    ),
+                ),
             )
 
     def place_by_users(self, op: ir.Operation) -> None:
@@ -200,17 +250,17 @@ class _Placement:
                 if rank is not None:
                     uses_by_rank.setdefault(rank, []).append((index, use))
         if not uses_by_rank:
-            self.ranks[op] = 0
+            self.assign(op, 0)
             return
         first, *others = sorted(uses_by_rank)
-        self.ranks[op] = first
+        self.assign(op, first)
         if not _cheap_to_recompute(op):
             return  # computed once; jaxpp-insert-transfers sends it to the others
         copies = {first: op}
         for rank in others:
             copy = op.clone(ip=ir.InsertionPoint(op))
             copy = copy.operation  # an Operation's is itself
-            jaxpp.set_rank(copy, rank)
+            self.assign(copy, rank)
             copies[rank] = copy
             for index, use in uses_by_rank[rank]:
                 ir_utils.use_owner(use).operands[use.operand_number] = copy.results[index]
@@ -220,7 +270,7 @@ class _Placement:
     def return_replicated(self, copies: dict[int, ir.Operation]) -> None:
         """Makes the return read each small result of ``copies`` (one op per rank) from
         every rank, through a ``jaxpp.replicated`` of its copies."""
-        terminator = list(self.block.operations)[-1].operation
+        terminator = self.terminator
         ranks = sorted(copies)
         for index, result in enumerate(copies[ranks[0]].results):
             if spec_bytes(tensor_spec(result.type)) > self.replicate_max_bytes:
@@ -291,16 +341,3 @@ class _RankAttrs:
 
     def __setitem__(self, op: ir.Operation, rank: int) -> None:
         jaxpp.set_rank(op, rank)
-
-
-def _phases(ops: list[ir.Operation], ranks: dict[ir.Operation, int]) -> dict[ir.Operation, int]:
-    phases: dict[ir.Operation, int] = {}
-    for op in ops:
-        phase = 0
-        for value in ir_utils.external_operands(op):
-            producer = ir_utils.defining_op(value)
-            if producer in phases:
-                step = 0 if ranks[producer] == ranks[op] else 1
-                phase = max(phase, phases[producer] + step)
-        phases[op] = phase
-    return phases

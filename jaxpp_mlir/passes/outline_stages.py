@@ -68,45 +68,50 @@ class OutlineStages(ModulePass):
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
         block = ir_utils.stage_block(main)
-        top_ops = [op.operation for op in block.operations][:-1]
+        block_ops = [op.operation for op in block.operations]
         num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR)  # checked by `requires`
-        names = _stage_names(top_ops)
-        for op in top_ops:
-            if jaxpp.is_stage_marker(op):
-                for result, operand in zip(op.results, op.operands, strict=True):
-                    result.replace_all_uses_with(operand)
-                op.erase()
-        top_ops = [op.operation for op in block.operations][:-1]
-        terminator = list(block.operations)[-1].operation
-        copyable = outlining.copyable_ops(top_ops, set(terminator.operands))
-        groups: dict[tuple[int, str], list[ir.Operation]] = {}
-        for op in top_ops:
-            if op in copyable:
+        markers = []
+        kept = []
+        for op in block_ops[:-1]:
+            (markers if jaxpp.is_stage_marker(op) else kept).append(op)
+        names = _stage_names(markers)
+        for op in markers:
+            for result, operand in zip(op.results, op.operands, strict=True):
+                result.replace_all_uses_with(operand)
+            op.erase()
+        terminator = block_ops[-1]
+        copyable = outlining.copyable_ops(kept, set(terminator.operands))
+        members: dict[tuple[int, str], list[ir.Operation]] = {}
+        # (stage, kind) by the attributes holding them: reading an attribute is cheaper
+        # than converting it
+        tags: dict[tuple[ir.Attribute, ir.Attribute], tuple[int, str]] = {}
+        for op in kept:
+            if op.name in ir_utils.CHEAP_OPS and op in copyable:
                 continue
-            groups.setdefault((jaxpp.get_stage(op), jaxpp.get_kind(op)), []).append(op)
-        for stage, kind in sorted(groups, key=lambda k: task_position(k, num_stages)):
-            task = outlining.outline_group(
-                module,
-                groups[(stage, kind)],
-                copyable,
+            attributes = op.attributes
+            held = (attributes[jaxpp.STAGE_ATTR], attributes[jaxpp.KIND_ATTR])
+            key = tags.get(held)
+            if key is None:
+                key = tags[held] = (jaxpp.get_stage(op), jaxpp.get_kind(op))
+            members.setdefault(key, []).append(op)
+        groups = [
+            outlining.Group(
+                members[(stage, kind)],
                 insert_before=terminator,
                 name=f"stage{stage}_{kind}",
                 stage=stage,
                 kind=kind,
             )
-            if stage in names:
-                function = _function(module, jaxpp.task_callee(task))
-                function.attributes[jaxpp.STAGE_NAME_ATTR] = ir.StringAttr.get(names[stage])
-        for op in reversed(top_ops):
-            if op in copyable and all(not list(r.uses) for r in op.results):
+            for stage, kind in sorted(members, key=lambda k: task_position(k, num_stages))
+        ]
+        outlined = outlining.outline_groups(module, groups, copyable, [terminator])
+        for group, result in zip(groups, outlined, strict=True):
+            if group.stage in names:
+                name = ir.StringAttr.get(names[group.stage])
+                result.function.attributes[jaxpp.STAGE_NAME_ATTR] = name
+        for op in reversed(copyable):
+            if outlining.unused(op):
                 op.erase()
-
-
-def _function(module: ir.Operation, name: str) -> ir.Operation:
-    for op in module.regions[0].blocks[0].operations:
-        if op.operation.name == "func.func" and ir_utils.symbol_name(op.operation) == name:
-            return op.operation
-    raise AssertionError(f"outline_group made no @{name}")
 
 
 def _stage_names(ops: list[ir.Operation]) -> dict[int, str]:

@@ -1,4 +1,4 @@
-"""Outlining a group of ops into a private function called by one jaxpp.task.
+"""Outlining groups of ops into private functions, each called by one jaxpp.task.
 
 Shared by the passes that outline (stages inside the loop, code outside it);
 it is a helper, not a pass.
@@ -6,124 +6,227 @@ it is a helper, not a pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
 
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func
 
 from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.dialect.vocabulary import KIND_ATTR, RANK_ATTR, STAGE_ATTR
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings
 
 
-def copyable_ops(top_ops: list[ir.Operation], keep: set[ir.Value]) -> set[ir.Operation]:
-    """Cheap ops computed from constants alone, whose results are not in ``keep``.
+def copyable_ops(top_ops: list[ir.Operation], keep: set[ir.Value]) -> dict[ir.Operation, None]:
+    """Cheap ops computed from constants alone, whose results are not in ``keep``, in
+    the order of ``top_ops``.
 
     They are copied into every function that needs them rather than passed
     between functions.
     """
-    copyable: set[ir.Operation] = set()
+    copyable: dict[ir.Operation, None] = {}
+    copyable_results: set[ir.Value] = set()
     for op in top_ops:
-        if not ir_utils.is_pure_constant_like(op) or op.regions:
+        if op.name not in ir_utils.CHEAP_OPS or len(op.regions):  # is_pure_constant_like
             continue
-        if any(r in keep for r in op.results):
-            continue
-        producers = [ir_utils.defining_op(v) for v in op.operands]
-        if all(p is not None and p in copyable for p in producers):
-            copyable.add(op)
+        results = list(op.results)
+        if keep.isdisjoint(results) and copyable_results.issuperset(op.operands):
+            copyable[op] = None
+            copyable_results.update(results)
     return copyable
 
 
-def outline_group(
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """Ops of one block, in block order, to move into ``@name``, called by a task
+    (with ``stage`` and ``kind``) inserted before ``insert_before``."""
+
+    ops: list[ir.Operation]
+    insert_before: ir.Operation
+    name: str
+    stage: int
+    kind: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Outlined:
+    task: ir.Operation
+    function: ir.Operation
+
+
+def outline_groups(
     module: ir.Operation,
-    group: list[ir.Operation],
-    copyable: set[ir.Operation],
-    *,
-    insert_before: ir.Operation,
-    name: str,
-    stage: int,
-    kind: str,
-) -> ir.Operation:
-    """Moves ``group`` (ops of one block, in order) into ``@name``; returns the new task.
+    groups: list[Group],
+    copyable: dict[ir.Operation, None],
+    other_ops: list[ir.Operation],
+) -> list[Outlined]:
+    """Moves each of ``groups`` in turn into its function; returns the tasks and functions.
 
-    The function's arguments are the values the group reads from outside
-    (copyable producers are cloned in instead); its results are the group's
-    values read outside it, which the task's results replace there.
+    ``groups``, ``copyable`` (from ``copyable_ops``) and ``other_ops`` (the
+    terminator among them) are the ops of one block. A function's arguments
+    are the values its group reads from outside (copyable producers are cloned
+    in instead); its results are the group's values read outside it, which the
+    task's results replace there.
     """
-    members = set(group)
-    inputs, needed_copies = _inputs_and_copies(group, members, copyable)
-    outputs = _outputs(group, members)
-    with ir.InsertionPoint(module.regions[0].blocks[0]), group[0].location:
-        function = func.FuncOp(
-            name, ([v.type for v in inputs], [v.type for v in outputs]), visibility="private"
-        )
-    entry = function.add_entry_block()
-    with ir.InsertionPoint(insert_before), group[0].location:
-        task = jaxpp.create_task(name, inputs, [v.type for v in outputs], stage=stage, kind=kind)
-    input_shardings = shardings.shardings_or_replicated(module, inputs)
-    if input_shardings is not None:
-        output_shardings = shardings.shardings_or_replicated(module, outputs)
-        shardings.set_function_shardings(function.operation, input_shardings, output_shardings)
-        shardings.set_result_shardings(task, output_shardings)
-    with ir.InsertionPoint(entry):
-        copies = _clone_copies(needed_copies)
-        with group[-1].location:
-            ret = func.ReturnOp(outputs)
-    for op in group:
-        op.move_before(ret.operation)
-        jaxpp.clear_stage(op)
-    function_op = function.operation
-    replacements = dict(zip(inputs, entry.arguments, strict=True))
-    replacements.update(copies)
-    for old, new in replacements.items():
-        _replace_uses(old, new, lambda owner: ir_utils.is_inside(owner, function_op))
-    for old, new in zip(outputs, task.results, strict=True):
-        _replace_uses(old, new, lambda owner: not ir_utils.is_inside(owner, function_op))
-    return task
+    analysis = _Analysis(groups, copyable, other_ops)
+    mesh = shardings.mesh_name(module)
+    function_ip = ir.InsertionPoint(module.regions[0].blocks[0])
+    current: dict[ir.Value, ir.Value] = {}  # an outlined group's result -> its task's result
+    outlined: list[Outlined] = []
+    for index, group in enumerate(groups):
+        inputs, needed_copies = analysis.inputs_and_copies(index)
+        outputs = analysis.outputs(index)
+        location = group.ops[0].location
+        with function_ip, location:
+            function = func.FuncOp(
+                group.name,
+                ([v.type for v in inputs], [v.type for v in outputs]),
+                visibility="private",
+            )
+        entry = function.add_entry_block()
+        task_inputs = [current.get(v, v) for v in inputs]
+        with ir.InsertionPoint(group.insert_before), location:
+            task = jaxpp.create_task(
+                group.name,
+                task_inputs,
+                [v.type for v in outputs],
+                stage=group.stage,
+                kind=group.kind,
+            )
+        if mesh is not None:
+            input_shardings = shardings.shardings_or_replicated(module, task_inputs)
+            output_shardings = shardings.shardings_or_replicated(module, outputs)
+            shardings.set_function_shardings(function.operation, input_shardings, output_shardings)
+            shardings.set_result_shardings(task, output_shardings)
+        with ir.InsertionPoint(entry):
+            replacements = _clone_copies(needed_copies)
+            with group.ops[-1].location:
+                ret = func.ReturnOp(outputs)
+        for op in group.ops:
+            op.move_before(ret.operation)
+            _clear_tags(op)
+        replacements.update(zip(inputs, entry.arguments, strict=True))
+        for op, operands in analysis.operands[index]:
+            for position, value in enumerate(operands):
+                new = replacements.get(value)
+                if new is not None:
+                    op.operands[position] = new
+        for position, value in enumerate(inputs):  # a later group's result: rewired then
+            if value in analysis.producer_group and value not in current:
+                analysis.outside_reads.setdefault(value, []).append((task, position))
+        for old, new in zip(outputs, task.results, strict=True):
+            current[old] = new
+            for op, position in analysis.outside_reads.get(old, ()):
+                op.operands[position] = new
+        outlined.append(Outlined(task, function.operation))
+    return outlined
 
 
-def _inputs_and_copies(
-    group: list[ir.Operation], members: set[ir.Operation], copyable: set[ir.Operation]
-) -> tuple[list[ir.Value], list[ir.Operation]]:
-    """The values ``group`` reads from outside, and the copyable producers to clone in
-    (operands first)."""
-    needed_copies: list[ir.Operation] = []
-    inputs: list[ir.Value] = []
-    seen: set[ir.Value] = set()
+class _Analysis:
+    """Who reads what among the ops of the block, read once before anything moves.
 
-    def visit_operand(value: ir.Value) -> None:
-        producer = ir_utils.defining_op(value)
-        if producer is not None and producer in members:
-            return
-        if producer is not None and producer in copyable:
-            if producer not in needed_copies:
+    Values are those of the block before outlining: a group's operand that an earlier
+    group computes stands for that group's task result.
+    """
+
+    def __init__(
+        self,
+        groups: list[Group],
+        copyable: dict[ir.Operation, None],
+        other_ops: list[ir.Operation],
+    ):
+        self.producer_group: dict[ir.Value, int] = {}
+        self.group_results: list[list[list[ir.Value]]] = []
+        for index, group in enumerate(groups):
+            group_results = [list(op.results) for op in group.ops]
+            for results in group_results:
+                for result in results:
+                    self.producer_group[result] = index
+            self.group_results.append(group_results)
+        self.copy_source = {result: op for op in copyable for result in op.results}
+        # What each group reads from outside (in order, maybe twice) and the operands
+        # of its ops (nested ones included); where other ops read a group's results.
+        self.reads: list[list[ir.Value]] = []
+        self.operands: list[list[tuple[ir.Operation, list[ir.Value]]]] = []
+        self.outside_reads: dict[ir.Value, list[tuple[ir.Operation, int]]] = {}
+        self.escaping: set[ir.Value] = set()
+        producer_group = self.producer_group
+        for index, group in enumerate(groups):
+            reads: list[ir.Value] = []
+            operands: list[tuple[ir.Operation, list[ir.Value]]] = []
+            for op in group.ops:
+                external = _read_operands(op, operands)
+                for value in external:
+                    if producer_group.get(value, index) != index:
+                        self.escaping.add(value)
+                reads.extend(external)
+            self.reads.append(reads)
+            self.operands.append(operands)
+        for op in other_ops:
+            users = [op, *ir_utils.walk(op)] if len(op.regions) else [op]
+            for user in users:
+                # A value defined inside ``op`` is no group's result: no need to tell
+                # the values read from outside ``op`` apart.
+                for position, value in enumerate(user.operands):
+                    if value in producer_group:
+                        self.escaping.add(value)
+                        self.outside_reads.setdefault(value, []).append((user, position))
+
+    def inputs_and_copies(self, index: int) -> tuple[list[ir.Value], list[ir.Operation]]:
+        """The values group ``index`` reads from outside, and the copyable producers to
+        clone in (operands first)."""
+        needed_copies: dict[ir.Operation, None] = {}
+        inputs: dict[ir.Value, None] = {}
+
+        def visit(value: ir.Value) -> None:
+            if self.producer_group.get(value) == index:
+                return
+            producer = self.copy_source.get(value)
+            if producer is None:
+                inputs[value] = None
+            elif producer not in needed_copies:
                 for operand in producer.operands:
-                    visit_operand(operand)
-                needed_copies.append(producer)
-            return
-        if value not in seen:
-            seen.add(value)
-            inputs.append(value)
+                    visit(operand)
+                needed_copies[producer] = None
 
-    for op in group:
-        for value in ir_utils.external_operands(op):
-            visit_operand(value)
-    return inputs, needed_copies
+        for value in self.reads[index]:
+            visit(value)
+        return list(inputs), list(needed_copies)
+
+    def outputs(self, index: int) -> list[ir.Value]:
+        """The results of group ``index`` read outside it."""
+        escaping = self.escaping
+        return [
+            result
+            for results in self.group_results[index]
+            for result in results
+            if result in escaping
+        ]
 
 
-def _outputs(group: list[ir.Operation], members: set[ir.Operation]) -> list[ir.Value]:
-    """The results of ``group`` read outside it."""
-    block = group[0].block
-    return [
-        result
-        for op in group
-        for result in op.results
-        if any(
-            not _is_inside_block(ir_utils.use_owner(u), block)
-            or ir_utils.top_level_user(ir_utils.use_owner(u), block) not in members
-            for u in result.uses
-        )
-    ]
+def _read_operands(
+    op: ir.Operation, operands: list[tuple[ir.Operation, list[ir.Value]]]
+) -> list[ir.Value]:
+    """The values ``op`` and the ops nested in it read from outside ``op``, in order
+    (maybe twice); appends each of those ops with its operands to ``operands``."""
+    own = list(op.operands)
+    operands.append((op, own))
+    if not len(op.regions):
+        return own
+    inside: set[ir.Value] = set()
+    external = list(own)
+    for region in op.regions:
+        for block in region.blocks:
+            inside.update(block.arguments)
+    for nested in ir_utils.walk(op):
+        nested_operands = list(nested.operands)
+        operands.append((nested, nested_operands))
+        external.extend(nested_operands)
+        inside.update(nested.results)
+        for region in nested.regions:
+            for block in region.blocks:
+                inside.update(block.arguments)
+    return [value for value in external if value not in inside]
 
 
 def _clone_copies(needed_copies: list[ir.Operation]) -> dict[ir.Value, ir.Value]:
@@ -131,26 +234,24 @@ def _clone_copies(needed_copies: list[ir.Operation]) -> dict[ir.Value, ir.Value]
     copies: dict[ir.Value, ir.Value] = {}
     for original in needed_copies:
         clone = original.clone()
-        jaxpp.clear_stage(clone)
-        for index, operand in enumerate(clone.operands):
-            if operand in copies:
-                clone.operands[index] = copies[operand]
-        for old, new in zip(original.results, clone.results, strict=True):
-            copies[old] = new
+        _clear_tags(clone)
+        operands = clone.operands
+        for index, operand in enumerate(operands):
+            copy = copies.get(operand)
+            if copy is not None:
+                operands[index] = copy
+        copies.update(zip(original.results, clone.results, strict=True))
     return copies
 
 
-def _replace_uses(old: ir.Value, new: ir.Value, where: Callable[[ir.Operation], bool]) -> None:
-    for use in list(old.uses):
-        owner = ir_utils.use_owner(use)
-        if where(owner):
-            owner.operands[use.operand_number] = new
+def unused(op: ir.Operation) -> bool:
+    """Whether nothing reads the results of ``op``."""
+    return all(next(iter(result.uses), None) is None for result in op.results)
 
 
-def _is_inside_block(op: ir.Operation, block: ir.Block) -> bool:
-    current: ir.Operation | None = op
-    while current is not None:
-        if current.block == block:
-            return True
-        current = ir_utils.parent_op(current)
-    return False
+def _clear_tags(op: ir.Operation) -> None:
+    """``jaxpp.clear_stage``, reading the attributes once."""
+    attributes = op.attributes
+    for name in (STAGE_ATTR, KIND_ATTR, RANK_ATTR):
+        if name in attributes:
+            del attributes[name]
