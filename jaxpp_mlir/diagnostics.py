@@ -94,12 +94,15 @@ def format_location(location: ir.Location, filename: str | None = None) -> str:
 
 
 def _find_file_location(location: ir.Location) -> ir.FileLineColLoc | None:
-    """The innermost file location that is not a frame of jaxpp_mlir itself."""
-    found = list(_file_locations(location))
-    for file_loc in found:
+    """The innermost file location that is not a frame of jaxpp_mlir itself (else the
+    innermost one); the call-site chain is read only as far as that location."""
+    first = None
+    for file_loc in _file_locations(location):
         if not file_loc.filename.startswith(_PACKAGE_DIR):
             return file_loc
-    return found[0] if found else None
+        if first is None:
+            first = file_loc
+    return first
 
 
 def _file_locations(location: ir.Location) -> Iterator[ir.FileLineColLoc]:
