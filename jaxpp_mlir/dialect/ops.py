@@ -102,9 +102,9 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
 
 
 def set_stage(op: ir.Operation | ir.OpView, stage: int, kind: str) -> None:
-    op = _operation(op)
-    op.attributes[STAGE_ATTR] = _i64(stage)
-    op.attributes[KIND_ATTR] = ir.StringAttr.get(kind)
+    attributes = _operation(op).attributes
+    attributes[STAGE_ATTR] = _i64(stage)
+    attributes[KIND_ATTR] = ir.StringAttr.get(kind)
 
 
 def has_stage(op: ir.Operation | ir.OpView) -> bool:
@@ -121,10 +121,10 @@ def get_kind(op: ir.Operation | ir.OpView) -> str:
 
 def clear_stage(op: ir.Operation | ir.OpView) -> None:
     """Removes the stage, kind and rank tags (from an op moved into a stage function)."""
-    op = _operation(op)
+    attributes = _operation(op).attributes
     for name in (STAGE_ATTR, KIND_ATTR, RANK_ATTR):
-        if name in op.attributes:
-            del op.attributes[name]
+        if name in attributes:
+            del attributes[name]
 
 
 def set_stage_split(module: ir.Operation | ir.OpView, split: tuple[int, ...]) -> None:
@@ -161,10 +161,10 @@ def get_channel(op: ir.Operation | ir.OpView) -> int:
 
 
 def get_int_attr(op: ir.Operation | ir.OpView, name: str) -> int | None:
-    op = _operation(op)
-    if name not in op.attributes:
+    attributes = _operation(op).attributes
+    if name not in attributes:
         return None
-    return ir.IntegerAttr(op.attributes[name]).value
+    return ir.IntegerAttr(attributes[name]).value
 
 
 def set_int_attr(op: ir.Operation | ir.OpView, name: str, value: int) -> None:

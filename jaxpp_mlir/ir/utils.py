@@ -13,6 +13,7 @@ __all__ = [
     "CHEAP_OPS",
     "CONSTANT_OPS",
     "MAIN",
+    "block_ops",
     "body",
     "collect_ops",
     "defining_op",
@@ -108,6 +109,28 @@ def walk(op: ir.Operation) -> Iterator[ir.Operation]:
 
     op.walk(visit, ir.WalkOrder.PRE_ORDER)
     return iter(found[1:])  # the first is ``op`` itself
+
+
+def block_ops(block: ir.Block) -> list[ir.Operation]:
+    """The ops of ``block`` in order, as ``Operation`` objects (not ``OpView``).
+
+    When the block is its owner's only block, MLIR's walk lists them without entering
+    what they hold: cheaper than ``[op.operation for op in block.operations]``, which
+    builds an ``OpView`` per op first.
+    """
+    owner = block.owner.operation
+    regions = owner.regions
+    if len(regions) != 1 or len(regions[0].blocks) != 1:
+        return [op.operation for op in block.operations]
+    found: list[ir.Operation] = []
+    append, advance, skip = found.append, ir.WalkResult.ADVANCE, ir.WalkResult.SKIP
+
+    def visit(nested: ir.Operation) -> ir.WalkResult:
+        append(nested)
+        return skip if len(found) > 1 else advance  # enter the owner (visited first) only
+
+    owner.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found[1:]
 
 
 def collect_ops(op: ir.Operation, name: str) -> list[ir.Operation]:

@@ -77,7 +77,7 @@ class AssignStages(ModulePass):
         loop = ir_utils.find_loop(main)
         block = jaxpp.loop_body(loop) if loop is not None else ir_utils.body(main)
         _check_marker_placement(main, block, in_loop=loop is not None)
-        top_ops = [op.operation for op in block.operations][:-1]
+        top_ops = ir_utils.block_ops(block)[:-1]
         flow = _propagate(top_ops)
         markers = [i for i, direction in enumerate(flow.direction) if direction is not None]
         if not markers:

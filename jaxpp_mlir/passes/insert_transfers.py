@@ -58,7 +58,7 @@ class InsertTransfers(ModulePass):
         main = ir_utils.get_main(module)
         loop = ir_utils.find_loop(main)
         inserter = _Inserter(loop, jaxpp.get_state_ranks(loop) if loop is not None else [])
-        for op in [o.operation for o in ir_utils.body(main).operations]:
+        for op in ir_utils.block_ops(ir_utils.body(main)):
             if loop is not None and op == loop:
                 operands = op.operands
                 for index, rank in enumerate(inserter.state_ranks):
@@ -66,7 +66,7 @@ class InsertTransfers(ModulePass):
                     received = inserter.on_rank(value, rank, op)
                     if received is not value:
                         operands[index] = received
-                for nested in [o.operation for o in jaxpp.loop_body(op).operations]:
+                for nested in ir_utils.block_ops(jaxpp.loop_body(op)):
                     inserter.visit(nested)
             else:
                 inserter.visit(op)

@@ -68,7 +68,7 @@ class MergeStages(ModulePass):
         stage_of = [stage for stage, count in enumerate(self.stage_split) for _ in range(count)]
         main = ir_utils.get_main(module)
         block = ir_utils.stage_block(main)
-        for op in [op.operation for op in block.operations][:-1]:
+        for op in ir_utils.block_ops(block)[:-1]:
             jaxpp.set_stage(op, stage_of[jaxpp.get_stage(op)], jaxpp.get_kind(op))
         jaxpp.set_int_attr(module, jaxpp.NUM_STAGES_ATTR, len(self.stage_split))
         jaxpp.set_stage_split(module, self.stage_split)

@@ -113,7 +113,7 @@ def _parent(op: ir.Operation) -> ir.Operation | None:
 
 def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) -> None:
     body = loop.regions[1].blocks[0]
-    body_ops = [o.operation for o in body.operations]
+    body_ops = ir_utils.block_ops(body)
     terminator = body_ops[-1]
     yielded = list(terminator.operands)
     arguments = list(body.arguments)

@@ -71,7 +71,7 @@ class OutlineOuterCode(ModulePass):
         if loop is None:
             return
         block = ir_utils.body(main)
-        all_ops = [op.operation for op in block.operations]
+        all_ops = ir_utils.block_ops(block)
         terminator = all_ops[-1]
         outer_ops = [op for op in all_ops[:-1] if op != loop]
         for op in outer_ops:
@@ -87,7 +87,7 @@ class OutlineOuterCode(ModulePass):
         max_bytes = self.replicate_max_bytes
         placeable = [op for op in outer_ops if op not in copyable]
         _assign_ranks(placeable, loop, state_ranks, block, terminator, max_bytes)
-        members, others = _group_placed([op.operation for op in block.operations], loop, copyable)
+        members, others = _group_placed(ir_utils.block_ops(block), loop, copyable)
         keys = sorted(members)
         groups = [
             outlining.Group(
@@ -106,7 +106,7 @@ class OutlineOuterCode(ModulePass):
         for op in reversed(copyable):
             if outlining.unused(op):
                 op.erase()
-        for op in [o.operation for o in block.operations]:
+        for op in ir_utils.block_ops(block):
             if jaxpp.is_replicated(op):
                 op.move_before(terminator)  # after the tasks computing its copies
 

@@ -68,7 +68,7 @@ class OutlineStages(ModulePass):
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
         block = ir_utils.stage_block(main)
-        block_ops = [op.operation for op in block.operations]
+        block_ops = ir_utils.block_ops(block)
         num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR)  # checked by `requires`
         markers = []
         kept = []

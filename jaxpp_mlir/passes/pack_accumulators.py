@@ -90,7 +90,7 @@ class _Group:
 def _find_groups(body: ir.Block, max_members: int) -> list[_Group]:
     """Packable accumulators by (stage, kind, element type), in their yield order,
     at most ``max_members`` to a group."""
-    terminator = list(body.operations)[-1].operation
+    terminator = body.operations[-1].operation
     groups: dict[tuple[int, str, str], list[_Group]] = {}
     for state, value in enumerate(terminator.operands):
         update = ir_utils.defining_op(value)
@@ -138,7 +138,7 @@ def _update(packed: ir.Value, group: _Group, tags: ir.Operation) -> ir.Value:
 
 def _rewrite(loop: ir.Operation, groups: list[_Group]) -> None:
     body = jaxpp.loop_body(loop)
-    old_yield = list(body.operations)[-1].operation
+    old_yield = body.operations[-1].operation
     packed = {m.state for group in groups for m in group.members}
     kept = [s for s in range(len(list(loop.operands))) if s not in packed]
     inits = list(loop.operands)
@@ -151,7 +151,7 @@ def _rewrite(loop: ir.Operation, groups: list[_Group]) -> None:
     new_body = jaxpp.loop_body(new_loop)
     with ir.InsertionPoint(new_body), old_yield.location:
         anchor = jaxpp.create_yield([])
-    for op in [o.operation for o in body.operations]:
+    for op in ir_utils.block_ops(body):
         op.move_before(anchor)
     body.arguments[0].replace_all_uses_with(new_body.arguments[0])
     for position, state in enumerate(kept):

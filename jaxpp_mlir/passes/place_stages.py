@@ -119,7 +119,7 @@ class PlaceStages(ModulePass):
 def _state_ranks(loop: ir.Operation) -> list[int]:
     """The rank holding each piece of loop state: the one task that reads and updates it."""
     body = jaxpp.loop_body(loop)
-    terminator = list(body.operations)[-1].operation
+    terminator = body.operations[-1].operation
     ranks = []
     for index, (argument, update) in enumerate(
         zip(list(body.arguments)[1:], terminator.operands, strict=True)

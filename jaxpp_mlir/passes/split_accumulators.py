@@ -143,7 +143,7 @@ def _rewrite(loop: ir.Operation, splits: list[_Split]) -> None:
     new_body = jaxpp.loop_body(new_loop)
     with ir.InsertionPoint(new_body), old_yield.location:
         anchor = jaxpp.create_yield([])
-    for op in [o.operation for o in body.operations]:
+    for op in ir_utils.block_ops(body):
         op.move_before(anchor)
     for old, new in zip(body.arguments, new_body.arguments, strict=False):
         old.replace_all_uses_with(new)

@@ -52,7 +52,7 @@ class SplitBackward(ModulePass):
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
         block = ir_utils.stage_block(main)
-        ops = [op.operation for op in block.operations][:-1]
+        ops = ir_utils.block_ops(block)[:-1]
         groups: dict[int, list[ir.Operation]] = {}
         for op in ops:
             if jaxpp.get_kind(op) == jaxpp.BACKWARD:

@@ -74,7 +74,7 @@ class VerifyMarkers(ModulePass):
         in_block = [op.block == block for op in nested_markers]
         if not any(in_block) or not all(in_block):
             return UNCHANGED  # jaxpp-assign-stages reports both, in the user's terms
-        top_ops = [op.operation for op in block.operations][:-1]
+        top_ops = ir_utils.block_ops(block)[:-1]
         paths = _MarkerPaths(top_ops, loop_marker)
         markers = [i for i, direction in enumerate(paths.direction) if direction is not None]
         _check_directions(markers, paths)

@@ -40,7 +40,7 @@ class VerifyProgram(ModulePass):
         sends: dict[int, ir.Operation] = {}
         matched: set[int] = set()
         rank_of: dict[ir.Value, int] = {}
-        ops = [o.operation for o in ir_utils.body(main).operations]
+        ops = ir_utils.block_ops(ir_utils.body(main))
         for op in ops:
             if op.name == "func.return":
                 continue
@@ -49,7 +49,7 @@ class VerifyProgram(ModulePass):
                 continue
             if jaxpp.is_loop(op):
                 _check_loop(op, rank_of)
-                ops_in_loop = [o.operation for o in jaxpp.loop_body(op).operations]
+                ops_in_loop = ir_utils.block_ops(jaxpp.loop_body(op))
                 for nested in ops_in_loop[:-1]:
                     _check_op(nested, symbols, sends, matched, rank_of)
                 for value, rank in zip(
@@ -94,7 +94,7 @@ def _check_loop(loop: ir.Operation, rank_of: dict[ir.Value, int]) -> None:
     body = jaxpp.loop_body(loop)
     if len(state_ranks) != len(list(loop.results)):
         raise diagnostics.error(loop, "jaxpp.loop needs jaxpp.state_ranks for each state")
-    terminator = list(body.operations)[-1].operation
+    terminator = body.operations[-1].operation
     if not jaxpp.is_yield(terminator):
         raise diagnostics.error(loop, "the body of jaxpp.loop must end with jaxpp.yield")
     _check_operands_on_rank_list(loop, list(loop.operands), state_ranks, rank_of)

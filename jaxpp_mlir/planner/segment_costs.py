@@ -107,7 +107,7 @@ def segment_costs(module: ir.Operation) -> SegmentCosts:
     """The costs of every marked segment of an assigned module (see the module doc)."""
     num = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR) or 0
     block = ir_utils.stage_block(ir_utils.get_main(module))
-    top_ops = [op.operation for op in block.operations][:-1]
+    top_ops = ir_utils.block_ops(block)[:-1]
     flops = {jaxpp.FORWARD: [0.0] * num, jaxpp.BACKWARD: [0.0] * num}
     traffic = {jaxpp.FORWARD: [0.0] * num, jaxpp.BACKWARD: [0.0] * num}
     params, activations, crossing = [0] * num, [0] * num, [0] * max(0, num - 1)
