@@ -20,7 +20,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError
 from jaxpp_mlir.ir.utils import find_main
-from jaxpp_mlir.plan.stage_modules import donated_arguments
+from jaxpp_mlir.plan.stage_modules import StageFunctions, donated_arguments
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import Schedule
 
@@ -29,7 +29,7 @@ from .carried import loop_state_versions
 from .donation import donation_aliases
 from .emission import Fused, Standalone
 from .instructions import PendingExecutable, instruction, standalone_executable
-from .specs import argument_name, tensor_spec
+from .specs import TensorSpecs, argument_name
 from .values import ValueNumbering
 
 
@@ -57,13 +57,19 @@ class PlanBuilder:
         self.num_ranks = num_ranks
         self.schedule = schedule
         self.values = ValueNumbering(self.block)
+        self.specs = TensorSpecs()
         self.instructions: list[rt.Instruction] = []
         self.executables: dict[str, PendingExecutable] = {}
+        # Each stage function's (stage, kind), in task order (the loop body where the loop is).
+        self.task_of: dict[str, tuple[int, str]] = {}
 
     def emit(self, op: ir.Operation) -> None:
         """Adds one op of ``@main`` outside the loop (and its executable, for a task)."""
         if jaxpp.is_task(op):
-            self.executables.setdefault(jaxpp.task_callee(op), standalone_executable(op))
+            callee = jaxpp.task_callee(op)
+            self.task_of.setdefault(callee, (jaxpp.get_stage(op), jaxpp.get_kind(op)))
+            if callee not in self.executables:
+                self.executables[callee] = standalone_executable(op, self.specs)
         inst = instruction(op, self.values)
         if inst is not None:
             self.instructions.append(inst)
@@ -75,10 +81,12 @@ class PlanBuilder:
             if op.name == "func.return":
                 terminator = op
             elif jaxpp.is_loop(op):
-                expanded = expansion.expand_loop(op, self.values, self.schedule)
+                expanded = expansion.expand_loop(op, self.values, self.schedule, self.specs)
                 self.instructions += expanded.instructions
                 for name, executable in expanded.executables.items():
                     self.executables.setdefault(name, executable)
+                for callee, key in expanded.task_of.items():
+                    self.task_of.setdefault(callee, key)
             elif jaxpp.is_replicated(op):
                 continue  # read by the return only (see _outputs)
             else:
@@ -91,8 +99,9 @@ class PlanBuilder:
         )
         inputs = self._inputs()
         donated = frozenset(donated_arguments(self.module))
+        functions = StageFunctions(self.module)
         boundary = {
-            name: emission.module_shardings(self.module, e.source)
+            name: emission.module_shardings(functions, e.source)
             for name, e in self.executables.items()
         }
         meshes = layouts.mesh_axes(self.module)
@@ -104,10 +113,10 @@ class PlanBuilder:
             carried=loop_state_versions(self.values),
             outputs=[(output.rank, output.value) for output in outputs],
         )
-        task_of = _task_of(self.block)
+        task_of = self.task_of
         sources = {name: e.source for name, e in self.executables.items()}
         stage_only = {c: Standalone(c) for c in task_of if c not in self.executables}
-        texts = emission.emit_modules(self.module, {**sources, **stage_only}, aliases)
+        texts = emission.emit_modules(functions, {**sources, **stage_only}, aliases)
         executables = {
             name: rt.StageExecutable(
                 name,
@@ -145,8 +154,8 @@ class PlanBuilder:
                 (value, rank), *others = zip(producer.operands, ranks, strict=True)
                 replicas = tuple((values.use(v, r), r) for v, r in others)
             else:
-                rank, replicas = values.home.get(values.ids[value], 0), ()
-            spec = tensor_spec(value.type)
+                rank, replicas = values.rank_of(values.ids[value]), ()
+            spec = self.specs(value.type)
             outputs.append(rt.OutputBinding(values.use(value, rank), rank, spec, replicas))
         return outputs
 
@@ -155,7 +164,7 @@ class PlanBuilder:
         inputs = [
             rt.InputBinding(
                 index,
-                tensor_spec(argument.type),
+                self.specs(argument.type),
                 tuple(sorted(values.input_ranks[index])),
                 argument_name(argument),
             )
@@ -165,18 +174,6 @@ class PlanBuilder:
         for (_, rank), value_id in values.index_ids.items():
             inputs.append(rt.InputBinding(value_id, scalar, (rank,)))
         return inputs
-
-
-def _task_of(block: ir.Block) -> dict[str, tuple[int, str]]:
-    """Each stage function's (stage, kind), in task order (the loop body where the loop is)."""
-    result: dict[str, tuple[int, str]] = {}
-    for op in block.operations:
-        if jaxpp.is_task(op):
-            result.setdefault(jaxpp.task_callee(op), (jaxpp.get_stage(op), jaxpp.get_kind(op)))
-        elif jaxpp.is_loop(op):
-            for callee, key in _task_of(jaxpp.loop_body(op)).items():
-                result.setdefault(callee, key)
-    return result
 
 
 def _stage_names(module: ir.Module, task_of: dict[str, tuple[int, str]]) -> dict[int, str]:

@@ -25,10 +25,11 @@ def loop_state_versions(values: ValueNumbering) -> dict[int, int]:
         for state, source in enumerate(values.state_sources)
         if type(source) is BodyValue
     }
-    for (index, _), value_id in values.local_ids.items():
-        state = yielded.get(index)
-        if state is not None:
-            versions[value_id] = state
+    for ids in values.body_ids.values():
+        for index, state in yielded.items():
+            value_id = ids.get(index)
+            if value_id is not None:
+                versions[value_id] = state
     for (position, _), value_id in values.initial_state.items():
         versions.setdefault(value_id, position - 1)
     return versions

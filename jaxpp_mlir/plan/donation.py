@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from jax.extend.mlir import ir
@@ -48,11 +49,9 @@ def donation_aliases(
     """
     carried = carried or {}
     uses = _Uses.of(instructions, donated, outputs, step_buffers=step_buffers)
-    if not uses.candidates:
-        return {}
     runs: dict[str, list[tuple[int, rt.RunStage]]] = {}
     for at, inst in enumerate(instructions):
-        if isinstance(inst, rt.RunStage):
+        if type(inst) is rt.RunStage:
             runs.setdefault(inst.executable, []).append((at, inst))
     aliases: dict[str, dict[int, int]] = {}
     for name, executable_runs in runs.items():
@@ -76,12 +75,7 @@ def _consumed_positions(
     (updated in place, as ``jax.jit`` does); a loop task consumes loop state versions only."""
     first = runs[0][1]
     positions = sorted(range(len(first.inputs)), key=lambda p: first.inputs[p] not in donated)
-    return [
-        position
-        for position in positions
-        if all(uses.consumable(at, inst, position) for at, inst in runs)
-        and (len(runs) == 1 or all(inst.inputs[position] in carried for _, inst in runs))
-    ]
+    return uses.consumable(runs, positions, carried if len(runs) > 1 else None)
 
 
 def _choose_outputs(
@@ -93,9 +87,10 @@ def _choose_outputs(
 ) -> dict[int, int]:
     """Input position -> output for each consumed input that an output can take over."""
     (input_specs, output_specs), (in_shardings, out_shardings) = specs, shardings
+    output_states = [carried.get(value) for value in runs[0][1].outputs]
     chosen: dict[int, int] = {}
     for position in positions:
-        for output in _output_choices(runs, position, carried):
+        for output in _output_choices(runs, position, carried, output_states):
             if (
                 output not in chosen.values()
                 and output_specs[output] == input_specs[position]
@@ -110,8 +105,13 @@ def _choose_outputs(
 class _Uses:
     """Who reads each value on each rank, and which values a run may consume."""
 
-    candidates: set[tuple[int, int]]  # (rank, value) a task may consume
-    last_read: dict[tuple[int, int], int]  # (rank, value) -> index of its last reader
+    donated: frozenset[int]  # the caller's buffers: consumable on every rank reading them
+    # Per rank: the values a run defined there (consumable if step_buffers), those sent
+    # from there or returned as program outputs (never consumed), and the index of
+    # each value's last reader there.
+    written: defaultdict[int, set[int]]
+    kept: defaultdict[int, set[int]]
+    last_read: defaultdict[int, dict[int, int]]
 
     @classmethod
     def of(
@@ -122,49 +122,65 @@ class _Uses:
         *,
         step_buffers: bool,
     ) -> _Uses:
-        candidates: set[tuple[int, int]] = set()
-        last_read: dict[tuple[int, int], int] = {}
-        kept = set(outputs)  # sent from the rank, or a program output: never consumed
+        uses = cls(donated, defaultdict(set), defaultdict(set), defaultdict(dict))
+        for rank, value in outputs:
+            uses.kept[rank].add(value)
         for at, inst in enumerate(instructions):
-            if isinstance(inst, rt.RunStage):
-                for value in inst.inputs:
-                    last_read[(inst.rank, value)] = at
-                    if value in donated:
-                        candidates.add((inst.rank, value))
+            kind = type(inst)
+            if kind is rt.RunStage:
+                uses.last_read[inst.rank].update(dict.fromkeys(inst.inputs, at))
                 if step_buffers:  # a buffer the step computed (never a caller's)
-                    candidates.update((inst.rank, v) for v in inst.outputs)
-            elif isinstance(inst, rt.Send):
-                kept.add((inst.rank, inst.value))
-        return cls(candidates - kept, last_read)
+                    uses.written[inst.rank].update(inst.outputs)
+            elif kind is rt.Send:
+                uses.kept[inst.rank].add(inst.value)
+        return uses
 
-    def consumable(self, at: int, inst: rt.RunStage, position: int) -> bool:
-        """Whether run ``inst`` (instruction ``at``) may consume its input ``position``."""
-        key = (inst.rank, inst.inputs[position])
-        return (
-            key in self.candidates
-            and self.last_read.get(key) == at
-            and inst.inputs.count(key[1]) == 1
-        )
+    def consumable(
+        self,
+        runs: Sequence[tuple[int, rt.RunStage]],
+        positions: list[int],
+        carried: Mapping[int, int] | None,
+    ) -> list[int]:
+        """The input ``positions`` that every run ``inst`` (instruction ``at``) of ``runs``
+        may consume (reading there a value of ``carried`` only, unless None)."""
+        donated = self.donated
+        for at, inst in runs:
+            inputs, rank = inst.inputs, inst.rank
+            written, kept, last_read = self.written[rank], self.kept[rank], self.last_read[rank]
+            read_once = len(set(inputs)) == len(inputs)
+            positions = [
+                p
+                for p in positions
+                if (carried is None or inputs[p] in carried)
+                and (inputs[p] in donated or inputs[p] in written)
+                and inputs[p] not in kept
+                and last_read.get(inputs[p]) == at
+                and (read_once or inputs.count(inputs[p]) == 1)
+            ]
+            if not positions:
+                break
+        return positions
 
 
 def _output_choices(
-    runs: Sequence[tuple[int, rt.RunStage]], position: int, carried: Mapping[int, int]
+    runs: Sequence[tuple[int, rt.RunStage]],
+    position: int,
+    carried: Mapping[int, int],
+    output_states: Sequence[int | None],
 ) -> Iterable[int]:
     """The outputs that may take input ``position``'s buffer, best first: the next
     version of the loop state it reads (in every run); for a task that runs once,
-    then any output."""
+    then any output. ``output_states``: the loop state of each output of the first run."""
     first = runs[0][1]
     state = carried.get(first.inputs[position])
-    next_versions = [
-        output
-        for output in range(len(first.outputs))
-        if state is not None
-        and all(
-            carried.get(inst.inputs[position]) == state
-            and carried.get(inst.outputs[output]) == state
-            for _, inst in runs
-        )
-    ]
+    next_versions = []
+    if state is not None and {carried.get(inst.inputs[position]) for _, inst in runs} == {state}:
+        next_versions = [
+            output
+            for output, output_state in enumerate(output_states)
+            if output_state == state
+            and {carried.get(inst.outputs[output]) for _, inst in runs} == {state}
+        ]
     return next_versions + (list(range(len(first.outputs))) if len(runs) == 1 else [])
 
 

@@ -15,6 +15,7 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir.plan.stage_modules import (
     Source,
+    StageFunctions,
     boundary_shardings,
     fused_boundary_shardings,
     fused_module,
@@ -46,7 +47,7 @@ class Fused:
 ModuleSource = Standalone | Fused
 
 
-def module_shardings(module: ir.Module, source: ModuleSource) -> Shardings:
+def module_shardings(module: ir.Module | StageFunctions, source: ModuleSource) -> Shardings:
     """The ``sdy.sharding`` of each input and output of the executable ``source`` makes."""
     if isinstance(source, Fused):
         return fused_boundary_shardings(
@@ -56,11 +57,15 @@ def module_shardings(module: ir.Module, source: ModuleSource) -> Shardings:
 
 
 def emit_module(
-    module: ir.Module, source: ModuleSource, aliases: dict[int, int] | None = None
+    module: ir.Module | StageFunctions,
+    source: ModuleSource,
+    aliases: dict[int, int] | None = None,
 ) -> str:
     """The standalone StableHLO text of ``source``; ``aliases`` maps an input to the
     output that may reuse its buffer."""
     if isinstance(source, Fused):
+        if isinstance(module, StageFunctions):
+            module = module.module
         return fused_module(
             module, source.callees, source.wiring, source.input_types, aliases, source.kept
         )
@@ -68,11 +73,13 @@ def emit_module(
 
 
 def emit_modules(
-    module: ir.Module,
+    module: ir.Module | StageFunctions,
     sources: Mapping[str, ModuleSource],
     aliases: Mapping[str, dict[int, int]],
 ) -> dict[str, str]:
-    """Every executable's module text, by name (each printed once)."""
+    """Every executable's module text, by name (each made once; a standalone module
+    whose function is structurally equivalent to one printed before has its text)."""
+    functions = StageFunctions.of(module)
     return {
-        name: emit_module(module, source, aliases.get(name)) for name, source in sources.items()
+        name: emit_module(functions, source, aliases.get(name)) for name, source in sources.items()
     }

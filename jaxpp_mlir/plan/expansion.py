@@ -12,6 +12,7 @@ the builder adds them to the plan.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from jax.extend.mlir import ir
 
@@ -22,9 +23,9 @@ from jaxpp_mlir.schedules import FusedTask, Schedule, ScheduleItem
 
 from . import fusion
 from .instructions import PendingExecutable, standalone_executable
-from .refs import Fixed, Ref
-from .specs import tensor_spec
-from .values import ValueNumbering
+from .refs import Ref
+from .specs import TensorSpecs, tensor_spec
+from .values import Reads, ValueNumbering
 
 TaskKey = tuple[int, str]  # (stage, kind)
 
@@ -33,7 +34,7 @@ TaskKey = tuple[int, str]  # (stage, kind)
 class RunTemplate:
     rank: int
     executable: str
-    inputs: tuple[Ref, ...]
+    inputs: Reads
     outputs: tuple[int, ...]  # body-local indices
     label: str  # "fwd_2" (the microbatch is appended)
 
@@ -65,16 +66,21 @@ class Expansion:
 
     instructions: list[rt.Instruction]
     executables: dict[str, PendingExecutable]
+    task_of: dict[str, TaskKey]  # each loop task's callee -> its (stage, kind), in body order
 
 
-def template(values: ValueNumbering, op: ir.Operation) -> Template:
+def template(
+    values: ValueNumbering,
+    op: ir.Operation,
+    specs: Callable[[ir.Type], rt.TensorSpec] = tensor_spec,
+) -> Template:
     """A loop body op as a microbatch-independent instruction (MLIR is read once)."""
     rank = jaxpp.get_rank(op)
     if jaxpp.is_task(op):
         return RunTemplate(
             rank,
             jaxpp.task_callee(op),
-            tuple(values.ref(v, rank) for v in op.operands),
+            values.reads(op.operands, rank),
             tuple(values.local[v] for v in op.results),
             f"{jaxpp.get_kind(op)}_{jaxpp.get_stage(op)}",
         )
@@ -88,7 +94,7 @@ def template(values: ValueNumbering, op: ir.Operation) -> Template:
         jaxpp.get_peer(op),
         jaxpp.get_channel(op),
         values.local[result],
-        tensor_spec(result.type),
+        specs(result.type),
     )
 
 
@@ -100,30 +106,33 @@ def expand(
 ) -> None:
     """Appends the instructions of ``templates`` for ``microbatch`` to ``instructions``."""
     append = instructions.append
-    resolve = values.resolve
+    suffix = f"__{microbatch or 0}"
     for item in templates:
         rank = item.rank
-        if type(item) is RunTemplate:
-            inputs = tuple(
-                ref.value if type(ref) is Fixed else resolve(ref, rank, microbatch)
-                for ref in item.inputs
-            )
+        kind = type(item)
+        if kind is RunTemplate:
+            inputs = values.resolve_all(item.inputs, rank, microbatch)
             outputs = values.define_slots(item.outputs, rank, microbatch)
-            label = f"{item.label}__{microbatch or 0}"
-            append(rt.RunStage(rank, item.executable, inputs, outputs, label))
-        elif type(item) is SendTemplate:
-            value = resolve(item.value, rank, microbatch)
-            channel = values.channel(item.channel, microbatch)
+            append(rt.RunStage(rank, item.executable, inputs, outputs, item.label + suffix))
+            continue
+        channel = values.channel(item.channel, microbatch)
+        if kind is SendTemplate:
+            value = values.resolve(item.value, rank, microbatch)
             append(rt.Send(rank, item.peer, channel, value))
         else:
-            (value,) = values.define_slots((item.value,), rank, microbatch)
-            channel = values.channel(item.channel, microbatch)
+            value = values.define_slot(item.value, rank, microbatch)
             append(rt.Recv(rank, item.peer, channel, value, item.spec))
 
 
-def expand_loop(loop: ir.Operation, values: ValueNumbering, schedule: Schedule | None) -> Expansion:
+def expand_loop(
+    loop: ir.Operation,
+    values: ValueNumbering,
+    schedule: Schedule | None,
+    specs: TensorSpecs | None = None,
+) -> Expansion:
     """The loop's instructions for every microbatch, in the schedule's order, numbered in
-    ``values``."""
+    ``values`` (``specs``: the plan's spec of each type)."""
+    specs = TensorSpecs() if specs is None else specs
     body_ops = values.enter_loop(loop)
     num_microbatches = jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
     units = task_units(body_ops)
@@ -134,6 +143,10 @@ def expand_loop(loop: ir.Operation, values: ValueNumbering, schedule: Schedule |
     fused_names = fusion.FusedNames()
     templates: dict[TaskKey, list[Template]] = {}
     scheduled: set[TaskKey] = set()
+    tasks = {key: next(op for op in unit if jaxpp.is_task(op)) for key, unit in units.items()}
+    task_of: dict[str, TaskKey] = {}
+    for key, task in tasks.items():
+        task_of.setdefault(jaxpp.task_callee(task), key)
     for item in dispatch_order(schedule, num_microbatches):
         selected = _select(item, units, scheduled)
         if len(selected) > 1 and isinstance(item, FusedTask):
@@ -144,9 +157,10 @@ def expand_loop(loop: ir.Operation, values: ValueNumbering, schedule: Schedule |
             continue
         for key, microbatch in selected:
             if key not in templates:
-                templates[key] = [template(values, op) for op in units[key]]
-                task = next(op for op in units[key] if jaxpp.is_task(op))
-                executables.setdefault(jaxpp.task_callee(task), standalone_executable(task))
+                templates[key] = [template(values, op, specs) for op in units[key]]
+                callee = jaxpp.task_callee(tasks[key])
+                if callee not in executables:
+                    executables[callee] = standalone_executable(tasks[key], specs)
             expand(values, templates[key], microbatch, instructions)
     missing = sorted(set(units) - scheduled)
     if missing:
@@ -156,7 +170,7 @@ def expand_loop(loop: ir.Operation, values: ValueNumbering, schedule: Schedule |
             f"{schedule!r} never runs (does the schedule split the backward?)"
         )
     values.bind_loop_results(loop, num_microbatches - 1)
-    return Expansion(instructions, executables)
+    return Expansion(instructions, executables, task_of)
 
 
 def _select(

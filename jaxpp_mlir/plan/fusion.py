@@ -139,6 +139,8 @@ def prune_unread_outputs(
     instruction or by the plan's outputs (``read_by_outputs``): every run of one
     executable returns the same results.
     """
+    if not any(isinstance(e.source, Fused) for e in executables.values()):
+        return list(instructions), dict(executables)
     read = set(read_by_outputs)
     for inst in instructions:
         read.update(inst.reads())

@@ -13,7 +13,7 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.runtime import plan as rt
 
 from .emission import ModuleSource, Standalone
-from .specs import tensor_spec
+from .specs import TensorSpecs, tensor_spec
 from .values import ValueNumbering
 
 
@@ -27,13 +27,17 @@ class PendingExecutable:
     output_specs: tuple[rt.TensorSpec, ...]
 
 
-def standalone_executable(task: ir.Operation) -> PendingExecutable:
-    """The executable that runs ``task``'s callee alone, with the task's value types."""
+def standalone_executable(
+    task: ir.Operation, specs: TensorSpecs | None = None
+) -> PendingExecutable:
+    """The executable that runs ``task``'s callee alone, with the task's value types
+    (``specs``: the plan's spec of each type)."""
+    specs = TensorSpecs() if specs is None else specs
     return PendingExecutable(
         jaxpp.get_rank(task),
         Standalone(jaxpp.task_callee(task)),
-        tuple(tensor_spec(v.type) for v in task.operands),
-        tuple(tensor_spec(v.type) for v in task.results),
+        specs.all([v.type for v in task.operands]),
+        specs.all(task.results.types),
     )
 
 

@@ -59,10 +59,13 @@ def with_layouts(
     meshes: dict[str, tuple[tuple[str, int], ...] | None],
 ) -> tuple[rt.TensorSpec, ...]:
     """``specs``, each with the layout of its ``sdy.sharding``."""
-    return tuple(
-        dataclasses.replace(spec, layout=layout_of(sharding, meshes))
-        for spec, sharding in zip(specs, shardings, strict=True)
-    )
+    result = []
+    for spec, sharding in zip(specs, shardings, strict=True):
+        layout = None if sharding is None else layout_of(sharding, meshes)
+        if layout is not None or spec.layout is not None:
+            spec = dataclasses.replace(spec, layout=layout)
+        result.append(spec)
+    return tuple(result)
 
 
 def with_receive_layouts(

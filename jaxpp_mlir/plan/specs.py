@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from jax.extend.mlir import ir
 
 from jaxpp_mlir.errors import PartitionError
@@ -12,6 +14,32 @@ from jaxpp_mlir.runtime.plan import TensorSpec
 def tensor_spec(value_type: ir.Type) -> TensorSpec:
     tensor = ir.RankedTensorType(value_type)
     return TensorSpec(tuple(tensor.shape), dtype_name(tensor.element_type))
+
+
+class TensorSpecs:
+    """``tensor_spec`` of each type read once: a plan's values have few distinct types,
+    and MLIR uniques types, so equal types are one key. One per plan (types belong to
+    the plan's context)."""
+
+    def __init__(self) -> None:
+        self._by_type: dict[ir.Type, TensorSpec] = {}
+
+    def __call__(self, value_type: ir.Type) -> TensorSpec:
+        spec = self._by_type.get(value_type)
+        if spec is None:
+            spec = self._by_type[value_type] = tensor_spec(value_type)
+        return spec
+
+    def all(self, types: Iterable[ir.Type]) -> tuple[TensorSpec, ...]:
+        """The spec of each of ``types``."""
+        known = self._by_type
+        specs = []
+        for value_type in types:
+            spec = known.get(value_type)
+            if spec is None:
+                spec = known[value_type] = tensor_spec(value_type)
+            specs.append(spec)
+        return tuple(specs)
 
 
 def dtype_name(element_type: ir.Type) -> str:

@@ -32,36 +32,102 @@ class PartResult:
 Source = PartInput | PartResult
 
 
-def standalone_module(module: ir.Module, callee: str, aliases: dict[int, int] | None = None) -> str:
+# What the printer shows of an op without debug info: everything but its locations.
+_PRINTED_PARTS = ir.OperationEquivalenceFlags.IGNORE_LOCATIONS
+
+
+class StageFunctions:
+    """A partitioned module's functions, for printing many standalone modules from it.
+
+    Its symbol table is built once, and one empty module with its meshes (see
+    ``_new_module``) holds each function while it is printed. Stage functions are
+    often copies of each other (one per rank, one per identical layer): a module whose
+    ``@main`` is structurally equivalent to one printed before has that one's text.
+    """
+
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self._symbols = ir.SymbolTable(module.operation)
+        self._shell: ir.Module | None = None
+        # Structural hash -> each printed @main (a detached clone) with its module's text.
+        self._printed: dict[int, list[tuple[ir.Operation, str]]] = {}
+        self._aliased_arg_attrs: dict[tuple[ir.Attribute, tuple], ir.Attribute] = {}
+
+    @staticmethod
+    def of(module: ir.Module | StageFunctions) -> StageFunctions:
+        return module if isinstance(module, StageFunctions) else StageFunctions(module)
+
+    def function(self, name: str) -> ir.Operation:
+        return self._symbols[name].operation
+
+    def standalone(self, callee: str, aliases: dict[int, int] | None) -> str:
+        """See ``standalone_module``."""
+        with self.module.context, ir.Location.unknown():
+            if self._shell is None:
+                self._shell = _new_module(self.module)
+            clone = self.function(callee).clone(ip=ir.InsertionPoint(self._shell.body))
+            clone = clone.operation
+            try:
+                clone.attributes["sym_name"] = ir.StringAttr.get("main")
+                clone.attributes["sym_visibility"] = ir.StringAttr.get("public")
+                if aliases:
+                    clone.attributes["arg_attrs"] = self._with_aliases(clone, aliases)
+                printed = self._printed.setdefault(clone.structural_hash(_PRINTED_PARTS), [])
+                for main, text in printed:
+                    if clone.is_structurally_equivalent(main, _PRINTED_PARTS):
+                        return text
+                # The function was verified in the partitioned module and the shell adds
+                # only its meshes: the printer need not verify the module again.
+                text = self._shell.operation.get_asm(assume_verified=True)
+                clone.detach_from_parent()
+                printed.append((clone, text))
+                clone = None
+                return text
+            finally:
+                if clone is not None:
+                    clone.erase()
+
+    def _with_aliases(self, function: ir.Operation, aliases: dict[int, int]) -> ir.Attribute:
+        """``_with_aliases``, once per argument attributes (or function type) and aliases."""
+        attributes = function.attributes
+        if "arg_attrs" in attributes:
+            key = (attributes["arg_attrs"], tuple(aliases.items()))
+        else:
+            key = (attributes["function_type"], tuple(aliases.items()))
+        if key not in self._aliased_arg_attrs:
+            self._aliased_arg_attrs[key] = _with_aliases(function, aliases)
+        return self._aliased_arg_attrs[key]
+
+
+def standalone_module(
+    module: ir.Module | StageFunctions, callee: str, aliases: dict[int, int] | None = None
+) -> str:
     """``@callee`` of the partitioned module as the public ``@main`` of a new module.
 
     The function keeps its argument and result attributes (the ``sdy.sharding``
     of each boundary value on a sharded step). ``aliases`` maps an argument to
     the result that may reuse its buffer (``tf.aliasing_output``): XLA then
     writes that result in place and the runtime's input buffer is consumed.
+    ``module`` may be given as its ``StageFunctions``, to print many functions.
     """
-    with module.context, ir.Location.unknown():
-        standalone = _new_module(module)
-        clone = _function(module, callee).clone(ip=ir.InsertionPoint(standalone.body))
-        clone.attributes["sym_name"] = ir.StringAttr.get("main")
-        clone.attributes["sym_visibility"] = ir.StringAttr.get("public")
-        if aliases:
-            num_args = len(clone.regions[0].blocks[0].arguments)
-            arg_attrs = _attr_dicts(clone, "arg_attrs", num_args)
-            _set_aliases(arg_attrs, aliases)
-            clone.attributes["arg_attrs"] = _attr_array(arg_attrs)
-        return str(standalone)
+    return StageFunctions.of(module).standalone(callee, aliases)
 
 
 def boundary_shardings(
-    module: ir.Module, callee: str
+    module: ir.Module | StageFunctions, callee: str
 ) -> tuple[list[ir.Attribute | None], list[ir.Attribute | None]]:
     """The ``sdy.sharding`` of each argument and result of ``@callee`` (None where absent)."""
-    function = _function(module, callee)
-    function_type = ir.FunctionType(function.attributes["function_type"].value)
-    arguments = _attr_dicts(function, "arg_attrs", len(function_type.inputs))
-    results = _attr_dicts(function, "res_attrs", len(function_type.results))
-    return [a.get(SHARDING_ATTR) for a in arguments], [r.get(SHARDING_ATTR) for r in results]
+    function = StageFunctions.of(module).function(callee)
+    attributes = function.attributes
+    if "arg_attrs" in attributes:
+        arguments = [a.get(SHARDING_ATTR) for a in _attr_dicts(function, "arg_attrs")]
+    else:
+        arguments = [None] * len(function.regions[0].blocks[0].arguments)
+    if "res_attrs" in attributes:
+        results = [r.get(SHARDING_ATTR) for r in _attr_dicts(function, "res_attrs")]
+    else:
+        results = [None] * len(ir.FunctionType(attributes["function_type"].value).results)
+    return arguments, results
 
 
 def donated_arguments(module: ir.Module) -> set[int]:
@@ -137,7 +203,7 @@ def fused_module(
 
 
 def fused_boundary_shardings(
-    module: ir.Module,
+    module: ir.Module | StageFunctions,
     callees: Sequence[str],
     wiring: Sequence[Sequence[Source]],
     num_inputs: int,
@@ -181,10 +247,9 @@ def _function(module: ir.Module, name: str) -> ir.Operation:
     return ir.SymbolTable(module.operation)[name].operation
 
 
-def _attr_dicts(function: ir.Operation, key: str, count: int) -> list[dict[str, ir.Attribute]]:
-    """``function``'s ``arg_attrs`` or ``res_attrs`` as one dict per argument or result."""
-    if key not in function.attributes:
-        return [{} for _ in range(count)]
+def _attr_dicts(function: ir.Operation, key: str) -> list[dict[str, ir.Attribute]]:
+    """``function``'s ``arg_attrs`` or ``res_attrs`` (present) as one dict per argument or
+    result."""
     return [
         {named.name: named.attr for named in ir.DictAttr(attrs)}
         for attrs in ir.ArrayAttr(function.attributes[key])
@@ -193,6 +258,22 @@ def _attr_dicts(function: ir.Operation, key: str, count: int) -> list[dict[str, 
 
 def _attr_array(dicts: Sequence[dict[str, ir.Attribute]]) -> ir.Attribute:
     return ir.ArrayAttr.get([ir.DictAttr.get(d) for d in dicts])
+
+
+def _with_aliases(function: ir.Operation, aliases: dict[int, int]) -> ir.Attribute:
+    """``function``'s ``arg_attrs`` with argument ``a`` marked as reusable for result
+    ``aliases[a]`` (``tf.aliasing_output``); the other arguments' dicts are kept as they are."""
+    if "arg_attrs" in function.attributes:
+        arg_attrs = list(ir.ArrayAttr(function.attributes["arg_attrs"]))
+    else:
+        num_args = len(ir.FunctionType(function.attributes["function_type"].value).inputs)
+        arg_attrs = [ir.DictAttr.get({})] * num_args
+    i32 = ir.IntegerType.get_signless(32)
+    for argument, result in aliases.items():
+        attrs = {named.name: named.attr for named in ir.DictAttr(arg_attrs[argument])}
+        attrs["tf.aliasing_output"] = ir.IntegerAttr.get(i32, result)
+        arg_attrs[argument] = ir.DictAttr.get(attrs)
+    return ir.ArrayAttr.get(arg_attrs)
 
 
 def _set_aliases(arg_attrs: list[dict[str, ir.Attribute]], aliases: dict[int, int]) -> None:

@@ -9,6 +9,9 @@ yielded (the loop's initial value for the first).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
+
 from jax.extend.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
@@ -16,22 +19,37 @@ from jaxpp_mlir.errors import PartitionError, ScheduleError
 
 from .refs import BodyValue, Fixed, LoopArgument, Ref
 
+_NOTHING_DEFINED: dict[int, int] = {}  # the body ids of a microbatch not begun (never written)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reads:
+    """A loop task's inputs, sorted by how each is found in a microbatch."""
+
+    fixed: tuple[int, ...]  # the value id of each input the same in every microbatch (or 0)
+    this_microbatch: tuple[tuple[int, int], ...]  # (position, body index) of body values
+    # (position, loop argument, body index) of loop states whose next version the body
+    # yields: in a microbatch after the first, what the previous one yielded.
+    previous: tuple[tuple[int, int, int], ...]
+    others: tuple[tuple[int, int], ...]  # (position, loop argument) of the other inputs
+
 
 class ValueNumbering:
     """Value ids of a ``@main`` block, per microbatch, and the ranks reading each input."""
 
     def __init__(self, block: ir.Block):
         self.ids: dict[ir.Value, int] = {}  # values outside the loop body
-        self.home: dict[int, int] = {}  # value id -> rank; absent for program inputs
         self.num_inputs = len(list(block.arguments))
         self.input_ranks: dict[int, set[int]] = {i: set() for i in range(self.num_inputs)}
         self.index_ids = _number_index_inputs(block, first_id=self.num_inputs)
-        self.next_id = self.num_inputs + len(self.index_ids)
+        self.next_id = self.first_defined = self.num_inputs + len(self.index_ids)
+        self.ranks: list[int] = []  # the rank of each defined value, from first_defined on
         self.channels: dict[tuple[int, int | None], int] = {}
         self.loop: ir.Operation | None = None
         self.loop_arguments: dict[ir.Value, int] = {}
         self.local: dict[ir.Value, int] = {}  # loop body value -> its index in the body
-        self.local_ids: dict[tuple[int, int], int] = {}  # (body index, microbatch) -> id
+        # Microbatch -> body index -> value id, for the body values defined so far.
+        self.body_ids: dict[int | None, dict[int, int]] = {}
         self.state_sources: list[Ref] = []  # what the body yields, per loop state
         self.initial_state: dict[tuple[int, int], int] = {}  # (state, rank) -> id
         for index, argument in enumerate(block.arguments):
@@ -59,7 +77,7 @@ class ValueNumbering:
                     "state must be computed by the loop's tasks"
                 )
             if type(source) is BodyValue:
-                self.ids[result] = self.local_ids[(source.index, last)]
+                self.ids[result] = self.body_ids[last][source.index]
             else:
                 self.ids[result] = source.value
 
@@ -67,10 +85,10 @@ class ValueNumbering:
         value_id = self.next_id
         self.next_id += 1
         if value in self.local:
-            self.local_ids[(self.local[value], microbatch)] = value_id
+            self.body_ids.setdefault(microbatch, {})[self.local[value]] = value_id
         else:
             self.ids[value] = value_id
-        self.home[value_id] = rank
+        self.ranks.append(rank)
         return value_id
 
     def define_slots(
@@ -79,36 +97,63 @@ class ValueNumbering:
         """Fresh value ids for the body values ``slots`` in ``microbatch``."""
         first = self.next_id
         self.next_id += len(slots)
-        value_ids = tuple(range(first, self.next_id))
-        self.local_ids.update(zip([(slot, microbatch) for slot in slots], value_ids, strict=True))
-        self.home.update(dict.fromkeys(value_ids, rank))
-        return value_ids
+        value_ids = range(first, self.next_id)
+        ids = self.body_ids.get(microbatch)
+        if ids is None:
+            ids = self.body_ids[microbatch] = {}
+        ids.update(zip(slots, value_ids, strict=False))  # as many ids as slots
+        self.ranks += [rank] * len(slots)
+        return tuple(value_ids)
+
+    def define_slot(self, slot: int, rank: int, microbatch: int | None) -> int:
+        """A fresh value id for the body value ``slot`` in ``microbatch``."""
+        value_id = self.next_id
+        self.next_id += 1
+        ids = self.body_ids.get(microbatch)
+        if ids is None:
+            ids = self.body_ids[microbatch] = {}
+        ids[slot] = value_id
+        self.ranks.append(rank)
+        return value_id
+
+    def rank_of(self, value_id: int) -> int:
+        """The rank that defines ``value_id``; 0 for a program input or microbatch index."""
+        if value_id < self.first_defined:
+            return 0
+        return self.ranks[value_id - self.first_defined]
 
     def use(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
-        return self.resolve(self.ref(value, rank), rank, microbatch)
+        value_id = self.ids.get(value)
+        if value_id is None:  # a loop body value, or not computed yet
+            return self.resolve(self.ref(value, rank), rank, microbatch)
+        if value_id < self.num_inputs:
+            self.input_ranks[value_id].add(rank)
+        return value_id
 
     def ref(self, value: ir.Value, rank: int) -> Ref:
         """How ``value``, read on ``rank``, is named in every microbatch."""
-        if value in self.loop_arguments:
-            return LoopArgument(self.loop_arguments[value])
-        if value in self.local:
-            return BodyValue(self.local[value])
-        if value not in self.ids:
-            raise ScheduleError(
-                f"the schedule runs a task on rank {rank} before the task that computes "
-                "one of its inputs"
-            )
-        value_id = self.ids[value]
-        if value_id < self.num_inputs:
-            self.input_ranks[value_id].add(rank)
-        return Fixed(value_id)
+        value_id = self.ids.get(value)
+        if value_id is not None:
+            if value_id < self.num_inputs:
+                self.input_ranks[value_id].add(rank)
+            return Fixed(value_id)
+        position = self.loop_arguments.get(value)
+        if position is not None:
+            return LoopArgument(position)
+        index = self.local.get(value)
+        if index is not None:
+            return BodyValue(index)
+        raise ScheduleError(
+            f"the schedule runs a task on rank {rank} before the task that computes "
+            "one of its inputs"
+        )
 
     def resolve(self, ref: Ref, rank: int, microbatch: int | None) -> int:
         """The value id of ``ref`` in ``microbatch``."""
         if type(ref) is Fixed:
             return ref.value
         if type(ref) is BodyValue:
-            value_id = self.local_ids.get((ref.index, microbatch))
+            value_id = self.body_ids.get(microbatch, _NOTHING_DEFINED).get(ref.index)
             if value_id is None:
                 raise ScheduleError(
                     f"the schedule runs a task of microbatch {microbatch} on rank {rank} "
@@ -116,6 +161,55 @@ class ValueNumbering:
                 )
             return value_id
         return self._loop_argument(ref.position, rank, microbatch)
+
+    def reads(self, operands: Iterable[ir.Value], rank: int) -> Reads:
+        """How a loop task on ``rank`` finds each of its ``operands`` in a microbatch (the
+        inputs it reads are recorded, as by ``ref``)."""
+        fixed: list[int] = []
+        this_microbatch, previous, others = [], [], []
+        for position, value in enumerate(operands):
+            value_id = self.ids.get(value)
+            if value_id is not None:
+                if value_id < self.num_inputs:
+                    self.input_ranks[value_id].add(rank)
+                fixed.append(value_id)
+                continue
+            fixed.append(0)
+            index = self.local.get(value)
+            if index is not None:
+                this_microbatch.append((position, index))
+                continue
+            argument = self.ref(value, rank).position  # a loop argument (or the error)
+            source = self.state_sources[argument - 1] if argument else None
+            if type(source) is BodyValue:
+                previous.append((position, argument, source.index))
+            else:
+                others.append((position, argument))
+        return Reads(tuple(fixed), tuple(this_microbatch), tuple(previous), tuple(others))
+
+    def resolve_all(self, reads: Reads, rank: int, microbatch: int | None) -> tuple[int, ...]:
+        """The value ids of a loop task's inputs ``reads`` in ``microbatch``."""
+        value_ids = list(reads.fixed)
+        current = self.body_ids.get(microbatch, _NOTHING_DEFINED)
+        for position, index in reads.this_microbatch:
+            value_id = current.get(index)
+            if value_id is None:  # not computed yet: the error
+                value_id = self.resolve(BodyValue(index), rank, microbatch)
+            value_ids[position] = value_id
+        if reads.previous:
+            before = (
+                self.body_ids.get(microbatch - 1, _NOTHING_DEFINED)
+                if microbatch
+                else _NOTHING_DEFINED
+            )
+            for position, argument, index in reads.previous:
+                value_id = before.get(index)
+                if value_id is None:  # the loop's initial value, or the error
+                    value_id = self._loop_argument(argument, rank, microbatch)
+                value_ids[position] = value_id
+        for position, argument in reads.others:
+            value_ids[position] = self._loop_argument(argument, rank, microbatch)
+        return tuple(value_ids)
 
     def _loop_argument(self, position: int, rank: int, microbatch: int | None) -> int:
         if position == 0:
@@ -129,7 +223,9 @@ class ValueNumbering:
         source = self.state_sources[position - 1]
         if type(source) is Fixed and source.value < self.num_inputs:
             self.input_ranks[source.value].add(rank)
-        if type(source) is BodyValue and (source.index, microbatch - 1) not in self.local_ids:
+        if type(source) is BodyValue and source.index not in self.body_ids.get(
+            microbatch - 1, _NOTHING_DEFINED
+        ):
             raise ScheduleError(
                 f"the schedule runs microbatch {microbatch} before microbatch {microbatch - 1} "
                 f"on rank {rank}, but both update the same accumulator (loop state "
@@ -147,10 +243,8 @@ class ValueNumbering:
 
     def channel(self, channel: int, microbatch: int | None) -> int:
         """The plan's channel for the IR's ``channel`` in ``microbatch``."""
-        key = (channel, microbatch)
-        if key not in self.channels:
-            self.channels[key] = len(self.channels)
-        return self.channels[key]
+        channels = self.channels
+        return channels.setdefault((channel, microbatch), len(channels))
 
 
 def _number_index_inputs(block: ir.Block, *, first_id: int) -> dict[tuple[int, int], int]:
