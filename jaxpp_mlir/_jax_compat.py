@@ -56,3 +56,13 @@ def jaxlib_version() -> str:
 def prng_key_impl(dtype: Any) -> Any:
     """The PRNG implementation of a typed key dtype (``key<fry>``), for ``wrap_key_data``."""
     return dtype._impl
+
+
+def ignore_locations_equivalence() -> Any | None:
+    """``ir.OperationEquivalenceFlags.IGNORE_LOCATIONS``, for ``Operation.structural_hash``
+    and ``Operation.is_structurally_equivalent`` (bound from jaxlib 0.11: 0.11.2, 0.12.x);
+    None where the bindings lack them (0.10.2)."""
+    flags = getattr(ir, "OperationEquivalenceFlags", None)
+    if flags is None or not hasattr(ir.Operation, "is_structurally_equivalent"):
+        return None
+    return flags.IGNORE_LOCATIONS
