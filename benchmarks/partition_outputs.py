@@ -14,8 +14,9 @@ before the change (say into /tmp/before) and after it (/tmp/after), then
   ``repr(program.plan)`` (``partition__<case>.plan.txt``), or the error's text.
 
 The checkout's path is replaced by ``<checkout>`` everywhere (and the scratch files'
-by ``<scratch>``), so that two checkouts and two output folders compare equal. It
-needs 8 CPU devices (it sets ``XLA_FLAGS`` when unset).
+by ``<scratch>``), so that two checkouts and two output folders compare equal. Run the
+same copy of this script on both sides: the W1/W2 steps it lowers carry its line
+numbers in their locations. It needs 8 CPU devices (it sets ``XLA_FLAGS`` when unset).
 """
 
 from __future__ import annotations
