@@ -79,6 +79,7 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     LOOP_STAGE_MARKERS_ATTR,
     MARKER_ATTR,
     MARKER_OP,
+    MARKER_OP_NAMES,
     NUM_RANKS_ATTR,
     NUM_STAGES_ATTR,
     PEER_ATTR,

@@ -60,4 +60,7 @@ CALLS_INLINED_ATTR = "jaxpp.calls_inlined"
 
 FRONTEND_ATTRIBUTES = "mhlo.frontend_attributes"
 CUSTOM_CALL_OP = "stablehlo.custom_call"
+# The ops a stage or loop marker can be (its two forms): a name test that spares the
+# marker accessors' call on every other op in a walk.
+MARKER_OP_NAMES = (MARKER_OP, CUSTOM_CALL_OP)
 SHARDING_ATTR = "sdy.sharding"  # Shardy's per-value sharding of arguments, results and ops

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from jax.extend.mlir import ir
 
@@ -23,6 +23,7 @@ __all__ = [
     "get_main",
     "is_inside",
     "is_pure_constant_like",
+    "operands_read",
     "parent_op",
     "stage_block",
     "symbol_name",
@@ -166,6 +167,18 @@ def external_operands(op: ir.Operation) -> list[ir.Value]:
             seen.add(value)
             result.append(value)
     return result
+
+
+def operands_read(op: ir.Operation) -> Sequence[ir.Value]:
+    """The operands of ``op`` and of the ops nested in it, repeats and values defined
+    inside ``op`` included: for a caller that looks them up among the results of other
+    ops of ``op``'s block, cheaper than ``external_operands``."""
+    if not len(op.regions):
+        return op.operands
+    read = list(op.operands)
+    for nested in walk(op):
+        read.extend(nested.operands)
+    return read
 
 
 def top_level_user(value_use_owner: ir.Operation, block: ir.Block) -> ir.Operation:

@@ -12,6 +12,7 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import (
     Evidence,
     ModulePass,
+    find_in_stage_block,
     find_main,
     register_pass,
 )
@@ -60,14 +61,16 @@ class AssignStages(ModulePass):
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
-        main = find_main(module)
-        if main is None:
-            return None
-        for op in ir_utils.stage_block(main).operations:
-            op = op.operation
-            # STAGE_ATTR is what jaxpp.has_stage looks for, read here without a call per op.
-            if jaxpp.STAGE_ATTR not in op.attributes and op.name not in _TERMINATORS:
-                return Evidence(op, f"'{op.name}' has no stage assignment")
+        found = find_in_stage_block(
+            module,
+            lambda op: (
+                f"'{op.name}' has no stage assignment"
+                if not jaxpp.has_stage(op) and op.name not in _TERMINATORS
+                else None
+            ),
+        )
+        if found is not None or find_main(module) is None:
+            return found
         if jaxpp.NUM_STAGES_ATTR not in module.attributes:
             return Evidence(module, f"module has no {jaxpp.NUM_STAGES_ATTR} attribute")
         return None
@@ -125,16 +128,13 @@ class AssignStages(ModulePass):
         jaxpp.set_int_attr(module, jaxpp.NUM_STAGES_ATTR, num_stages)
 
 
-_MARKER_OP_NAMES = (jaxpp.MARKER_OP, jaxpp.CUSTOM_CALL_OP)  # the ops a marker can be
-
-
 def _is_forward(marker: ir.Operation) -> bool:
     return jaxpp.marker_direction(marker) == jaxpp.FORWARD
 
 
 def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: bool) -> None:
     for op in ir_utils.walk(main):
-        if op.name in _MARKER_OP_NAMES and jaxpp.is_stage_marker(op) and op.block != block:
+        if op.name in jaxpp.MARKER_OP_NAMES and jaxpp.is_stage_marker(op) and op.block != block:
             parent = ir_utils.parent_op(op)
             if in_loop and parent == main:
                 raise diagnostics.error(
@@ -192,7 +192,7 @@ def _propagate(top_ops: list[ir.Operation]) -> _Flow:
     position: dict[ir.Value, int] = {}
     position_of = position.get
     for index, op in enumerate(top_ops):
-        operands = _operands_read(op) if len(op.regions) else op.operands
+        operands = ir_utils.operands_read(op)
         producers = [p for p in map(position_of, operands) if p is not None]
         stage = count = 0
         anchored = False
@@ -202,7 +202,7 @@ def _propagate(top_ops: list[ir.Operation]) -> _Flow:
             count = max(count, producer_count)
             anchored = anchored or producer_anchored
         direction = None
-        if op.name in _MARKER_OP_NAMES and jaxpp.is_stage_marker(op):
+        if op.name in jaxpp.MARKER_OP_NAMES and jaxpp.is_stage_marker(op):
             direction = jaxpp.marker_direction(op)
             anchored = True
         flow.forward_stage.append(stage)
@@ -225,15 +225,6 @@ def _propagate(top_ops: list[ir.Operation]) -> _Flow:
         for result in op.results:
             position[result] = index
     return flow
-
-
-def _operands_read(op: ir.Operation) -> list[ir.Value]:
-    """The operands of ``op`` and of the ops nested in it. Those defined inside ``op``
-    are no op's of the stage block, so they need not be told apart."""
-    read = list(op.operands)
-    for nested in ir_utils.walk(op):
-        read.extend(nested.operands)
-    return read
 
 
 def _place_unanchored(producers: list[list[int]], positions: list[int | None]) -> None:

@@ -56,13 +56,11 @@ class NormalizeLoop(ModulePass):
         # error for run()) at the top of @main: looking there avoids walking the module.
         for op in ir_utils.body(main).operations:
             op = op.operation
-            name = op.name
-            if name in _MARKER_OP_NAMES and jaxpp.is_loop_marker(op):
+            if jaxpp.is_loop_marker(op):
                 return Evidence(op, "the step still holds treduce's loop marker")
-            if name == "stablehlo.while":
+            if op.name == "stablehlo.while":
                 for nested in op.regions[1].blocks[0].operations:
-                    nested = nested.operation
-                    if nested.name in _MARKER_OP_NAMES and jaxpp.is_loop_marker(nested):
+                    if jaxpp.is_loop_marker(nested):
                         return Evidence(op, _NOT_NORMALIZED)
         return None
 
@@ -71,7 +69,7 @@ class NormalizeLoop(ModulePass):
         markers = [
             op
             for op in ir_utils.walk(main)
-            if op.name in _MARKER_OP_NAMES and jaxpp.is_loop_marker(op)
+            if op.name in jaxpp.MARKER_OP_NAMES and jaxpp.is_loop_marker(op)
         ]
         if not markers:
             return
@@ -100,7 +98,6 @@ class NormalizeLoop(ModulePass):
         _rewrite(loop, marker, num_microbatches)
 
 
-_MARKER_OP_NAMES = (jaxpp.MARKER_OP, jaxpp.CUSTOM_CALL_OP)  # the ops a marker can be
 _NOT_NORMALIZED = "the microbatch loop is still a stablehlo.while holding treduce's loop marker"
 
 

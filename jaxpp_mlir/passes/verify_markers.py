@@ -91,15 +91,8 @@ class VerifyMarkers(ModulePass):
             _check_last_stage_marked(forward, num_forward, known, paths)
         _warn_merged_markers(forward, paths)
         if loop_marker is not None:
-            _warn_dead_markers(
-                [top_ops[i] for i in markers],
-                [paths.direction[i] for i in markers],
-                jaxpp.loop_stage_markers(loop_marker),
-            )
+            _warn_dead_markers([top_ops[i] for i in markers], jaxpp.loop_stage_markers(loop_marker))
         return UNCHANGED
-
-
-_MARKER_OP_NAMES = (jaxpp.MARKER_OP, jaxpp.CUSTOM_CALL_OP)  # the ops a marker can be
 
 
 class _MarkerPaths:
@@ -130,7 +123,7 @@ class _MarkerPaths:
         result_info = self._result_info
         for index, op in enumerate(top_ops):
             name = op.name
-            operands = _operands_read(op) if len(op.regions) else op.operands
+            operands = ir_utils.operands_read(op)
             producers = [p for p in map(position_of, operands) if p is not None]
             forward = backward = 0
             anchored = per_microbatch = False
@@ -146,7 +139,7 @@ class _MarkerPaths:
                 if upstream is None:
                     upstream = marker
             direction = None
-            if name in _MARKER_OP_NAMES:
+            if name in jaxpp.MARKER_OP_NAMES:
                 if jaxpp.is_stage_marker(op):
                     direction = jaxpp.marker_direction(op)
                     anchored = True
@@ -204,25 +197,12 @@ class _MarkerPaths:
 _OUTSIDE_BLOCK = (0, 0, False, False, None)
 
 
-def _operands_read(op: ir.Operation) -> list[ir.Value]:
-    """The operands of ``op`` and of the ops nested in it. Those defined inside ``op``
-    are no op's of the stage block, so they need not be told apart."""
-    read = list(op.operands)
-    for nested in ir_utils.walk(op):
-        read.extend(nested.operands)
-    return read
-
-
 def _check_directions(markers: list[int], paths: _MarkerPaths) -> None:
-    transposed: dict[ir.Attribute, bool] = {}  # markers often share their location
     for index in markers:
         if paths.direction[index] != jaxpp.FORWARD:
             continue
         op = paths.ops[index]
-        location = op.location
-        if location.attr not in transposed:
-            transposed[location.attr] = _in_transpose_scope(location)
-        if transposed[location.attr]:
+        if _in_transpose_scope(op.location):
             raise diagnostics.error(
                 op,
                 "this stage marker is marked forward ('fwd') but autodiff placed it as the "
@@ -350,12 +330,9 @@ def _warn_merged_markers(forward: list[int], paths: _MarkerPaths) -> None:
         )
 
 
-def _warn_dead_markers(
-    markers: list[ir.Operation], directions: list[str], written: tuple[str, ...] | None
-) -> None:
-    """Markers written at trace time whose op JAX removed (their result was unused);
-    ``directions`` are the markers' directions."""
-    lines = _source_lines(markers)
+def _warn_dead_markers(markers: list[ir.Operation], written: tuple[str, ...] | None) -> None:
+    """Markers written at trace time whose op JAX removed (their result was unused)."""
+    lines = [_source_line(op) for op in markers]
     if not written or "loc(unknown)" in lines:
         return  # nothing recorded, or locations stripped: nothing to compare
     lines = [_as_written(line, written) for line in lines]
@@ -364,8 +341,8 @@ def _warn_dead_markers(
         jaxpp.FORWARD: collections.Counter(),
         jaxpp.BACKWARD: collections.Counter(),
     }
-    for direction, line in zip(directions, lines, strict=True):
-        per_direction[direction][line] += 1
+    for op, line in zip(markers, lines, strict=True):
+        per_direction[jaxpp.marker_direction(op)][line] += 1
     for line in set(per_direction[jaxpp.FORWARD]) | set(per_direction[jaxpp.BACKWARD]):
         alive[line] = max(per_direction[jaxpp.FORWARD][line], per_direction[jaxpp.BACKWARD][line])
     if not set(alive) & set(written):
@@ -403,7 +380,7 @@ def _scan_markers(
     loop_marker = None
     stage_markers = []
     for op in nested:
-        if op.name not in _MARKER_OP_NAMES:
+        if op.name not in jaxpp.MARKER_OP_NAMES:
             continue
         if jaxpp.is_stage_marker(op):
             stage_markers.append(op)
@@ -414,18 +391,6 @@ def _scan_markers(
 
 def _where(op: ir.Operation) -> str:
     return diagnostics.format_location(op.location)
-
-
-def _source_lines(ops: list[ir.Operation]) -> list[str]:
-    """``_source_line`` of every op in ``ops``, found once per distinct location."""
-    by_location: dict[ir.Attribute, str] = {}
-    lines = []
-    for op in ops:
-        location = op.location.attr
-        if location not in by_location:
-            by_location[location] = _source_line(op)
-        lines.append(by_location[location])
-    return lines
 
 
 def _source_line(op: ir.Operation) -> str:

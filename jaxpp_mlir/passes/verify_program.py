@@ -162,16 +162,15 @@ def _check_task(op: ir.Operation, symbols: ir.SymbolTable) -> None:
         )
     for nested in ir_utils.walk(function.operation):
         name = nested.name
-        if name in _NEVER_IN_STAGES or (name in _MARKER_FORMS and jaxpp.is_stage_marker(nested)):
+        marker = name in jaxpp.MARKER_OP_NAMES and jaxpp.is_stage_marker(nested)
+        if marker or name in _NEVER_IN_STAGES:
             raise diagnostics.error(
                 nested, f"'{nested.name}' left inside stage function '@{callee}'"
             )
 
 
-# What a stage function must not hold: jaxpp ops and calls, and stage markers (ops of
-# these two kinds).
+# What a stage function must not hold: jaxpp ops and calls, and stage markers.
 _NEVER_IN_STAGES = frozenset({*jaxpp.JAXPP_OPS, "func.call"})
-_MARKER_FORMS = (jaxpp.MARKER_OP, jaxpp.CUSTOM_CALL_OP)
 
 
 def _check_recv(op: ir.Operation, sends: dict[int, ir.Operation], matched: set[int]) -> None:

@@ -47,39 +47,34 @@ class Fused:
 ModuleSource = Standalone | Fused
 
 
-def module_shardings(module: ir.Module | StageFunctions, source: ModuleSource) -> Shardings:
+def module_shardings(functions: StageFunctions, source: ModuleSource) -> Shardings:
     """The ``sdy.sharding`` of each input and output of the executable ``source`` makes."""
     if isinstance(source, Fused):
         return fused_boundary_shardings(
-            module, source.callees, source.wiring, len(source.input_types), source.kept
+            functions, source.callees, source.wiring, len(source.input_types), source.kept
         )
-    return boundary_shardings(module, source.callee)
+    return boundary_shardings(functions, source.callee)
 
 
 def emit_module(
-    module: ir.Module | StageFunctions,
-    source: ModuleSource,
-    aliases: dict[int, int] | None = None,
+    functions: StageFunctions, source: ModuleSource, aliases: dict[int, int] | None = None
 ) -> str:
     """The standalone StableHLO text of ``source``; ``aliases`` maps an input to the
     output that may reuse its buffer."""
     if isinstance(source, Fused):
-        if isinstance(module, StageFunctions):
-            module = module.module
         return fused_module(
-            module, source.callees, source.wiring, source.input_types, aliases, source.kept
+            functions, source.callees, source.wiring, source.input_types, aliases, source.kept
         )
-    return standalone_module(module, source.callee, aliases)
+    return standalone_module(functions, source.callee, aliases)
 
 
 def emit_modules(
-    module: ir.Module | StageFunctions,
+    functions: StageFunctions,
     sources: Mapping[str, ModuleSource],
     aliases: Mapping[str, dict[int, int]],
 ) -> dict[str, str]:
     """Every executable's module text, by name (each made once; a standalone module
     whose function is structurally equivalent to one printed before has its text)."""
-    functions = StageFunctions.of(module)
     return {
         name: emit_module(functions, source, aliases.get(name)) for name, source in sources.items()
     }

@@ -120,7 +120,7 @@ def expand(
             value = values.resolve(item.value, rank, microbatch)
             append(rt.Send(rank, item.peer, channel, value))
         else:
-            value = values.define_slot(item.value, rank, microbatch)
+            (value,) = values.define_slots((item.value,), rank, microbatch)
             append(rt.Recv(rank, item.peer, channel, value, item.spec))
 
 
@@ -128,11 +128,10 @@ def expand_loop(
     loop: ir.Operation,
     values: ValueNumbering,
     schedule: Schedule | None,
-    specs: TensorSpecs | None = None,
+    specs: TensorSpecs,
 ) -> Expansion:
     """The loop's instructions for every microbatch, in the schedule's order, numbered in
     ``values`` (``specs``: the plan's spec of each type)."""
-    specs = TensorSpecs() if specs is None else specs
     body_ops = values.enter_loop(loop)
     num_microbatches = jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR)
     units = task_units(body_ops)

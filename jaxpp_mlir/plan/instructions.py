@@ -27,12 +27,9 @@ class PendingExecutable:
     output_specs: tuple[rt.TensorSpec, ...]
 
 
-def standalone_executable(
-    task: ir.Operation, specs: TensorSpecs | None = None
-) -> PendingExecutable:
+def standalone_executable(task: ir.Operation, specs: TensorSpecs) -> PendingExecutable:
     """The executable that runs ``task``'s callee alone, with the task's value types
     (``specs``: the plan's spec of each type)."""
-    specs = TensorSpecs() if specs is None else specs
     return PendingExecutable(
         jaxpp.get_rank(task),
         Standalone(jaxpp.task_callee(task)),

@@ -32,14 +32,7 @@ class TensorSpecs:
 
     def all(self, types: Iterable[ir.Type]) -> tuple[TensorSpec, ...]:
         """The spec of each of ``types``."""
-        known = self._by_type
-        specs = []
-        for value_type in types:
-            spec = known.get(value_type)
-            if spec is None:
-                spec = known[value_type] = tensor_spec(value_type)
-            specs.append(spec)
-        return tuple(specs)
+        return tuple(map(self, types))
 
 
 def dtype_name(element_type: ir.Type) -> str:

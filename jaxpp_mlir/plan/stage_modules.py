@@ -55,10 +55,6 @@ class StageFunctions:
         self._printed: dict[int, list[tuple[ir.Operation, str]]] = {}
         self._aliased_arg_attrs: dict[tuple[ir.Attribute, tuple], ir.Attribute] = {}
 
-    @staticmethod
-    def of(module: ir.Module | StageFunctions) -> StageFunctions:
-        return module if isinstance(module, StageFunctions) else StageFunctions(module)
-
     def function(self, name: str) -> ir.Operation:
         return self._symbols[name].operation
 
@@ -104,7 +100,7 @@ class StageFunctions:
 
 
 def standalone_module(
-    module: ir.Module | StageFunctions, callee: str, aliases: dict[int, int] | None = None
+    functions: StageFunctions, callee: str, aliases: dict[int, int] | None = None
 ) -> str:
     """``@callee`` of the partitioned module as the public ``@main`` of a new module.
 
@@ -112,16 +108,15 @@ def standalone_module(
     of each boundary value on a sharded step). ``aliases`` maps an argument to
     the result that may reuse its buffer (``tf.aliasing_output``): XLA then
     writes that result in place and the runtime's input buffer is consumed.
-    ``module`` may be given as its ``StageFunctions``, to print many functions.
     """
-    return StageFunctions.of(module).standalone(callee, aliases)
+    return functions.standalone(callee, aliases)
 
 
 def boundary_shardings(
-    module: ir.Module | StageFunctions, callee: str
+    functions: StageFunctions, callee: str
 ) -> tuple[list[ir.Attribute | None], list[ir.Attribute | None]]:
     """The ``sdy.sharding`` of each argument and result of ``@callee`` (None where absent)."""
-    function = StageFunctions.of(module).function(callee)
+    function = functions.function(callee)
     attributes = function.attributes
     if "arg_attrs" in attributes:
         arguments = [a.get(SHARDING_ATTR) for a in _attr_dicts(function, "arg_attrs")]
@@ -148,7 +143,7 @@ def donated_arguments(module: ir.Module) -> set[int]:
 
 
 def fused_module(
-    module: ir.Module,
+    functions: StageFunctions,
     callees: Sequence[str],
     wiring: Sequence[Sequence[Source]],
     input_types: Sequence[ir.Type],
@@ -165,21 +160,19 @@ def fused_module(
     have as standalone modules, so the runtime moves values exactly as it
     would between unfused tasks. ``aliases`` is as for ``standalone_module``.
     """
-    with module.context, ir.Location.unknown():
-        fused = _new_module(module)
+    with functions.module.context, ir.Location.unknown():
+        fused = _new_module(functions.module)
         for callee in dict.fromkeys(callees):
-            _function(module, callee).clone(ip=ir.InsertionPoint(fused.body))
-        functions = [_function(module, callee) for callee in callees]
+            functions.function(callee).clone(ip=ir.InsertionPoint(fused.body))
+        parts = [functions.function(callee) for callee in callees]
         result_types = [
-            t
-            for f in functions
-            for t in ir.FunctionType(f.attributes["function_type"].value).results
+            t for f in parts for t in ir.FunctionType(f.attributes["function_type"].value).results
         ]
         kept = range(len(result_types)) if kept is None else kept
         with ir.InsertionPoint(fused.body):
             main = func.FuncOp("main", (list(input_types), [result_types[i] for i in kept]))
         argument_shardings, result_shardings = fused_boundary_shardings(
-            module, callees, wiring, len(input_types), kept
+            functions, callees, wiring, len(input_types), kept
         )
         arg_attrs = [{SHARDING_ATTR: s} if s is not None else {} for s in argument_shardings]
         res_attrs = [{SHARDING_ATTR: s} if s is not None else {} for s in result_shardings]
@@ -191,7 +184,7 @@ def fused_module(
         entry = main.add_entry_block()
         with ir.InsertionPoint(entry):
             part_results: list[list[ir.Value]] = []
-            for callee, function, sources in zip(callees, functions, wiring, strict=True):
+            for callee, function, sources in zip(callees, parts, wiring, strict=True):
                 operands = [
                     entry.arguments[s.index]
                     if isinstance(s, PartInput)
@@ -207,7 +200,7 @@ def fused_module(
 
 
 def fused_boundary_shardings(
-    module: ir.Module | StageFunctions,
+    functions: StageFunctions,
     callees: Sequence[str],
     wiring: Sequence[Sequence[Source]],
     num_inputs: int,
@@ -221,7 +214,7 @@ def fused_boundary_shardings(
     arguments: list[ir.Attribute | None] = [None] * num_inputs
     results: list[ir.Attribute | None] = []
     for callee, sources in zip(callees, wiring, strict=True):
-        part_arguments, part_results = boundary_shardings(module, callee)
+        part_arguments, part_results = boundary_shardings(functions, callee)
         for source, sharding in zip(sources, part_arguments, strict=True):
             if isinstance(source, PartInput) and arguments[source.index] is None:
                 arguments[source.index] = sharding
@@ -245,10 +238,6 @@ def _new_module(source: ir.Module) -> ir.Module:
     module.operation.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, num_partitions)
     module.operation.attributes["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, 1)
     return module
-
-
-def _function(module: ir.Module, name: str) -> ir.Operation:
-    return ir.SymbolTable(module.operation)[name].operation
 
 
 def _attr_dicts(function: ir.Operation, key: str) -> list[dict[str, ir.Attribute]]:

@@ -85,7 +85,7 @@ class ValueNumbering:
         value_id = self.next_id
         self.next_id += 1
         if value in self.local:
-            self.body_ids.setdefault(microbatch, {})[self.local[value]] = value_id
+            self._defined_in(microbatch)[self.local[value]] = value_id
         else:
             self.ids[value] = value_id
         self.ranks.append(rank)
@@ -98,23 +98,16 @@ class ValueNumbering:
         first = self.next_id
         self.next_id += len(slots)
         value_ids = range(first, self.next_id)
-        ids = self.body_ids.get(microbatch)
-        if ids is None:
-            ids = self.body_ids[microbatch] = {}
-        ids.update(zip(slots, value_ids, strict=False))  # as many ids as slots
+        self._defined_in(microbatch).update(zip(slots, value_ids, strict=False))  # as many
         self.ranks += [rank] * len(slots)
         return tuple(value_ids)
 
-    def define_slot(self, slot: int, rank: int, microbatch: int | None) -> int:
-        """A fresh value id for the body value ``slot`` in ``microbatch``."""
-        value_id = self.next_id
-        self.next_id += 1
+    def _defined_in(self, microbatch: int | None) -> dict[int, int]:
+        """Body index -> value id of the body values ``microbatch`` defined so far."""
         ids = self.body_ids.get(microbatch)
         if ids is None:
             ids = self.body_ids[microbatch] = {}
-        ids[slot] = value_id
-        self.ranks.append(rank)
-        return value_id
+        return ids
 
     def rank_of(self, value_id: int) -> int:
         """The rank that defines ``value_id``; 0 for a program input or microbatch index."""
@@ -123,19 +116,23 @@ class ValueNumbering:
         return self.ranks[value_id - self.first_defined]
 
     def use(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
-        value_id = self.ids.get(value)
+        value_id = self._fixed_id(value, rank)
         if value_id is None:  # a loop body value, or not computed yet
             return self.resolve(self.ref(value, rank), rank, microbatch)
-        if value_id < self.num_inputs:
+        return value_id
+
+    def _fixed_id(self, value: ir.Value, rank: int) -> int | None:
+        """The id of ``value`` if it is the same in every microbatch (a program input's
+        read on ``rank`` recorded), else None."""
+        value_id = self.ids.get(value)
+        if value_id is not None and value_id < self.num_inputs:
             self.input_ranks[value_id].add(rank)
         return value_id
 
     def ref(self, value: ir.Value, rank: int) -> Ref:
         """How ``value``, read on ``rank``, is named in every microbatch."""
-        value_id = self.ids.get(value)
+        value_id = self._fixed_id(value, rank)
         if value_id is not None:
-            if value_id < self.num_inputs:
-                self.input_ranks[value_id].add(rank)
             return Fixed(value_id)
         position = self.loop_arguments.get(value)
         if position is not None:
@@ -168,10 +165,8 @@ class ValueNumbering:
         fixed: list[int] = []
         this_microbatch, previous, others = [], [], []
         for position, value in enumerate(operands):
-            value_id = self.ids.get(value)
+            value_id = self._fixed_id(value, rank)
             if value_id is not None:
-                if value_id < self.num_inputs:
-                    self.input_ranks[value_id].add(rank)
                 fixed.append(value_id)
                 continue
             fixed.append(0)
