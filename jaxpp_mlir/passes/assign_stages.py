@@ -16,6 +16,7 @@ from jaxpp_mlir.passes.base import (
     find_main,
     register_pass,
 )
+from jaxpp_mlir.passes.marker_flow import MarkerFlow
 
 _TERMINATORS = ("func.return", jaxpp.YIELD_OP)
 
@@ -81,7 +82,14 @@ class AssignStages(ModulePass):
         block = jaxpp.loop_body(loop) if loop is not None else ir_utils.body(main)
         _check_marker_placement(main, block, in_loop=loop is not None)
         top_ops = ir_utils.block_ops(block)[:-1]
-        flow = _propagate(top_ops)
+        flow = MarkerFlow(top_ops)
+        for index, direction in enumerate(flow.direction):
+            if direction == jaxpp.FORWARD and flow.backward[index] > 0:
+                raise diagnostics.error(
+                    top_ops[index],
+                    "a forward stage marker depends on a backward (gradient) value: "
+                    "higher-order gradients through stage markers are not supported",
+                )
         markers = [i for i, direction in enumerate(flow.direction) if direction is not None]
         if not markers:
             raise diagnostics.error(
@@ -89,7 +97,7 @@ class AssignStages(ModulePass):
                 "no stage markers found: mark the end of every stage with "
                 "jaxpp_mlir.pipeline_enter_stage (the last one after the last layer)",
             )
-        forward_stage, backward_count = flow.forward_stage, flow.backward_count
+        forward_stage, backward_count = flow.forward, flow.backward
         # Stage k's forward marker ends stage k; the backward markers on a path count the
         # stages from the last. Under jax.grad (no loss value returned) JAX drops the last
         # forward marker when nothing the backward needs depends on it: one more backward
@@ -162,69 +170,6 @@ def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: boo
                 f"stage marker inside '{parent.name}' is not supported: stage boundaries "
                 f"must sit at the top level of {where}: {hint}",
             )
-
-
-@dataclasses.dataclass
-class _Flow:
-    """Per op of the stage block, by position: its forward stage, backward-marker count,
-    anchoring, direction if it is a stage marker (None for other ops), and the
-    positions of the ops it reads from (its producers)."""
-
-    forward_stage: list[int] = dataclasses.field(default_factory=list)
-    backward_count: list[int] = dataclasses.field(default_factory=list)
-    anchored: list[bool] = dataclasses.field(default_factory=list)
-    direction: list[str | None] = dataclasses.field(default_factory=list)
-    producers: list[list[int]] = dataclasses.field(default_factory=list)
-
-
-def _propagate(top_ops: list[ir.Operation]) -> _Flow:
-    """Forward stage, backward-marker count and anchoring of every op, in program order,
-    and the ops of ``top_ops`` each op reads from (its producers).
-
-    For a marker, the forward stage is the stage it ends (that of its inputs);
-    its results start the next stage, which the info of its results accounts for.
-    """
-    flow = _Flow()
-    # Per op, the (forward stage, count, anchored) of its results, and the position of
-    # the op defining each value of the block. Looked up by value: asking a value for its
-    # defining op costs far more.
-    result_info: list[tuple[int, int, bool]] = []
-    position: dict[ir.Value, int] = {}
-    position_of = position.get
-    for index, op in enumerate(top_ops):
-        operands = ir_utils.operands_read(op)
-        producers = [p for p in map(position_of, operands) if p is not None]
-        stage = count = 0
-        anchored = False
-        for producer in producers:
-            producer_stage, producer_count, producer_anchored = result_info[producer]
-            stage = max(stage, producer_stage)
-            count = max(count, producer_count)
-            anchored = anchored or producer_anchored
-        direction = None
-        if op.name in jaxpp.MARKER_OP_NAMES and jaxpp.is_stage_marker(op):
-            direction = jaxpp.marker_direction(op)
-            anchored = True
-        flow.forward_stage.append(stage)
-        flow.backward_count.append(count)
-        flow.anchored.append(anchored)
-        flow.direction.append(direction)
-        flow.producers.append(producers)
-        if direction == jaxpp.FORWARD and count > 0:
-            raise diagnostics.error(
-                op,
-                "a forward stage marker depends on a backward (gradient) value: "
-                "higher-order gradients through stage markers are not supported",
-            )
-        if direction == jaxpp.FORWARD:
-            result_info.append((stage + 1, count, True))
-        elif direction is not None:
-            result_info.append((stage, count + 1, True))
-        else:
-            result_info.append((stage, count, anchored))
-        for result in op.results:
-            position[result] = index
-    return flow
 
 
 def _place_unanchored(producers: list[list[int]], positions: list[int | None]) -> None:

@@ -13,6 +13,7 @@ from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes import ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
+from jaxpp_mlir.passes.marker_flow import MarkerFlow
 
 _LAYER_OPS = ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution")
 _TRANSPOSE_SCOPE = "transpose("
@@ -75,7 +76,7 @@ class VerifyMarkers(ModulePass):
         if not any(in_block) or not all(in_block):
             return UNCHANGED  # jaxpp-assign-stages reports both, in the user's terms
         top_ops = ir_utils.block_ops(block)[:-1]
-        paths = _MarkerPaths(top_ops, loop_marker)
+        paths = MarkerFlow(top_ops, loop_marker)
         markers = [i for i, direction in enumerate(paths.direction) if direction is not None]
         _check_directions(markers, paths)
         forward = [i for i in markers if paths.direction[i] == jaxpp.FORWARD]
@@ -95,109 +96,7 @@ class VerifyMarkers(ModulePass):
         return UNCHANGED
 
 
-class _MarkerPaths:
-    """For every op of the stage block, by its position in ``ops``: the most forward
-    markers (``forward``) and backward markers (``backward``) on a path into it, whether
-    it depends on any stage marker (``anchored``) or on the microbatch
-    (``per_microbatch``), the first backward marker upstream of it, the positions of the
-    ops it reads from (``producers``, in the order it reads them) and its direction if it
-    is a stage marker (None for other ops)."""
-
-    def __init__(self, top_ops: list[ir.Operation], loop_marker: ir.Operation | None):
-        self.ops = top_ops
-        self.names: list[str] = []
-        self.direction: list[str | None] = []
-        self.forward: list[int] = []
-        self.backward: list[int] = []
-        self.anchored: list[bool] = []
-        self.per_microbatch: list[bool] = []
-        self.upstream_backward_marker: list[int | None] = []
-        self.producers: list[list[int]] = []
-        # Per op, the info of its results: ``value_info``.
-        self._result_info: list[tuple[int, int, bool, bool, int | None]] = []
-        # The position of the op defining each value of the block. Looked up by value:
-        # asking a value for its defining op costs far more.
-        self._position: dict[ir.Value, int] = {}
-        position = self._position
-        position_of = position.get
-        result_info = self._result_info
-        for index, op in enumerate(top_ops):
-            name = op.name
-            operands = ir_utils.operands_read(op)
-            producers = [p for p in map(position_of, operands) if p is not None]
-            forward = backward = 0
-            anchored = per_microbatch = False
-            upstream = None
-            for producer in producers:
-                stage, count, producer_anchored, producer_per_microbatch, marker = result_info[
-                    producer
-                ]
-                forward = max(forward, stage)
-                backward = max(backward, count)
-                anchored = anchored or producer_anchored
-                per_microbatch = per_microbatch or producer_per_microbatch
-                if upstream is None:
-                    upstream = marker
-            direction = None
-            if name in jaxpp.MARKER_OP_NAMES:
-                if jaxpp.is_stage_marker(op):
-                    direction = jaxpp.marker_direction(op)
-                    anchored = True
-                elif loop_marker is not None and op == loop_marker:
-                    per_microbatch = True
-            self.names.append(name)
-            self.direction.append(direction)
-            self.forward.append(forward)
-            self.backward.append(backward)
-            self.anchored.append(anchored)
-            self.per_microbatch.append(per_microbatch)
-            self.upstream_backward_marker.append(upstream)
-            self.producers.append(producers)
-            if direction == jaxpp.FORWARD:
-                forward += 1
-            elif direction is not None:
-                backward += 1
-                upstream = index
-            result_info.append((forward, backward, anchored, per_microbatch, upstream))
-            for result in op.results:
-                position[result] = index
-        # The stage of the first forward marker each op feeds (the stage it computes).
-        # Users come after their producers: in reverse order each user hands its stage
-        # to its producers before they are reached.
-        fed: list[int | None] = [None] * len(top_ops)
-        for index in reversed(range(len(top_ops))):
-            stage = self.forward[index] if self.direction[index] == jaxpp.FORWARD else fed[index]
-            if stage is None:
-                continue
-            for producer in self.producers[index]:
-                known = fed[producer]
-                if known is None or stage < known:
-                    fed[producer] = stage
-        self.feeds_stage = fed
-
-    def forward_stage_of(self, producer: int) -> int | None:
-        """The forward stage that computes the results of op ``producer`` for this
-        microbatch, if they are forward code of a stage: downstream of stage markers, or
-        upstream of one and computed from the microbatch (a weight or a constant belongs
-        to no stage)."""
-        stage, backward, anchored, per_microbatch, _ = self._result_info[producer]
-        if backward > 0:
-            return None
-        if anchored:
-            return stage
-        return self.feeds_stage[producer] if per_microbatch else None
-
-    def value_info(self, value: ir.Value) -> tuple[int, int, bool, bool, int | None]:
-        """(forward stage, backward count, anchored, per microbatch, a backward marker
-        upstream) of a value; values defined outside the stage block count as none."""
-        producer = self._position.get(value)
-        return _OUTSIDE_BLOCK if producer is None else self._result_info[producer]
-
-
-_OUTSIDE_BLOCK = (0, 0, False, False, None)
-
-
-def _check_directions(markers: list[int], paths: _MarkerPaths) -> None:
+def _check_directions(markers: list[int], paths: MarkerFlow) -> None:
     for index in markers:
         if paths.direction[index] != jaxpp.FORWARD:
             continue
@@ -241,7 +140,7 @@ def _check_last_stage_marked(
     forward: list[int],
     num_forward: int,
     known_stages: int,
-    paths: _MarkerPaths,
+    paths: MarkerFlow,
 ) -> None:
     """JaxPP's old placement leaves the last stage's layers after the last marker."""
     if not forward or known_stages == num_forward:
@@ -280,7 +179,7 @@ def _check_backward_counterparts(
     forward: list[int],
     num_forward: int,
     num_backward: int,
-    paths: _MarkerPaths,
+    paths: MarkerFlow,
 ) -> None:
     """Gradient code reading a stage with no backward stage of its own lacks a boundary."""
     for index, count in enumerate(paths.backward):
@@ -313,7 +212,7 @@ def _check_backward_counterparts(
             )
 
 
-def _warn_merged_markers(forward: list[int], paths: _MarkerPaths) -> None:
+def _warn_merged_markers(forward: list[int], paths: MarkerFlow) -> None:
     by_stage: dict[int, list[ir.Operation]] = collections.defaultdict(list)
     for index in forward:
         by_stage[paths.forward[index]].append(paths.ops[index])

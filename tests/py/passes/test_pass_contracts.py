@@ -18,9 +18,8 @@ import pathlib
 import warnings
 from collections.abc import Iterator
 
-import jax
-import numpy as np
 import pytest
+import toolkit
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.passes import base
@@ -39,15 +38,6 @@ class Recorded:
     after: str
     # Required passes not looked for again, and what their ``unfinished`` finds anyway.
     skipped_requirements: dict[str, base.Evidence | None]
-
-
-def _mesh_for(path: pathlib.Path) -> pp.MpmdMesh:
-    """Sharded captures were lowered on a (stage=2, data=2, model=2) lowering mesh."""
-    if path.stem.startswith("sharded_"):
-        devices = np.array(jax.devices()[:8]).reshape(2, 2, 2)
-        return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage", "data", "model")), "stage")
-    devices = np.array(jax.devices()[:MPMD_DIM])
-    return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
 
 
 @pytest.fixture
@@ -74,7 +64,7 @@ def recorded_runs(monkeypatch) -> Iterator[list[Recorded]]:
 def test_passes_keep_their_word(path: pathlib.Path, recorded_runs: list[Recorded]):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pp.PartitionWarning)
-        pp.partition(path.read_text(), mesh=_mesh_for(path))
+        pp.partition(path.read_text(), mesh=toolkit.lit_input_mesh(path, MPMD_DIM))
     assert recorded_runs, "no jaxpp pass ran"
     for run in recorded_runs:
         if not run.changed:

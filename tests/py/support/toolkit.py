@@ -97,6 +97,15 @@ def mpmd_mesh(shape: dict[str, int]) -> pp.MpmdMesh:
     return pp.MpmdMesh(Mesh(devices.reshape(tuple(shape.values())), tuple(shape)), "stage")
 
 
+def lit_input_mesh(path: os.PathLike | str, num_ranks: int) -> pp.MpmdMesh:
+    """The mesh to partition a module captured in tests/lit/inputs/ on: sharded captures
+    (``sharded_*``) were lowered on a (stage=2, data=2, model=2) lowering mesh, the others
+    get ``make_mesh(num_ranks)``."""
+    if os.path.basename(path).startswith("sharded_"):
+        return mpmd_mesh({"stage": 2, "data": 2, "model": 2})
+    return make_mesh(num_ranks)
+
+
 # -- the small MLP (one tanh layer per stage) ---------------------------------------------
 
 

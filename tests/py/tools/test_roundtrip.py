@@ -14,8 +14,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-import jax
-import numpy as np
 import pytest
 import toolkit
 
@@ -50,15 +48,6 @@ def test_e2e_lit_tests_run_the_default_pipeline(path: pathlib.Path):
         )
 
 
-def mesh_for(path: pathlib.Path) -> pp.MpmdMesh:
-    """Sharded captures were lowered on a (stage=2, data=2, model=2) lowering mesh."""
-    if path.stem.startswith("sharded_"):
-        devices = np.array(jax.devices()[:8]).reshape(2, 2, 2)
-        return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage", "data", "model")), "stage")
-    devices = np.array(jax.devices()[:MPMD_DIM])
-    return pp.MpmdMesh(jax.sharding.Mesh(devices, ("stage",)), "stage")
-
-
 def pipeline_for(path: pathlib.Path, mesh: pp.MpmdMesh) -> str:
     """What partition(path, mesh=mesh) runs, as jaxpp-opt pipeline text."""
     return default_pipeline_text(
@@ -88,7 +77,7 @@ def run_jaxpp_opt(path: pathlib.Path, pipeline: str, server_socket: str) -> str:
 
 @pytest.mark.parametrize("path", INPUTS, ids=[path.stem for path in INPUTS])
 def test_jaxpp_opt_matches_partition(path: pathlib.Path, opt_server: str):
-    mesh = mesh_for(path)
+    mesh = toolkit.lit_input_mesh(path, MPMD_DIM)
     from_tool = run_jaxpp_opt(path, pipeline_for(path, mesh), opt_server)
     from_api = pp.partition(path.read_text(), mesh=mesh).ir()
     assert from_tool.strip() == from_api.strip()
