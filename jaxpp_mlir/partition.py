@@ -13,19 +13,14 @@ from jaxpp_mlir import ir_context, partition_log, setup_advice
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.host_heap import collector_paused
-from jaxpp_mlir.ir.utils import find_loop, find_main
+from jaxpp_mlir.ir.utils import find_loop, find_main, walk
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.partition_options import PartitionOptions
-from jaxpp_mlir.passes import ir_utils
 from jaxpp_mlir.passes.pipeline import PipelineElement, PipelineFailure, run_pipeline
-from jaxpp_mlir.passes.pipelines import (  # noqa: F401  (partition's names before they moved)
-    SHARDY_PROPAGATION,
-    default_pipeline,
-    default_pipeline_text,
+from jaxpp_mlir.passes.pipelines import (
     grouping_pipeline,
     placement_pipeline,
     segment_pipeline,
-    stage_pipeline,
 )
 from jaxpp_mlir.program import PartitionedProgram, TreeInfo
 from jaxpp_mlir.runtime import options as _options
@@ -360,7 +355,7 @@ def _num_microbatches(module: ir.Module) -> int | None:
 
 def _treduce_schedule_text(module: ir.Module) -> str:
     """The schedule ``treduce(..., schedule=...)`` recorded on its loop marker ("" if none)."""
-    for op in ir_utils.walk(module.operation):
+    for op in walk(module.operation):
         if jaxpp.is_loop_marker(op):
             return jaxpp.loop_schedule(op)
     return ""

@@ -153,7 +153,7 @@ class PartitionedProgram:
         """Compiles every stage module on its rank's submesh (one PJRT executable each).
 
         With several processes (``jax.process_count() > 1``) each process compiles
-        and runs only its own ranks (``jaxpp_mlir.runtime.distributed``; ``options``
+        and runs only its own ranks (``jaxpp_mlir.runtime.multiprocess.distributed``; ``options``
         is a ``DistributedOptions``).
         """
         from jaxpp_mlir.runtime.execution.executor import compile_plan

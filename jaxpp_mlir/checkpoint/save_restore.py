@@ -90,7 +90,7 @@ def save(
         _save(path, leaves, [_what_i_hold(path, leaves)], me)
         logger.info("saved checkpoint %s (%d leaves)", path, len(leaves))
         return
-    from jaxpp_mlir.runtime import watchdog
+    from jaxpp_mlir.runtime.failure import watchdog
     from jaxpp_mlir.runtime.multiprocess.coordination import Exchange
 
     dog = watchdog.current()

@@ -1,5 +1,2 @@
-"""Compatibility layers for code written against other pipeline libraries.
-
-``jaxpp_mlir.compat.jaxpp`` (short path ``jaxpp_mlir.jaxpp``) offers NVIDIA
-JaxPP's ``jaxpp.api`` names on top of jaxpp_mlir.
-"""
+"""The parts behind ``jaxpp_mlir.jaxpp``, NVIDIA JaxPP's ``jaxpp.api`` names on jaxpp_mlir:
+its arrays, its jit entry points, its primitives and its schedules."""

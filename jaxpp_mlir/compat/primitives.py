@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxpp_mlir.runtime import trace
+from jaxpp_mlir.runtime.observation import trace
 
 
 def cross_mpmd_all_reduce(*arrays: jax.Array) -> jax.Array:

@@ -28,7 +28,7 @@ def initialize_from_env(*, heartbeat_timeout_s: int | None = None) -> bool:
     """
     import jax
 
-    from jaxpp_mlir.runtime import watchdog
+    from jaxpp_mlir.runtime.failure import watchdog
 
     env = os.environ
     if heartbeat_timeout_s is None:

@@ -47,7 +47,7 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.diagnostics import PassFailed
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.ir.utils import find_main  # noqa: F401  (passes import it from here)
+from jaxpp_mlir.ir.utils import find_main
 
 _REGISTRY: dict[str, type[ModulePass]] = {}
 # Importing it registers every pass; a lookup by name that misses imports it, so

@@ -9,7 +9,7 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
 
 # JAX's host callback targets: xla_ffi[_partitioned]_python_{cpu,gpu}_callback and the

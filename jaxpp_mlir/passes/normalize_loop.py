@@ -10,8 +10,9 @@ from jax.extend.mlir.dialects import sdy, stablehlo
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.ir.utils import find_main
 from jaxpp_mlir.passes import shardings
-from jaxpp_mlir.passes.base import Evidence, ModulePass, find_main, register_pass
+from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
 
 
 @register_pass

@@ -9,7 +9,8 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import stablehlo
 
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils, shardings
+from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.base import ModulePass, register_pass
 from jaxpp_mlir.passes.row_packing import RowLayout
 

@@ -11,7 +11,7 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
 from jaxpp_mlir.passes.marker_flow import MarkerFlow
 

@@ -64,7 +64,7 @@ class Worker:
         """Joins ``jax.distributed`` as process ``index`` and starts the watchdog."""
         import jax
 
-        from jaxpp_mlir.runtime import watchdog
+        from jaxpp_mlir.runtime.failure import watchdog
 
         jax.distributed.initialize(
             coordinator_address=coordinator,

@@ -29,7 +29,7 @@ from ..plan import ExecutionPlan, TensorSpec
 from . import executable_cache, executable_memo
 from .progress import COMPILED, LOADED, CompileProgress
 
-_logger = logging.getLogger("jaxpp_mlir.runtime.compile")
+_logger = logging.getLogger("jaxpp_mlir.runtime.compilation.compile")
 
 # Executables made by this process through ``compile_stage``: compiled, loaded from the
 # persistent cache or taken from memory (tests check that calling a compiled plan never

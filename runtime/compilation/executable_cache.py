@@ -43,7 +43,7 @@ import jax
 from .. import _jax_compat as jc
 from .. import options
 
-_logger = logging.getLogger("jaxpp_mlir.runtime.executable_cache")
+_logger = logging.getLogger("jaxpp_mlir.runtime.compilation.executable_cache")
 
 _MAGIC = b"jaxpp_mlir stage executable v2\n"  # v2: the digest covers the key
 _DIGEST_BYTES = 32

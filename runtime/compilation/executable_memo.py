@@ -36,7 +36,7 @@ from jax.extend import backend as jax_backend
 from .. import _jax_compat as jc
 from .. import options
 
-_logger = logging.getLogger("jaxpp_mlir.runtime.executable_memo")
+_logger = logging.getLogger("jaxpp_mlir.runtime.compilation.executable_memo")
 
 # (module digest, canonical compile options, client, (platform, kind, process) per device)
 Key = tuple[bytes, bytes, object, tuple[tuple[str, str, int], ...]]

@@ -1,7 +1,7 @@
 """Progress of compiling stage programs: silent when fast, told once it gets slow.
 
 A compile that ends within ``JAXPP_MLIR_PROGRESS_AFTER`` seconds (3 by default) says
-nothing. Past that, the ``jaxpp_mlir.runtime.progress`` logger reports at INFO: a line
+nothing. Past that, the ``jaxpp_mlir.runtime.compilation.progress`` logger reports at INFO: a line
 naming what is still compiling, one line per finished program (``compiled 3/12 stage
 programs: stage1_bwd (0.42 s)``, or ``loaded ... from the cache`` for a program taken
 from JAX's persistent compilation cache or from memory), a line every
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from .. import options
 
-logger = logging.getLogger("jaxpp_mlir.runtime.progress")
+logger = logging.getLogger("jaxpp_mlir.runtime.compilation.progress")
 
 _T = TypeVar("_T")
 

@@ -51,7 +51,7 @@ from .trace_ops import (  # noqa: F401  (live_bytes_after, task_fields: public h
     task_fields,
 )
 
-logger = logging.getLogger("jaxpp_mlir.runtime.trace")
+logger = logging.getLogger("jaxpp_mlir.runtime.observation.trace")
 
 #: The recorder of the innermost ``program_trace`` block, or ``None`` (tracing off).
 ACTIVE: TraceRecorder | None = None

@@ -51,7 +51,7 @@ WARM_MODULES = (
     "jax.numpy",
     "jaxpp_mlir",
     "jaxpp_mlir.partition",
-    "jaxpp_mlir.distributed.launch",
+    "jaxpp_mlir.launch",
     "jaxpp_mlir.runtime.execution.executor",
     "jaxpp_mlir.runtime.multiprocess.distributed",
 )

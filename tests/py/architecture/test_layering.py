@@ -107,16 +107,3 @@ def test_errors_share_one_base_and_runtime_errors_are_re_exported():
     assert issubclass(errors.PlanError, errors.ScheduleError)
     for name in ("CallError", "RuntimeFailure", "MeshError", "MarkerError", "PartitionError"):
         assert issubclass(getattr(errors, name), errors.JaxppError)
-
-
-def test_moved_runtime_modules_keep_their_old_names():
-    import importlib
-
-    import jaxpp_mlir.runtime as runtime
-    from jaxpp_mlir.runtime import executor, options
-
-    assert executor is importlib.import_module("jaxpp_mlir.runtime.execution.executor")
-    assert options is importlib.import_module("jaxpp_mlir.runtime.options")
-    for old, new in runtime.MOVED_MODULES.items():
-        assert getattr(runtime, old) is importlib.import_module(f"jaxpp_mlir.runtime.{new}")
-        assert old in dir(runtime)

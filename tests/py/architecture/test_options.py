@@ -56,7 +56,7 @@ def test_a_bad_value_names_the_variable():
 
 
 def test_launcher_sets_both_names_of_the_process_options():
-    from jaxpp_mlir.launch import child_env
+    from jaxpp_mlir.distributed.child_setup import child_env
 
     env = child_env({}, process=1, nproc=2, port=1234, devices_per_proc=None)
     assert env["JAXPP_MLIR_PROCESS_ID"] == env["JAXPP_PROCESS_ID"] == "1"

@@ -130,8 +130,8 @@ def test_compile_timings_compile_instead_of_reusing_an_executable(launch_cost, m
 
     import jax
     import numpy as np
-    from jaxpp_mlir.runtime import compile as runtime_compile
-    from jaxpp_mlir.runtime import executable_memo
+    from jaxpp_mlir.runtime.compilation import compile as runtime_compile
+    from jaxpp_mlir.runtime.compilation import executable_memo
 
     monkeypatch.setenv("JAXPP_MLIR_COMPILATION_CACHE", "0")
     text = jax.jit(lambda x: x * 3.0 + 1.0).lower(np.zeros(5, np.float32)).as_text()

@@ -12,7 +12,6 @@ import pytest
 import toolkit
 
 import jaxpp_mlir.jaxpp as jaxpp
-from jaxpp_mlir.compat import jaxpp as compat_jaxpp
 
 # Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
 pytestmark = pytest.mark.numerics
@@ -33,8 +32,7 @@ def assert_trees_match_jit(actual, expected, tolerance=toolkit.SEPARATE_PROGRAMS
     toolkit.assert_matches_reference(actual, expected, tolerance)
 
 
-def test_short_and_long_import_paths_are_one_api():
-    assert jaxpp.mpmd_jit_with_loop is compat_jaxpp.mpmd_jit_with_loop
+def test_jaxpp_api_spelling_is_the_same_module():
     assert jaxpp.api.treduce is jaxpp.treduce
     for name in ("BaseSchedule", "Std1F1B", "Eager1F1B", "Interleaved1F1B", "ZeroBubble"):
         assert hasattr(jaxpp, name)

@@ -4,16 +4,16 @@ as the runtime's exit hooks do, and the launch takes the cause's exit code."""
 
 import sys
 
-from jaxpp_mlir.runtime import exit_hooks
+from jaxpp_mlir.runtime.failure import exit_hooks
 
-from jaxpp_mlir.distributed import launch
+from jaxpp_mlir.distributed import supervision
 
 # Process 0 fails at once, noting that a peer caused it; process 1, the cause, ends
 # later with its own code.
 CHILD = """
 import os, sys, time
 sys.path[:0] = {path!r}
-from jaxpp_mlir.runtime import exit_hooks
+from jaxpp_mlir.runtime.failure import exit_hooks
 process = int(os.environ["JAXPP_MLIR_PROCESS_ID"])
 if process == 0:
     exit_hooks.note_peer_caused_failure(process)
@@ -24,7 +24,7 @@ sys.exit(3)
 
 
 def _run(source: str, capsys) -> tuple[int, str]:
-    run = launch.Launch([sys.executable, "-c", source], 2, prefix=False)
+    run = supervision.Launch([sys.executable, "-c", source], 2, prefix=False)
     code = run.wait(grace_s=10.0, timeout_s=60.0)
     return code, capsys.readouterr().err
 

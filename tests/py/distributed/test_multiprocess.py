@@ -26,7 +26,7 @@ from jaxpp_mlir.runtime.multiprocess.distributed import plan_transfers, rank_pro
 from jaxpp_mlir.runtime.plan import Recv, RunStage, Send
 
 import jaxpp_mlir as pp
-from jaxpp_mlir.launch import child_env, free_port
+from jaxpp_mlir.distributed.child_setup import child_env, free_port
 
 HERE = pathlib.Path(__file__).parents[1] / "support" / "multiprocess"
 WORKER = str(HERE / "worker.py")

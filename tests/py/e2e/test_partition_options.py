@@ -7,7 +7,7 @@ from jaxpp_mlir.runtime import options
 from toolkit import lower_cached, make_mesh, mlp_batch, mlp_params, mlp_train_step
 
 import jaxpp_mlir as pp
-from jaxpp_mlir.partition import default_pipeline_text, placement_pipeline
+from jaxpp_mlir.passes.pipelines import default_pipeline_text, placement_pipeline
 
 
 def test_an_empty_environment_gives_the_defaults():

@@ -13,7 +13,7 @@ import jaxpp_mlir as pp
 from jaxpp_mlir import ir_context
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.frontend.markers import enter_stage_p
-from jaxpp_mlir.passes import ir_utils
+from jaxpp_mlir.ir import utils as ir_utils
 
 # Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
 pytestmark = pytest.mark.numerics

@@ -39,7 +39,7 @@ def test_pass_objects_are_frozen(name):
 
 
 def test_default_order_satisfies_every_declaration():
-    from jaxpp_mlir.partition import default_pipeline_text
+    from jaxpp_mlir.passes.pipelines import default_pipeline_text
 
     names = [e.name for e in parse_pipeline(default_pipeline_text(mpmd_dim=2))]
     for position, name in enumerate(names):

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 import toolkit
-from jaxpp_mlir.runtime import placement
+from jaxpp_mlir.runtime.execution import arguments as placement
 
 import jaxpp_mlir as pp
 

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import pytest
 import toolkit
 from jax.extend.mlir import ir
-from jaxpp_mlir.runtime import collectives, dtypes
+from jaxpp_mlir.runtime import dtypes
+from jaxpp_mlir.runtime.multiprocess import collectives
 from jaxpp_mlir.runtime.plan import TensorSpec
 
 import jaxpp_mlir as pp

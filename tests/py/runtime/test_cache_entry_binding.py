@@ -7,8 +7,8 @@ import types
 import jax
 import pytest
 from jaxpp_mlir.runtime import _jax_compat as jc
-from jaxpp_mlir.runtime import compile as runtime_compile
-from jaxpp_mlir.runtime import executable_cache
+from jaxpp_mlir.runtime.compilation import compile as runtime_compile
+from jaxpp_mlir.runtime.compilation import executable_cache
 from jaxpp_mlir.runtime.plan import TensorSpec
 
 from jaxpp_mlir.errors import RuntimeFailure

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import toolkit
 from jax.extend import backend as jax_backend
-from jaxpp_mlir.runtime import executable_cache
+from jaxpp_mlir.runtime.compilation import executable_cache
 
 WORKER = str(pathlib.Path(worker.__file__))
 TIMEOUT = 300

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import jax
 import pytest
-from jaxpp_mlir.runtime import compile as runtime_compile
-from jaxpp_mlir.runtime import progress
+from jaxpp_mlir.runtime.compilation import compile as runtime_compile
+from jaxpp_mlir.runtime.compilation import progress
 from jaxpp_mlir.runtime.compilation.progress import COMPILED, LOADED, CompileProgress
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[3]

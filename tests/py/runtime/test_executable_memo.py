@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import toolkit
 from jax.sharding import Mesh
-from jaxpp_mlir.runtime import compile as runtime_compile
-from jaxpp_mlir.runtime import executable_memo
+from jaxpp_mlir.runtime.compilation import compile as runtime_compile
+from jaxpp_mlir.runtime.compilation import executable_memo
 
 import jaxpp_mlir as pp
 

@@ -66,7 +66,7 @@ def test_each_pass_timed_at_debug(logged):
 
 
 def test_compilations_logged_with_count_and_time(logged):
-    compiled = _messages(logged, "jaxpp_mlir.runtime.compile", logging.DEBUG)
+    compiled = _messages(logged, "jaxpp_mlir.runtime.compilation.compile", logging.DEBUG)
     assert compiled, "no compilation was logged"
     assert all(" s (compilation " in m for m in compiled)
 

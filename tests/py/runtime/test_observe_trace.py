@@ -12,9 +12,9 @@ import jax
 import numpy as np
 import pytest
 import toolkit
-from jaxpp_mlir.runtime import compile as runtime_compile
-from jaxpp_mlir.runtime import trace as trace_module
+from jaxpp_mlir.runtime.compilation import compile as runtime_compile
 from jaxpp_mlir.runtime.compilation.progress import CompileProgress
+from jaxpp_mlir.runtime.observation import trace as trace_module
 from jaxpp_mlir.runtime.observation.trace import merge_traces, program_trace, task_fields
 from jaxpp_mlir.runtime.plan import Recv, RunStage
 from toolkit import make_mesh, mlp_batch, mlp_params, mlp_train_step
@@ -54,7 +54,7 @@ def traced(tmp_path_factory):
     program, params, batch = partition(pp.Std1F1B(4), num_ranks=4, num_microbatches=4)
     path = tmp_path_factory.mktemp("trace") / "step.json"
     records = _Records()
-    progress_logger = logging.getLogger("jaxpp_mlir.runtime.progress")
+    progress_logger = logging.getLogger("jaxpp_mlir.runtime.compilation.progress")
     progress_logger.addHandler(records)
     # Another module's logging.config may have disabled existing loggers: enable it here.
     level = progress_logger.level

@@ -23,7 +23,7 @@ from jaxpp_mlir.runtime import (
     TensorSpec,
     compile_plan,
 )
-from jaxpp_mlir.runtime import compile as rt_compile
+from jaxpp_mlir.runtime.compilation import compile as rt_compile
 
 from jaxpp_mlir.errors import CallError, MeshError, RuntimeFailure, ScheduleError
 

@@ -8,7 +8,6 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import pytest
-from jaxpp_mlir.runtime import exit_hooks
 from jaxpp_mlir.runtime.compilation.compile import compile_plan_executables
 from jaxpp_mlir.runtime.execution.slots import (
     ChannelKey,
@@ -17,6 +16,7 @@ from jaxpp_mlir.runtime.execution.slots import (
     SendStep,
     resolve_slots,
 )
+from jaxpp_mlir.runtime.failure import exit_hooks
 from jaxpp_mlir.runtime.multiprocess.distributed_setup import find_feeds
 from jaxpp_mlir.runtime.multiprocess.local_plan import Feed
 from jaxpp_mlir.runtime.plan import (

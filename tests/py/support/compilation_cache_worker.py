@@ -80,8 +80,8 @@ def _run(width: int, devices) -> tuple:
     its outputs and the counts of the compilation."""
     import jax
     import numpy as np
-    from jaxpp_mlir.runtime import compile as rt_compile
-    from jaxpp_mlir.runtime import executable_cache
+    from jaxpp_mlir.runtime.compilation import compile as rt_compile
+    from jaxpp_mlir.runtime.compilation import executable_cache
 
     import jaxpp_mlir as pp
 

@@ -22,8 +22,8 @@ import numpy as np
 import optax
 import pytest
 from jax.sharding import Mesh
-from jaxpp_mlir.runtime import compile as runtime_compile
 from jaxpp_mlir.runtime import options
+from jaxpp_mlir.runtime.compilation import compile as runtime_compile
 
 import jaxpp_mlir as pp
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import jaxpp_mlir as pp
-from jaxpp_mlir.partition import DUMP_DIR_ENV, default_pipeline
+from jaxpp_mlir.partition import DUMP_DIR_ENV
+from jaxpp_mlir.passes.pipelines import default_pipeline
 
 STEP = pathlib.Path(__file__).resolve().parents[2] / "lit" / "inputs" / "treduce_mlp.mlir"
 NUM_RANKS = 2

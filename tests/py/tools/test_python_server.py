@@ -18,7 +18,7 @@ import time
 import pytest
 import toolkit
 
-from jaxpp_mlir.distributed import launch
+from jaxpp_mlir.distributed import child_setup
 
 SCRIPT = textwrap.dedent(
     """
@@ -228,6 +228,6 @@ def test_the_launcher_starts_its_processes_with_the_named_command(server, tmp_pa
 
 def test_python_command_defaults_to_this_interpreter(monkeypatch):
     monkeypatch.delenv("JAXPP_MLIR_LAUNCH_PYTHON", raising=False)
-    assert launch.python_command() == [sys.executable]
+    assert child_setup.python_command() == [sys.executable]
     monkeypatch.setenv("JAXPP_MLIR_LAUNCH_PYTHON", "/bin/env 'a b' python3")
-    assert launch.python_command() == ["/bin/env", "a b", "python3"]
+    assert child_setup.python_command() == ["/bin/env", "a b", "python3"]

@@ -18,7 +18,7 @@ import pytest
 import toolkit
 
 import jaxpp_mlir as pp
-from jaxpp_mlir.partition import default_pipeline_text
+from jaxpp_mlir.passes.pipelines import default_pipeline_text
 
 LIT_DIR = pathlib.Path(__file__).resolve().parents[2] / "lit"
 INPUTS_DIR = LIT_DIR / "inputs"

@@ -22,7 +22,7 @@ initialize_from_env()
 import jax  # noqa: E402
 import model  # noqa: E402
 import numpy as np  # noqa: E402
-from jaxpp_mlir.runtime import compile as rt_compile  # noqa: E402
+from jaxpp_mlir.runtime.compilation import compile as rt_compile  # noqa: E402
 from jaxpp_mlir.runtime.multiprocess import coordination  # noqa: E402
 from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput, compile_distributed  # noqa: E402
 

@@ -41,22 +41,13 @@ import sys
 from collections.abc import Sequence
 
 from jaxpp_mlir.distributed import launch_args
-from jaxpp_mlir.distributed.child_output import GLOO_CHATTER, say
-from jaxpp_mlir.distributed.child_setup import child_env, free_port, python_command
+from jaxpp_mlir.distributed.child_output import say
+from jaxpp_mlir.distributed.child_setup import python_command
 from jaxpp_mlir.distributed.script_setup import initialize_from_env, pipeline_devices
-from jaxpp_mlir.distributed.supervision import Launch, describe_exit
+from jaxpp_mlir.distributed.supervision import Launch
 
-__all__ = [
-    "GLOO_CHATTER",
-    "Launch",
-    "child_env",
-    "describe_exit",
-    "free_port",
-    "initialize_from_env",
-    "main",
-    "pipeline_devices",
-    "python_command",
-]
+# What a script run by the launcher imports from here; the rest is jaxpp_mlir.distributed's.
+__all__ = ["initialize_from_env", "main", "pipeline_devices"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
