@@ -9,7 +9,7 @@ module @loop_op_without_stage attributes {jaxpp.num_stages = 1 : i64} {
     %0 = "jaxpp.loop"(%cst) ({
     ^bb0(%arg1: tensor<i32>, %arg2: tensor<2x4xf32>):
       %1 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
-      // expected-error @+1 {{has no stage assignment: run jaxpp-assign-stages first}}
+      // expected-error @+1 {{has no stage assignment: run jaxpp-choose-stages first}}
       %2 = stablehlo.add %arg2, %1 : tensor<2x4xf32>
       "jaxpp.yield"(%2) : (tensor<2x4xf32>) -> ()
     }) {jaxpp.num_microbatches = 2 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
