@@ -14,6 +14,7 @@ from jax.extend.mlir import ir
 from jax.interpreters import ad, batching, mlir
 
 from jaxpp_mlir.dialect.ops import create_loop_marker
+from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.frontend.reductions import TreduceError
 
 loop_marker_p = Primitive("jaxpp_loop_marker")
@@ -25,6 +26,27 @@ class ScheduleParam:
     which must be hashable: compared and hashed by its JSON text."""
 
     record: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, schedule: Any) -> ScheduleParam | None:
+        """The record of ``schedule`` (a schedule object or a built-in schedule's name;
+        None for none); a ``TreduceError`` for anything else."""
+        from jaxpp_mlir.schedules.base import Schedule
+        from jaxpp_mlir.schedules.record import name_record, schedule_record
+
+        if schedule is None:
+            return None
+        try:
+            if isinstance(schedule, str):
+                return cls(name_record(schedule))
+            if isinstance(schedule, Schedule):
+                return cls(schedule_record(schedule))
+        except ScheduleError as error:
+            raise TreduceError(f"treduce(schedule=...): {error}") from None
+        raise TreduceError(
+            "treduce(schedule=...) takes a jaxpp_mlir schedule (Std1F1B(4), ...), a built-in "
+            f"schedule's name or None, got {type(schedule).__name__}"
+        )
 
     def _key(self) -> str:
         return json.dumps(self.record, sort_keys=True)

@@ -45,11 +45,18 @@ does not, and no ``Concat`` reads the counter, JAX drops the marker and
 ``@closed_call...`` function: the marker is in that function, its operand is
 the argument bound to the ``fori_loop`` counter (a ``tensor<i32>`` iteration
 argument of the while, next to the while's own trip counter). Its attributes
-record ``jaxpp.num_microbatches``, ``jaxpp.schedule`` (the schedule as a
-dictionary attribute, ``schedules.record``; absent for none) and
-``jaxpp.reductions`` (one entry per result leaf, see :mod:`jaxpp_mlir.dialect.ops`).
-Under plain ``jax.jit`` the barrier needs no handler: XLA compiles it on every
-platform.
+record ``jaxpp.num_microbatches``, ``jaxpp.schedule`` (absent for none, see
+below) and ``jaxpp.reductions`` (one entry per result leaf, see
+:mod:`jaxpp_mlir.dialect.ops`). Under plain ``jax.jit`` the barrier needs no
+handler: XLA compiles it on every platform.
+
+Schedules
+---------
+``schedule`` is a schedule object (``Std1F1B(4)``, ``AutoFused`` of one, a
+``CustomSchedule``) or a built-in schedule's name (``"GPipe"``, completed with the
+stage count by jaxpp-choose-stages), recorded as a dictionary attribute
+(``{kind = "Std1F1B", num_stages = 4 : i64}``) that ``schedules.record``, beside the
+schedule registry, decodes. Any other text is a ``TreduceError`` when traced.
 
 Autodiff: the marker is an identity on an integer, so its tangent is a symbolic
 zero and it never appears in a backward pass. ``treduce`` of a function that
@@ -71,7 +78,6 @@ import numpy as np
 from jax import lax
 from jax.interpreters import partial_eval as pe
 
-from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.frontend.loop_marker import ScheduleParam, loop_marker_p
 from jaxpp_mlir.frontend.markers import recording_markers
 from jaxpp_mlir.frontend.reductions import (
@@ -106,27 +112,6 @@ INDEX_DTYPE = np.int32
 
 
 # ------------------------------------------------------------------ the loop
-
-
-def _schedule_param(schedule: Any) -> ScheduleParam | None:
-    """The record of ``schedule`` (a schedule object or a built-in schedule's name) for
-    the loop marker; a ``TreduceError`` for anything else."""
-    from jaxpp_mlir.schedules.base import Schedule
-    from jaxpp_mlir.schedules.record import name_record, schedule_record
-
-    if schedule is None:
-        return None
-    try:
-        if isinstance(schedule, str):
-            return ScheduleParam(name_record(schedule))
-        if isinstance(schedule, Schedule):
-            return ScheduleParam(schedule_record(schedule))
-    except ScheduleError as error:
-        raise TreduceError(f"treduce(schedule=...): {error}") from None
-    raise TreduceError(
-        "treduce(schedule=...) takes a jaxpp_mlir schedule (Std1F1B(4), ...), a built-in "
-        f"schedule's name or None, got {type(schedule).__name__}"
-    )
 
 
 def _warn_if_marker_is_dead(jaxpr: Any, ops: Sequence[ReduceOp]) -> None:
@@ -170,7 +155,7 @@ def treduce_i(
     init = [op.init(length, leaf) for op, leaf in zip(ops, out_leaves, strict=True)]
     params = {
         "num_microbatches": length,
-        "schedule": _schedule_param(schedule),
+        "schedule": ScheduleParam.of(schedule),
         "reductions": tuple(op.tag for op in ops),
         "stage_markers": tuple(stage_markers),
     }
@@ -204,12 +189,10 @@ def treduce(
     structure. ``None`` (the default) means ``(Concat(), Add)`` when ``fun``
     returns a 2-tuple, else ``Add``.
 
-    ``schedule`` (a :class:`jaxpp_mlir.schedules.Schedule`, a built-in schedule's
-    name such as ``"GPipe"``, or None) is only recorded on the loop marker for the
-    pipeline passes; it does not change the numbers. Any other text is refused
-    with a ``TreduceError`` when traced. Under plain ``jax.jit`` or eagerly,
-    ``treduce`` computes what the equivalent sequential loop computes, in the same
-    order.
+    ``schedule`` (a schedule, a built-in schedule's name or None; see the module
+    docstring) is only recorded on the loop marker for the pipeline passes; it does
+    not change the numbers. Under plain ``jax.jit`` or eagerly, ``treduce`` computes
+    what the equivalent sequential loop computes, in the same order.
 
     The usual training step::
 
