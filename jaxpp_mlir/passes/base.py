@@ -292,10 +292,10 @@ def find_in_stage_block(
     main = find_main(module)
     if main is None:
         return None
-    for op in ir_utils.stage_block(main).operations:
-        what = what_it_shows(op.operation)
+    for op in ir_utils.block_ops(ir_utils.stage_block(main)):
+        what = what_it_shows(op)
         if what is not None:
-            return Evidence(op.operation, what)
+            return Evidence(op, what)
     return None
 
 

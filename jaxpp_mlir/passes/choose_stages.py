@@ -96,8 +96,9 @@ class ChooseStages(ModulePass):
         metadata={"help": "ranks the planner assumes compute at once (0: all)", "min": 0},
     )
 
+    # A module past jaxpp-outline-stages or jaxpp-split-backward, which need the stages,
+    # carries jaxpp.num_stages: ``finished`` refuses it.
     requires = ("jaxpp-assign-segments",)
-    must_precede = ("jaxpp-split-backward", "jaxpp-outline-stages")
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
@@ -312,8 +313,7 @@ def _set_stages(top_ops: list[ir.Operation], split: tuple[int, ...]) -> None:
     stage_attrs: dict[int, ir.Attribute] = {}
     for op in top_ops:
         attributes = op.attributes
-        segment = ir.IntegerAttr(attributes[jaxpp.SEGMENT_ATTR]).value
-        stage = stage_of[segment]
+        stage = stage_of[ir.IntegerAttr(attributes[jaxpp.SEGMENT_ATTR]).value]
         attr = stage_attrs.get(stage)
         if attr is None:
             jaxpp.set_int_attr(op, jaxpp.STAGE_ATTR, stage)

@@ -55,6 +55,8 @@ class SplitBackward(ModulePass):
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
+        if not _splits_backward(module):
+            return None  # it leaves such a module as it is: a second run changes nothing
         return find_in_stage_block(
             module,
             lambda op: (
@@ -66,14 +68,8 @@ class SplitBackward(ModulePass):
 
     def run(self, module: ir.Operation) -> Unchanged | None:
         main = ir_utils.get_main(module)
-        record = jaxpp.get_schedule(module)
-        try:
-            if record is None or not schedule_from_record(record).splits_backward:
-                return UNCHANGED
-        except ScheduleError as error:
-            raise diagnostics.error(
-                module, f"the module's {jaxpp.SCHEDULE_ATTR}: {error}"
-            ) from None
+        if not _splits_backward(module):
+            return UNCHANGED
         block = ir_utils.stage_block(main)
         ops = ir_utils.block_ops(block)[:-1]
         groups: dict[int, list[ir.Operation]] = {}
@@ -86,6 +82,16 @@ class SplitBackward(ModulePass):
             for op in group:
                 if jaxpp.get_kind(op) == jaxpp.BACKWARD:
                     jaxpp.set_stage(op, stage, jaxpp.BACKWARD_WEIGHT)
+
+
+def _splits_backward(module: ir.Operation) -> bool:
+    """Whether the schedule the module records runs split backwards (a located error
+    for a record that names no schedule)."""
+    record = jaxpp.get_schedule(module)
+    try:
+        return record is not None and schedule_from_record(record).splits_backward
+    except ScheduleError as error:
+        raise diagnostics.error(module, f"the module's {jaxpp.SCHEDULE_ATTR}: {error}") from None
 
 
 def _input_gradient_ops(group: list[ir.Operation], block: ir.Block) -> list[ir.Operation]:

@@ -20,8 +20,9 @@ module @op_without_stage attributes {jaxpp.num_stages = 1 : i64} {
 
 // -----
 
-// Running the pass twice is refused at the first split op.
-module @already_split attributes {jaxpp.num_stages = 1 : i64} {
+// Running the pass twice (for a schedule that splits backwards) is refused at the
+// first split op.
+module @already_split attributes {jaxpp.num_stages = 1 : i64, jaxpp.schedule = {kind = "ZeroBubble", num_stages = 1 : i64}} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
     // expected-error @+1 {{jaxpp-split-backward: the backward is already split (found 'stablehlo.sine' of kind bwd_w): run jaxpp-split-backward only once}}

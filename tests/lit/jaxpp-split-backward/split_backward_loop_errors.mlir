@@ -19,7 +19,7 @@ module @loop_op_without_stage attributes {jaxpp.num_stages = 1 : i64} {
 
 // -----
 
-module @loop_already_split attributes {jaxpp.num_stages = 1 : i64} {
+module @loop_already_split attributes {jaxpp.num_stages = 1 : i64, jaxpp.schedule = {kind = "ZeroBubble", num_stages = 1 : i64}} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %cst = stablehlo.constant dense<0.000000e+00> : tensor<2x4xf32>
     %0 = "jaxpp.loop"(%cst) ({
