@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 from jax.extend.mlir import ir
 
@@ -55,8 +56,6 @@ class SplitBackward(ModulePass):
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
-        if not _splits_backward(module):
-            return None  # it leaves such a module as it is: a second run changes nothing
         return find_in_stage_block(
             module,
             lambda op: (
@@ -65,6 +64,12 @@ class SplitBackward(ModulePass):
                 else None
             ),
         )
+
+    def check_order(self, module: ir.Operation, completed: Collection[str] = ()) -> None:
+        """The order checks of ``ModulePass``, where the run splits: a run that leaves
+        the module as it is (its schedule does not split backwards) is in place anywhere."""
+        if _splits_backward(module):
+            super().check_order(module, completed)
 
     def run(self, module: ir.Operation) -> Unchanged | None:
         main = ir_utils.get_main(module)

@@ -3,7 +3,7 @@
 // With a microbatch loop the ops checked are those of the loop body; the
 // untagged code around the loop (the constant 0 here) is left alone.
 
-module @loop_op_without_stage attributes {jaxpp.num_stages = 1 : i64} {
+module @loop_op_without_stage attributes {jaxpp.num_stages = 1 : i64, jaxpp.schedule = {kind = "ZeroBubble", num_stages = 1 : i64}} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %cst = stablehlo.constant dense<0.000000e+00> : tensor<2x4xf32>
     %0 = "jaxpp.loop"(%cst) ({
