@@ -39,11 +39,11 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from jax.sharding import Mesh  # noqa: E402
-from jaxpp_mlir.runtime import options  # noqa: E402
 from jaxpp_mlir.runtime.execution.arguments import place_arguments  # noqa: E402
 from reference import max_ulps  # noqa: E402
 
 import jaxpp_mlir as pp  # noqa: E402
+from jaxpp_mlir import partition_options  # noqa: E402
 
 NUM_STAGES = 4
 MICROBATCHES = 8
@@ -79,16 +79,16 @@ def inputs(width: int):
 
 def compile_step(lowered, max_bytes: str | None) -> pp.CompiledProgram:
     mesh = pp.MpmdMesh(Mesh(np.array(jax.devices()[:NUM_STAGES]), ("stage",)), "stage")
-    saved = os.environ.get(options.REPLICATE_MAX_BYTES.env)
+    saved = os.environ.get(partition_options.REPLICATE_MAX_BYTES.env)
     if max_bytes is not None:
-        os.environ[options.REPLICATE_MAX_BYTES.env] = max_bytes
+        os.environ[partition_options.REPLICATE_MAX_BYTES.env] = max_bytes
     try:
         program = pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(NUM_STAGES))
     finally:
         if saved is None:
-            os.environ.pop(options.REPLICATE_MAX_BYTES.env, None)
+            os.environ.pop(partition_options.REPLICATE_MAX_BYTES.env, None)
         else:
-            os.environ[options.REPLICATE_MAX_BYTES.env] = saved
+            os.environ[partition_options.REPLICATE_MAX_BYTES.env] = saved
     return program.compile()
 
 

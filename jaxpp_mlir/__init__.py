@@ -34,6 +34,7 @@ _SOURCES = {
     "MlirParseError": "jaxpp_mlir.errors",
     "MpmdMesh": "jaxpp_mlir.mesh",
     "PartitionError": "jaxpp_mlir.errors",
+    "PartitionScheduleError": "jaxpp_mlir.errors",
     "PartitionOptions": "jaxpp_mlir.partition_options",
     "PartitionWarning": "jaxpp_mlir.errors",
     "PartitionedProgram": "jaxpp_mlir.program",

@@ -5,7 +5,9 @@ emitted as an MLIR diagnostic at the op's location (``file:line:col`` of the
 input, or the JAX source location carried in ``loc(...)``), and the returned
 ``PassFailed`` unwinds the pass, which then signals failure to the pass
 manager. ``partition()`` turns the collected diagnostics into a
-``PartitionError``; ``jaxpp-opt`` prints them as ``mlir-opt`` does.
+``PartitionError`` (of the ``category`` the error names, where it names one: a
+refused schedule is also a ``ScheduleError``); ``jaxpp-opt`` prints them as
+``mlir-opt`` does.
 
 Warnings and remarks do not stop a pass. The Python bindings can only emit
 errors, so warnings and remarks are collected here and read by the pipeline
@@ -27,7 +29,12 @@ NOTE = "note"
 
 
 class PassFailed(Exception):
-    """Raised inside a pass after its error diagnostic was emitted."""
+    """Raised inside a pass after its error diagnostic was emitted; ``category`` is the
+    kind of ``JaxppError`` it is besides a ``PartitionError`` (None: just that)."""
+
+    def __init__(self, message: str, category: type[Exception] | None = None):
+        super().__init__(message)
+        self.category = category
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,11 +51,16 @@ class Diagnostic:
 _pending: list[Diagnostic] = []
 
 
-def error(where: ir.Operation | ir.OpView | ir.Location, message: str) -> PassFailed:
-    """Emits ``message`` as an error at ``where``; returns the exception to raise."""
+def error(
+    where: ir.Operation | ir.OpView | ir.Location,
+    message: str,
+    category: type[Exception] | None = None,
+) -> PassFailed:
+    """Emits ``message`` as an error at ``where``; returns the exception to raise
+    (``category``: see ``PassFailed``)."""
     location = _location_of(where)
     location.emit_error(message)
-    return PassFailed(message)
+    return PassFailed(message, category)
 
 
 def warning(where: ir.Operation | ir.OpView | ir.Location, message: str) -> None:

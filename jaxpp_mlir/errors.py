@@ -23,6 +23,7 @@ __all__ = [
     "MeshError",
     "MlirParseError",
     "PartitionError",
+    "PartitionScheduleError",
     "PlanError",
     "RuntimeFailure",
     "ScheduleError",
@@ -43,6 +44,11 @@ class PartitionError(JaxppError):
     def __init__(self, message: str, diagnostics: tuple[str, ...] = ()):
         super().__init__(message)
         self.diagnostics = diagnostics
+
+
+class PartitionScheduleError(PartitionError, ScheduleError):
+    """A pass refused the schedule or the stage split (jaxpp-choose-stages): located like
+    a ``PartitionError``, and a ``ScheduleError`` like the schedule's own checks."""
 
 
 class MlirParseError(JaxppError):

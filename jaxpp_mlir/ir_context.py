@@ -8,8 +8,8 @@ import re
 import numpy as np
 from jax.extend.mlir import ir
 
+from jaxpp_mlir import partition_options
 from jaxpp_mlir.errors import MlirParseError
-from jaxpp_mlir.runtime import options
 
 # MLIR's parser and printer recurse once per nesting level; a few thousand nested
 # regions overflow the C stack and kill the interpreter. Real modules nest a few dozen.
@@ -23,7 +23,7 @@ def max_input_bytes() -> int:
     """The largest MLIR input accepted (``JAXPP_MLIR_MAX_MLIR_BYTES``, default 4 GiB)."""
     if MAX_INPUT_BYTES is not None:
         return MAX_INPUT_BYTES
-    return int(options.MAX_MLIR_BYTES.value())
+    return int(partition_options.MAX_MLIR_BYTES.value())
 
 
 _SCAN_CHUNK = 1 << 24

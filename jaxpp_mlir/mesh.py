@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Mapping
 from typing import overload
 
@@ -125,6 +126,13 @@ class MpmdMesh:
     def __repr__(self) -> str:
         shape = dict(zip(self.jax_mesh.axis_names, self.jax_mesh.devices.shape, strict=True))
         return f"MpmdMesh({shape}, mpmd_axis={self.mpmd_axis_name!r})"
+
+
+def parallel_ranks(mesh: MpmdMesh) -> int | None:
+    """How many of ``mesh``'s ranks compute at once: CPU devices share the host's cores
+    (as many as it has); None (all of them) for accelerators."""
+    platforms = {device.platform for device in mesh.jax_mesh.devices.flat}
+    return (os.cpu_count() or 1) if platforms == {"cpu"} else None
 
 
 @overload

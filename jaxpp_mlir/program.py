@@ -18,11 +18,13 @@ from jax.extend.mlir import ir
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import CallError
 from jaxpp_mlir.host_heap import collector_paused
+from jaxpp_mlir.ir.utils import find_loop, find_main
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan import build_plan
 from jaxpp_mlir.runtime.executable import PlanExecutable
 from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank
 from jaxpp_mlir.schedules import Schedule
+from jaxpp_mlir.schedules.record import schedule_from_record
 
 if TYPE_CHECKING:
     from jaxpp_mlir.runtime.multiprocess.distributed import DistributedOptions
@@ -41,16 +43,14 @@ class TreeInfo:
 
 
 class PartitionedProgram:
-    """A step split into stage programs and a task graph over ranks."""
+    """A step split into stage programs and a task graph over ranks.
 
-    def __init__(
-        self,
-        module: ir.Module,
-        mesh: MpmdMesh,
-        *,
-        tree: TreeInfo | None = None,
-        schedule: Schedule | None = None,
-    ):
+    Built from the module ``partition``'s pipeline left: its stage functions, ``@main``
+    task graph, and the decisions the passes recorded on it (the schedule
+    jaxpp-choose-stages chose, ``jaxpp.schedule``; the stage split and its estimate).
+    """
+
+    def __init__(self, module: ir.Module, mesh: MpmdMesh, *, tree: TreeInfo | None = None):
         tree = tree or TreeInfo()
         self._module = module
         self.mesh = mesh
@@ -58,17 +58,19 @@ class PartitionedProgram:
         self.out_tree = tree.out_tree
         self.kept_inputs = tree.kept_inputs
         self.output_key_impls = tree.output_key_impls
-        self.schedule = schedule
+        record = jaxpp.get_schedule(module.operation)
+        self.schedule: Schedule | None = schedule_from_record(record) if record else None
         self.num_stages = jaxpp.get_int_attr(module.operation, jaxpp.NUM_STAGES_ATTR) or 0
         self.num_ranks = jaxpp.get_int_attr(module.operation, jaxpp.NUM_RANKS_ATTR) or 0
-        # Marked segments per stage (one each unless partition merged segments).
+        self.num_microbatches = _num_microbatches(module)  # None without a treduce loop
+        # Segments per stage (one each unless the stages merge segments).
         self.stage_split: tuple[int, ...] = jaxpp.get_stage_split(module.operation) or (
             (1,) * self.num_stages
         )
-        # partition's estimate of the chosen split (a planner.stage_split.SplitEstimate), if
-        # it merged segments.
-        self.stage_estimate: Any = None
-        built = build_plan(module, num_ranks=self.num_ranks, schedule=schedule)
+        # The planner's estimate of the split (a planner.stage_split.SplitEstimate), where
+        # jaxpp-choose-stages chose or checked it with the planner.
+        self.stage_estimate: Any = _stage_estimate(module)
+        built = build_plan(module, num_ranks=self.num_ranks, schedule=self.schedule)
         self.stage_modules = built.stage_modules
         self._task_of = built.task_of  # stage function -> its task's (stage, kind)
         self.plan = built.plan
@@ -277,3 +279,18 @@ def _write(directory: str | os.PathLike, name: str, text: str) -> str:
     with open(path, "w") as handle:
         handle.write(text)
     return path
+
+
+def _num_microbatches(module: ir.Module) -> int | None:
+    main = find_main(module.operation)
+    loop = find_loop(main) if main is not None else None
+    return jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR) if loop is not None else None
+
+
+def _stage_estimate(module: ir.Module) -> Any:
+    record = jaxpp.get_stage_estimate(module.operation)
+    if record is None:
+        return None
+    from jaxpp_mlir.planner.stage_split import SplitEstimate
+
+    return SplitEstimate(**record)

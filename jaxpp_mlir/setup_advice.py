@@ -1,6 +1,6 @@
 """Warnings on partition set-ups that leave part of the machine idle.
 
-``partition`` calls ``warn_about_setup`` once the program is built. Each finding is a
+``partition`` calls ``warn_about_program`` once the program is built. Each finding is a
 ``PartitionWarning`` at the caller's ``partition(...)`` line: fewer microbatches than
 stages (stages wait for work every step), ranks of the mesh that run no stage, and
 stages whose estimated cost differs by more than ``COST_RATIO`` (the slowest stage
@@ -18,6 +18,7 @@ import inspect
 import os
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 from jax.extend.mlir import ir
 
@@ -27,6 +28,22 @@ from jaxpp_mlir.ir import utils as ir_utils
 
 #: Stages whose estimated costs differ by more than this factor are reported.
 COST_RATIO = 2.0
+
+
+def warn_about_program(program: Any) -> None:
+    """``warn_about_setup`` of a ``PartitionedProgram``: its stages, microbatches, the
+    rank of each stage (its schedule's, else s % ranks) and its stage functions."""
+    schedule, ranks = program.schedule, program.mesh.mpmd_dim
+    warn_about_setup(
+        num_stages=program.num_stages,
+        num_microbatches=program.num_microbatches,
+        stage_ranks=[
+            schedule.stage_rank(s) if schedule is not None else s % ranks
+            for s in range(program.num_stages)
+        ],
+        num_ranks=ranks,
+        stage_functions=[program.stage_functions(s) for s in range(program.num_stages)],
+    )
 
 
 def warn_about_setup(

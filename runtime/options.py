@@ -1,10 +1,10 @@
-"""Every option jaxpp_mlir reads from the environment, declared once.
+"""The runtime's environment options, declared once, and the ``Option`` they are made of.
 
 Each option has one environment variable, ``JAXPP_MLIR_<NAME>``; the names of
 earlier releases (``JAXPP_<NAME>``) are still read, with a
-``DeprecationWarning``, when the new one is not set. The compiler side reads
-its options here too, so the table in docs/options.md can be checked against
-``OPTIONS``.
+``DeprecationWarning``, when the new one is not set. The compiler's options are
+declared beside ``PartitionOptions`` (``jaxpp_mlir.partition_options.OPTIONS``), with
+this ``Option``; docs/options.md lists both tables, checked against the declarations.
 """
 
 from __future__ import annotations
@@ -172,13 +172,6 @@ SETUP_TIMEOUT = _option(
     "seconds each setup barrier waits (a peer still partitioning or compiling)",
     above=0,
 )
-DUMP_DIR = Option(
-    "DUMP_DIR",
-    str,
-    None,
-    "partition",
-    "directory receiving the input, the IR after every pass and the stage modules",
-)
 SHUTDOWN_TIMEOUT = Option(
     "SHUTDOWN_TIMEOUT",
     float,
@@ -186,14 +179,6 @@ SHUTDOWN_TIMEOUT = Option(
     "watchdog",
     "seconds a finished process waits for its peers to finish before naming them and exiting",
     above=0,
-)
-MAX_MLIR_BYTES = Option(
-    "MAX_MLIR_BYTES",
-    int,
-    4 << 30,
-    "partition, jaxpp-opt",
-    "largest MLIR input (text or bytecode) accepted, in bytes",
-    minimum=1,
 )
 PROGRESS = Option(
     "PROGRESS",
@@ -204,30 +189,12 @@ PROGRESS = Option(
     "tqdm (a bar) or 0 (off)",
     choices=("0", "1", "tqdm"),
 )
-SETUP_WARNINGS = Option(
-    "SETUP_WARNINGS",
-    int,
-    1,
-    "partition",
-    "1: PartitionWarning on set-ups that leave ranks idle (few microbatches, ranks without "
-    "a stage, uneven stages); 0: none",
-    choices=(0, 1),
-)
 PROGRESS_AFTER = Option(
     "PROGRESS_AFTER",
     float,
     3.0,
     "runtime",
     "seconds a compile of stage programs runs before its progress is shown",
-    minimum=0,
-)
-REPLICATE_MAX_BYTES = Option(
-    "REPLICATE_MAX_BYTES",
-    int,
-    1024,
-    "partition",
-    "largest step output computed on every rank that reads it and returned as one array "
-    "over their devices (0: each output on one rank)",
     minimum=0,
 )
 SHARED_OUTPUT_MAX_BYTES = Option(
@@ -240,26 +207,6 @@ SHARED_OUTPUT_MAX_BYTES = Option(
     minimum=0,
 )
 
-PACK_ACCUMULATORS = Option(
-    "PACK_ACCUMULATORS",
-    int,
-    0,
-    "partition",
-    "1: jaxpp-pack-accumulators carries each stage's gradient accumulators as a few packed "
-    "buffers (fewer buffers per launch; slower on XLA:CPU, see benchmarks/RESULTS.md)",
-    choices=(0, 1),
-)
-
-PACK_PARAMETERS = Option(
-    "PACK_PARAMETERS",
-    int,
-    0,
-    "partition",
-    "1: jaxpp-pack-parameters passes the parameters each stage's tasks read as a few packed "
-    "buffers, concatenated once per step (fewer buffers per launch; see benchmarks/RESULTS.md); "
-    "2: the same without the operands of contractions (weights: XLA:CPU copies their slices)",
-    choices=(0, 1, 2),
-)
 
 COMPILATION_CACHE = Option(
     "COMPILATION_CACHE",
@@ -271,15 +218,6 @@ COMPILATION_CACHE = Option(
     choices=(0, 1),
 )
 
-FUSE_TASKS = Option(
-    "FUSE_TASKS",
-    int,
-    0,
-    "partition",
-    "1: partition fuses tasks that run back to back on one rank into one launch wherever "
-    "the simulated schedule delays no task by it (schedules.AutoFused)",
-    choices=(0, 1),
-)
 
 EXECUTABLE_MEMORY_CACHE = Option(
     "EXECUTABLE_MEMORY_CACHE",
@@ -331,18 +269,11 @@ OPTIONS: tuple[Option, ...] = (
     PEER_FAILURE_GRACE,
     TRANSFER_TIMEOUT,
     SETUP_TIMEOUT,
-    DUMP_DIR,
     SHUTDOWN_TIMEOUT,
-    MAX_MLIR_BYTES,
     PROGRESS,
     PROGRESS_AFTER,
-    SETUP_WARNINGS,
-    REPLICATE_MAX_BYTES,
     SHARED_OUTPUT_MAX_BYTES,
-    PACK_ACCUMULATORS,
-    PACK_PARAMETERS,
     COMPILATION_CACHE,
-    FUSE_TASKS,
     EXECUTABLE_MEMORY_CACHE,
 )
 

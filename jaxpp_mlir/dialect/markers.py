@@ -12,8 +12,10 @@
     The microbatch loop marker produced by ``treduce``: a barrier on the loop's
     microbatch counter (one integer scalar) that sits in the body of the
     ``stablehlo.while`` loop over microbatches. It carries
-    ``jaxpp.num_microbatches`` (i64), ``jaxpp.schedule`` (the schedule's
-    ``repr``, empty when none was given), ``jaxpp.reductions`` (the reduction
+    ``jaxpp.num_microbatches`` (i64), ``jaxpp.schedule`` (the schedule given
+    to treduce as a dictionary, ``schedules.record``; absent when none was given;
+    modules lowered by older versions carry its ``repr`` as a string, ``""`` for
+    none), ``jaxpp.reductions`` (the reduction
     of every result leaf, comma-separated: ``add``, ``max`` or
     ``concat(AXIS)``) and ``jaxpp.stage_markers`` (the ``file:line`` of every
     ``pipeline_enter_stage`` call made while tracing the body, newline-separated).
@@ -28,13 +30,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import stablehlo
 
 from jaxpp_mlir.dialect.op_access import as_operation as _operation
 from jaxpp_mlir.dialect.op_access import i64_attr as _i64
+from jaxpp_mlir.dialect.records import attr_record, record_attr
 from jaxpp_mlir.dialect.vocabulary import (
     BACKWARD,
     CUSTOM_CALL_OP,
@@ -46,10 +50,10 @@ from jaxpp_mlir.dialect.vocabulary import (
     LOOP_MARKER_TARGET,
     LOOP_NUM_MICROBATCHES_ATTR,
     LOOP_REDUCTIONS_ATTR,
-    LOOP_SCHEDULE_ATTR,
     LOOP_STAGE_MARKERS_ATTR,
     MARKER_ATTR,
     MARKER_OP,
+    SCHEDULE_ATTR,
     STAGE_NAME_ATTR,
 )
 
@@ -114,15 +118,17 @@ def create_loop_marker(
     counter: ir.Value,
     *,
     num_microbatches: int,
-    schedule: str,
+    schedule: Mapping[str, Any] | None,
     reductions: Sequence[str],
     stage_markers: Sequence[str],
 ) -> ir.Operation:
-    """Builds treduce's loop marker on the microbatch ``counter`` at the current insertion point."""
+    """Builds treduce's loop marker on the microbatch ``counter`` at the current insertion
+    point; ``schedule`` is the record of the schedule treduce was given (None: none)."""
     op = stablehlo.OptimizationBarrierOp([counter]).operation
     op.attributes[MARKER_ATTR] = ir.StringAttr.get(LOOP_MARKER)
     op.attributes[LOOP_NUM_MICROBATCHES_ATTR] = _i64(num_microbatches)
-    op.attributes[LOOP_SCHEDULE_ATTR] = ir.StringAttr.get(schedule)
+    if schedule is not None:
+        op.attributes[SCHEDULE_ATTR] = record_attr(schedule)
     op.attributes[LOOP_REDUCTIONS_ATTR] = ir.StringAttr.get(",".join(reductions))
     op.attributes[LOOP_STAGE_MARKERS_ATTR] = ir.StringAttr.get("\n".join(stage_markers))
     return op
@@ -169,9 +175,30 @@ def loop_num_microbatches(op: ir.Operation | ir.OpView) -> int | None:
     return int(value) if value is not None and value.strip().isdigit() else None
 
 
-def loop_schedule(op: ir.Operation | ir.OpView) -> str:
-    """The schedule's ``repr`` recorded on a loop marker (``""`` when none)."""
-    return _loop_marker_attr(op, LOOP_SCHEDULE_ATTR) or ""
+def loop_schedule(op: ir.Operation | ir.OpView) -> dict[str, Any] | str | None:
+    """The schedule recorded on a loop marker or a ``jaxpp.loop``: its record, the text
+    an older version wrote (decoded by ``schedules.record``), or None when none."""
+    op = _operation(op)
+    if op.name == CUSTOM_CALL_OP:
+        return _frontend_attribute(op, SCHEDULE_ATTR) or None
+    attr = op.attributes[SCHEDULE_ATTR] if SCHEDULE_ATTR in op.attributes else None
+    if isinstance(attr, ir.DictAttr):
+        return attr_record(attr)
+    if isinstance(attr, ir.StringAttr):
+        return attr.value or None
+    return None
+
+
+def set_loop_schedule(op: ir.Operation | ir.OpView, schedule: Mapping[str, Any] | str) -> None:
+    """Records ``schedule`` (a record, or an older version's text) on a ``jaxpp.loop``."""
+    attr = ir.StringAttr.get(schedule) if isinstance(schedule, str) else record_attr(schedule)
+    _operation(op).attributes[SCHEDULE_ATTR] = attr
+
+
+def clear_loop_schedule(op: ir.Operation | ir.OpView) -> None:
+    attributes = _operation(op).attributes
+    if SCHEDULE_ATTR in attributes:
+        del attributes[SCHEDULE_ATTR]
 
 
 def loop_stage_markers(op: ir.Operation | ir.OpView) -> tuple[str, ...] | None:

@@ -23,8 +23,13 @@ Ops
 
 Attributes on ops of the input program (set by the passes)
 ----------------------------------------------------------
-``jaxpp.stage`` (i64) and ``jaxpp.kind`` (string) on every top-level op of
-``@main`` after stage assignment; ``jaxpp.num_stages`` (i64) on the module.
+``jaxpp.segment`` (i64) and ``jaxpp.kind`` (string) on every top-level op of the
+stage block once a segmenter ran (jaxpp-assign-segments), ``jaxpp.num_segments``
+(i64) on the module. jaxpp-choose-stages replaces each op's ``jaxpp.segment`` by its
+``jaxpp.stage`` (i64) and records on the module ``jaxpp.num_stages`` (i64),
+``jaxpp.stage_split`` (segments per stage), the chosen schedule ``jaxpp.schedule`` (a
+dictionary, ``schedules.record``; none without a microbatch loop) and, where the
+planner chose or checked the split, ``jaxpp.stage_estimate`` (a dictionary).
 ``jaxpp.calls_inlined`` (unit) on the module once jaxpp-inline-calls ran.
 """
 
@@ -40,6 +45,7 @@ from jaxpp_mlir import _jax_compat
 _jax_compat.append_dialect_search_prefix("jaxpp_mlir.dialect.python")
 
 from jaxpp_mlir.dialect.markers import (  # noqa: E402, F401  (re-exported: one import for callers)
+    clear_loop_schedule,
     create_loop_marker,
     create_stage_marker,
     is_loop_marker,
@@ -50,10 +56,12 @@ from jaxpp_mlir.dialect.markers import (  # noqa: E402, F401  (re-exported: one 
     loop_stage_markers,
     marker_direction,
     marker_stage_name,
+    set_loop_schedule,
     set_marker_direction,
 )
 from jaxpp_mlir.dialect.op_access import as_operation as _operation  # noqa: E402
 from jaxpp_mlir.dialect.op_access import i64_attr as _i64  # noqa: E402
+from jaxpp_mlir.dialect.records import get_record, set_record  # noqa: E402
 from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: one vocabulary)
     BACKWARD,
     BACKWARD_INPUT,
@@ -75,12 +83,12 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     LOOP_NUM_MICROBATCHES_ATTR,
     LOOP_OP,
     LOOP_REDUCTIONS_ATTR,
-    LOOP_SCHEDULE_ATTR,
     LOOP_STAGE_MARKERS_ATTR,
     MARKER_ATTR,
     MARKER_OP,
     MARKER_OP_NAMES,
     NUM_RANKS_ATTR,
+    NUM_SEGMENTS_ATTR,
     NUM_STAGES_ATTR,
     PEER_ATTR,
     POST,
@@ -89,9 +97,12 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     RANKS_ATTR,
     RECV_OP,
     REPLICATED_OP,
+    SCHEDULE_ATTR,
+    SEGMENT_ATTR,
     SEND_OP,
     SHARDING_ATTR,
     STAGE_ATTR,
+    STAGE_ESTIMATE_ATTR,
     STAGE_NAME_ATTR,
     STAGE_SPLIT_ATTR,
     STATE_RANKS_ATTR,
@@ -102,10 +113,26 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
 # ------------------------------------------------------------ stage/kind tags
 
 
-def set_stage(op: ir.Operation | ir.OpView, stage: int, kind: str) -> None:
+def _set_tags(op: ir.Operation | ir.OpView, name: str, number: int, kind: str) -> None:
     attributes = _operation(op).attributes
-    attributes[STAGE_ATTR] = _i64(stage)
+    attributes[name] = _i64(number)
     attributes[KIND_ATTR] = ir.StringAttr.get(kind)
+
+
+def set_segment(op: ir.Operation | ir.OpView, segment: int, kind: str) -> None:
+    _set_tags(op, SEGMENT_ATTR, segment, kind)
+
+
+def has_segment(op: ir.Operation | ir.OpView) -> bool:
+    return SEGMENT_ATTR in _operation(op).attributes
+
+
+def get_segment(op: ir.Operation | ir.OpView) -> int:
+    return ir.IntegerAttr(_operation(op).attributes[SEGMENT_ATTR]).value
+
+
+def set_stage(op: ir.Operation | ir.OpView, stage: int, kind: str) -> None:
+    _set_tags(op, STAGE_ATTR, stage, kind)
 
 
 def has_stage(op: ir.Operation | ir.OpView) -> bool:
@@ -129,16 +156,34 @@ def clear_stage(op: ir.Operation | ir.OpView) -> None:
 
 
 def set_stage_split(module: ir.Operation | ir.OpView, split: tuple[int, ...]) -> None:
-    """Record on the module how many marked segments each stage holds."""
+    """Record on the module how many segments each stage holds."""
     _operation(module).attributes[STAGE_SPLIT_ATTR] = ir.DenseI64ArrayAttr.get(list(split))
 
 
 def get_stage_split(module: ir.Operation | ir.OpView) -> tuple[int, ...] | None:
-    """The module's recorded stage split (None: one segment per stage, not merged)."""
+    """The module's recorded stage split (None: stages not chosen yet)."""
     attributes = _operation(module).attributes
     if STAGE_SPLIT_ATTR not in attributes:
         return None
     return tuple(ir.DenseI64ArrayAttr(attributes[STAGE_SPLIT_ATTR]))
+
+
+def get_schedule(module: ir.Operation | ir.OpView) -> dict | None:
+    """The record of the schedule jaxpp-choose-stages chose (None: none, no loop)."""
+    return get_record(module, SCHEDULE_ATTR)
+
+
+def set_schedule(module: ir.Operation | ir.OpView, record: dict) -> None:
+    set_record(module, SCHEDULE_ATTR, record)
+
+
+def get_stage_estimate(module: ir.Operation | ir.OpView) -> dict | None:
+    """The planner's estimate of the chosen split (None where none was made)."""
+    return get_record(module, STAGE_ESTIMATE_ATTR)
+
+
+def set_stage_estimate(module: ir.Operation | ir.OpView, record: dict) -> None:
+    set_record(module, STAGE_ESTIMATE_ATTR, record)
 
 
 def set_rank(op: ir.Operation | ir.OpView, rank: int) -> None:

@@ -29,7 +29,10 @@ STAGE_NAME_ATTR = "jaxpp.stage_name"  # the label mark_stage_end(..., name=) giv
 LOOP_MARKER_TARGET = "jaxpp.loop_marker"
 
 LOOP_NUM_MICROBATCHES_ATTR = "jaxpp.num_microbatches"
-LOOP_SCHEDULE_ATTR = "jaxpp.schedule"
+# A schedule as a dictionary attribute (``schedules.record``): on the loop marker and
+# then the jaxpp.loop, the one treduce was given; on the module, the one
+# jaxpp-choose-stages chose.
+SCHEDULE_ATTR = "jaxpp.schedule"
 LOOP_REDUCTIONS_ATTR = "jaxpp.reductions"
 LOOP_STAGE_MARKERS_ATTR = "jaxpp.stage_markers"
 
@@ -45,6 +48,10 @@ STATE_RANKS_ATTR = "jaxpp.state_ranks"
 FOR_TASK_ATTR = "jaxpp.for_task"
 
 CALLEE_ATTR = "callee"
+# Segments are what the segmenter (jaxpp-assign-segments: the markers) cuts the step
+# into; stages are what jaxpp-choose-stages makes of them (one or more segments each).
+SEGMENT_ATTR = "jaxpp.segment"
+NUM_SEGMENTS_ATTR = "jaxpp.num_segments"
 STAGE_ATTR = "jaxpp.stage"
 KIND_ATTR = "jaxpp.kind"
 RANK_ATTR = "jaxpp.rank"
@@ -52,8 +59,10 @@ RANKS_ATTR = "jaxpp.ranks"  # on jaxpp.replicated: the rank holding each operand
 PEER_ATTR = "jaxpp.peer"
 CHANNEL_ATTR = "jaxpp.channel"
 NUM_STAGES_ATTR = "jaxpp.num_stages"
-# On the module once jaxpp-merge-stages ran: the marked segments in each stage.
+# On the module once jaxpp-choose-stages ran: the segments in each stage, and (where it
+# chose or checked a split with the planner) the split's estimate, a dictionary.
 STAGE_SPLIT_ATTR = "jaxpp.stage_split"
+STAGE_ESTIMATE_ATTR = "jaxpp.stage_estimate"
 NUM_RANKS_ATTR = "jaxpp.num_ranks"
 # On the module once jaxpp-inline-calls ran (a unit attribute).
 CALLS_INLINED_ATTR = "jaxpp.calls_inlined"

@@ -3,7 +3,9 @@ tagged ``stablehlo.optimization_barrier`` that jaxpp-normalize-loop recognises."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -12,27 +14,72 @@ from jax.extend.mlir import ir
 from jax.interpreters import ad, batching, mlir
 
 from jaxpp_mlir.dialect.ops import create_loop_marker
+from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.frontend.reductions import TreduceError
 
 loop_marker_p = Primitive("jaxpp_loop_marker")
 
 
+@dataclasses.dataclass(frozen=True)
+class ScheduleParam:
+    """The record of treduce's schedule (``schedules.record``) as a primitive parameter,
+    which must be hashable: compared and hashed by its JSON text."""
+
+    record: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, schedule: Any) -> ScheduleParam | None:
+        """The record of ``schedule`` (a schedule object or a built-in schedule's name;
+        None for none); a ``TreduceError`` for anything else."""
+        from jaxpp_mlir.schedules.base import Schedule
+        from jaxpp_mlir.schedules.record import name_record, schedule_record
+
+        if schedule is None:
+            return None
+        try:
+            if isinstance(schedule, str):
+                return cls(name_record(schedule))
+            if isinstance(schedule, Schedule):
+                return cls(schedule_record(schedule))
+        except ScheduleError as error:
+            raise TreduceError(f"treduce(schedule=...): {error}") from None
+        raise TreduceError(
+            "treduce(schedule=...) takes a jaxpp_mlir schedule (Std1F1B(4), ...), a built-in "
+            f"schedule's name or None, got {type(schedule).__name__}"
+        )
+
+    def _key(self) -> str:
+        return json.dumps(self.record, sort_keys=True)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ScheduleParam) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
 def _check_params(
     num_microbatches: int,
-    schedule: str,
+    schedule: ScheduleParam | None,
     reductions: tuple[str, ...],
     stage_markers: tuple[str, ...] = (),
 ) -> None:
     if not isinstance(num_microbatches, int) or num_microbatches < 1:
         raise TreduceError(f"num_microbatches must be an int >= 1, got {num_microbatches!r}")
-    if not isinstance(schedule, str) or not isinstance(reductions, tuple):
-        raise TreduceError("loop marker params: schedule must be a str, reductions a tuple")
+    if schedule is not None and not isinstance(schedule, ScheduleParam):
+        raise TreduceError("loop marker params: schedule must be a ScheduleParam or None")
+    if not isinstance(reductions, tuple):
+        raise TreduceError("loop marker params: reductions must be a tuple")
     if not isinstance(stage_markers, tuple):
         raise TreduceError("loop marker params: stage_markers must be a tuple")
 
 
 def loop_marker(
-    index: jax.Array, *, num_microbatches: int, schedule: str = "", reductions: Sequence[str] = ()
+    index: jax.Array,
+    *,
+    num_microbatches: int,
+    schedule: ScheduleParam | None = None,
+    reductions: Sequence[str] = (),
 ) -> jax.Array:
     """The identity on ``index`` (the microbatch counter), marking the microbatch loop."""
     return loop_marker_p.bind(
@@ -58,14 +105,14 @@ def _lowering(
     x: ir.Value,
     *,
     num_microbatches: int,
-    schedule: str,
+    schedule: ScheduleParam | None,
     reductions: tuple[str, ...],
     stage_markers: tuple[str, ...] = (),
 ) -> Sequence[ir.Value]:
     marker = create_loop_marker(
         x,
         num_microbatches=num_microbatches,
-        schedule=schedule,
+        schedule=schedule.record if schedule is not None else None,
         reductions=reductions,
         stage_markers=stage_markers,
     )

@@ -45,10 +45,18 @@ does not, and no ``Concat`` reads the counter, JAX drops the marker and
 ``@closed_call...`` function: the marker is in that function, its operand is
 the argument bound to the ``fori_loop`` counter (a ``tensor<i32>`` iteration
 argument of the while, next to the while's own trip counter). Its attributes
-record ``jaxpp.num_microbatches``, ``jaxpp.schedule`` (the schedule's
-``repr``, ``""`` for none) and ``jaxpp.reductions`` (one entry per result leaf,
-see :mod:`jaxpp_mlir.dialect.ops`). Under plain ``jax.jit`` the barrier needs no
+record ``jaxpp.num_microbatches``, ``jaxpp.schedule`` (absent for none, see
+below) and ``jaxpp.reductions`` (one entry per result leaf, see
+:mod:`jaxpp_mlir.dialect.ops`). Under plain ``jax.jit`` the barrier needs no
 handler: XLA compiles it on every platform.
+
+Schedules
+---------
+``schedule`` is a schedule object (``Std1F1B(4)``, ``AutoFused`` of one, a
+``CustomSchedule``) or a built-in schedule's name (``"GPipe"``, completed with the
+stage count by jaxpp-choose-stages), recorded as a dictionary attribute
+(``{kind = "Std1F1B", num_stages = 4 : i64}``) that ``schedules.record``, beside the
+schedule registry, decodes. Any other text is a ``TreduceError`` when traced.
 
 Autodiff: the marker is an identity on an integer, so its tangent is a symbolic
 zero and it never appears in a backward pass. ``treduce`` of a function that
@@ -70,7 +78,7 @@ import numpy as np
 from jax import lax
 from jax.interpreters import partial_eval as pe
 
-from jaxpp_mlir.frontend.loop_marker import loop_marker_p
+from jaxpp_mlir.frontend.loop_marker import ScheduleParam, loop_marker_p
 from jaxpp_mlir.frontend.markers import recording_markers
 from jaxpp_mlir.frontend.reductions import (
     Add,
@@ -104,14 +112,6 @@ INDEX_DTYPE = np.int32
 
 
 # ------------------------------------------------------------------ the loop
-
-
-def _schedule_tag(schedule: Any) -> str:
-    if schedule is None:
-        return ""
-    if isinstance(schedule, str):
-        return schedule
-    return repr(schedule)
 
 
 def _warn_if_marker_is_dead(jaxpr: Any, ops: Sequence[ReduceOp]) -> None:
@@ -155,7 +155,7 @@ def treduce_i(
     init = [op.init(length, leaf) for op, leaf in zip(ops, out_leaves, strict=True)]
     params = {
         "num_microbatches": length,
-        "schedule": _schedule_tag(schedule),
+        "schedule": ScheduleParam.of(schedule),
         "reductions": tuple(op.tag for op in ops),
         "stage_markers": tuple(stage_markers),
     }
@@ -189,10 +189,10 @@ def treduce(
     structure. ``None`` (the default) means ``(Concat(), Add)`` when ``fun``
     returns a 2-tuple, else ``Add``.
 
-    ``schedule`` (a :class:`jaxpp_mlir.schedules.Schedule`, a name or None) is
-    only recorded on the loop marker for the pipeline passes; it does not change
-    the numbers. Under plain ``jax.jit`` or eagerly, ``treduce`` computes what
-    the equivalent sequential loop computes, in the same order.
+    ``schedule`` (a schedule, a built-in schedule's name or None; see the module
+    docstring) is only recorded on the loop marker for the pipeline passes; it does
+    not change the numbers. Under plain ``jax.jit`` or eagerly, ``treduce`` computes
+    what the equivalent sequential loop computes, in the same order.
 
     The usual training step::
 

@@ -46,6 +46,7 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.diagnostics import PassFailed
+from jaxpp_mlir.dialect.vocabulary import YIELD_OP
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.ir.utils import find_main
 
@@ -198,20 +199,23 @@ class PassRun:
     Located errors (``PassFailed``) fail the pass; any other exception is an
     internal error: reported at the module, kept in ``internal_error``, and the
     interpreter stays alive. ``changed`` is False when the pass returned ``UNCHANGED``.
-    ``completed`` names the passes that already ran on the module (see ``check_order``).
+    ``completed`` names the passes that already ran on the module (see ``check_order``);
+    ``failure_category`` is the category of a located error (``PassFailed``).
     """
 
     pass_: ModulePass
     completed: Collection[str] = ()
     internal_error: Exception | None = None
     changed: bool = True
+    failure_category: type[Exception] | None = None
 
     def __call__(self, module: ir.Operation, pass_: Any) -> None:
         try:
             with module.location:
                 self.pass_.check_order(module, self.completed)
                 self.changed = self.pass_.run(module) is not UNCHANGED
-        except PassFailed:
+        except PassFailed as failed:
+            self.failure_category = failed.category
             pass_.signal_pass_failure()
         except Exception as exc:
             self.internal_error = exc
@@ -288,10 +292,32 @@ def find_in_stage_block(
     main = find_main(module)
     if main is None:
         return None
-    for op in ir_utils.stage_block(main).operations:
-        what = what_it_shows(op.operation)
+    for op in ir_utils.block_ops(ir_utils.stage_block(main)):
+        what = what_it_shows(op)
         if what is not None:
-            return Evidence(op.operation, what)
+            return Evidence(op, what)
+    return None
+
+
+_TERMINATORS = ("func.return", YIELD_OP)
+
+
+def find_untagged(
+    module: ir.Operation, tagged: Callable[[ir.Operation], bool], what: str, module_attr: str
+) -> Evidence | None:
+    """Work left for a pass that tags every op of the stage block but its terminator
+    (``tagged`` says whether an op is) and the module (with ``module_attr``), as
+    evidence for ``unfinished``: the first op without its ``what``, else the module."""
+    found = find_in_stage_block(
+        module,
+        lambda op: (
+            f"'{op.name}' has no {what}" if op.name not in _TERMINATORS and not tagged(op) else None
+        ),
+    )
+    if found is not None or find_main(module) is None:
+        return found
+    if module_attr not in module.attributes:
+        return Evidence(module, f"module has no {module_attr} attribute")
     return None
 
 

@@ -1,7 +1,7 @@
 """How stage markers flow through a stage block: per op, the markers on the paths into it.
 
 Shared by the passes that read it (jaxpp-verify-markers checks the markers against it,
-jaxpp-assign-stages assigns stages from it); a helper, not a pass.
+jaxpp-assign-segments assigns segments from it); a helper, not a pass.
 """
 
 from __future__ import annotations

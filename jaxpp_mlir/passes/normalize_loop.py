@@ -33,7 +33,8 @@ class NormalizeLoop(ModulePass):
     most one loop marker, directly in the body of a top-level
     ``stablehlo.while`` of ``@main``.
     Postcondition: without a loop marker the module is unchanged; otherwise
-    ``@main`` holds one ``jaxpp.loop`` (attribute ``jaxpp.num_microbatches``)
+    ``@main`` holds one ``jaxpp.loop`` (attribute ``jaxpp.num_microbatches``, and
+    ``jaxpp.schedule`` where treduce was given a schedule: jaxpp-choose-stages reads it)
     in place of the while, and no loop marker remains.
     """
 
@@ -126,6 +127,9 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
         new_loop = jaxpp.create_loop(
             [loop.operands[i] for i in state], num_microbatches=num_microbatches
         )
+    requested = jaxpp.loop_schedule(marker)
+    if requested is not None:
+        jaxpp.set_loop_schedule(new_loop, requested)
     if shardings.SHARDING_ATTR in loop.attributes:
         per_value = sdy.TensorShardingPerValueAttr(loop.attributes[shardings.SHARDING_ATTR])
         shardings.set_result_shardings(new_loop, [per_value.shardings[i] for i in state])

@@ -29,7 +29,7 @@ class OutlineStages(ModulePass):
 
     Precondition: every top-level op of the stage block (``@main``, or the body
     of its ``jaxpp.loop``) but the terminator carries ``jaxpp.stage`` and
-    ``jaxpp.kind`` (jaxpp-assign-stages) and none is a ``jaxpp.task`` yet.
+    ``jaxpp.kind`` (jaxpp-choose-stages) and none is a ``jaxpp.task`` yet.
     Postcondition: ``@main`` holds only ``jaxpp.task`` ops (forward stages in
     ascending order, then backward stages in descending order, a topological
     order) and its return; stage functions hold no stage marker.
@@ -40,7 +40,7 @@ class OutlineStages(ModulePass):
     requires = (
         "jaxpp-normalize-loop",
         "jaxpp-restore-sharding-constraints",
-        "jaxpp-assign-stages",
+        "jaxpp-choose-stages",
     )
 
     @classmethod

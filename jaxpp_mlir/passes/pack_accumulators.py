@@ -42,7 +42,7 @@ class PackAccumulators(ModulePass):
     accumulators are left alone.
 
     Precondition: ``@main`` holds a ``jaxpp.loop`` (jaxpp-normalize-loop) whose
-    body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages); without
+    body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-choose-stages); without
     a loop there is nothing to do.
     Postcondition: the plain accumulators of the loop that share a (stage, kind,
     floating element type) are packed, ``max-members`` to a buffer (empty ones
@@ -58,7 +58,7 @@ class PackAccumulators(ModulePass):
         default=8,
         metadata={"help": "most accumulators packed into one buffer (at least 2)", "min": 2},
     )
-    requires = ("jaxpp-normalize-loop", "jaxpp-assign-stages")
+    requires = ("jaxpp-normalize-loop", "jaxpp-choose-stages")
     must_precede = ("jaxpp-outline-stages",)  # it rewrites the updates outlining moves away
 
     def run(self, module: ir.Operation) -> None:

@@ -53,7 +53,7 @@ class PackParameters(ModulePass):
     sharded step).
 
     Precondition: ``@main`` holds a ``jaxpp.loop`` (jaxpp-normalize-loop) whose
-    body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages); without
+    body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-choose-stages); without
     a loop there is nothing to do.
     Postcondition: inside the loop, no op reads a packed member directly: each
     (stage, kind) reads its rows of a packed buffer computed before the loop;
@@ -69,7 +69,7 @@ class PackParameters(ModulePass):
         default=True,
         metadata={"help": "also pack values read by dot_general/dot/convolution in the loop"},
     )
-    requires = ("jaxpp-normalize-loop", "jaxpp-assign-stages")
+    requires = ("jaxpp-normalize-loop", "jaxpp-choose-stages")
     must_precede = ("jaxpp-outline-stages",)  # it rewrites reads that outlining moves away
 
     def run(self, module: ir.Operation) -> None:

@@ -42,17 +42,20 @@ class PipelineElement:
 
 
 class PipelineFailure(Exception):
-    """A pass failed; ``diagnostics`` holds what it reported, located."""
+    """A pass failed; ``diagnostics`` holds what it reported, located, and ``category``
+    the kind of error it said it was (``diagnostics.PassFailed``)."""
 
     def __init__(
         self,
         pass_name: str,
         diagnostics_: list[diagnostics.Diagnostic],
         internal_error: Exception | None = None,
+        category: type[Exception] | None = None,
     ):
         self.pass_name = pass_name
         self.diagnostics = diagnostics_
         self.internal_error = internal_error
+        self.category = category
         text = "; ".join(d.render() for d in diagnostics_) or "no diagnostic"
         super().__init__(f"pass '{pass_name}' failed: {text}")
 
@@ -125,7 +128,8 @@ def run_pipeline(
                 collected.extend(diagnostics.take_pending())
                 found = [diagnostics.from_mlir(d) for d in exc.error_diagnostics]
                 internal = pass_run.internal_error if pass_run is not None else None
-                raise PipelineFailure(element.name, collected + found, internal) from None
+                category = pass_run.failure_category if pass_run is not None else None
+                raise PipelineFailure(element.name, collected + found, internal, category) from None
         collected.extend(diagnostics.take_pending())
         if pass_run is not None:
             completed.add(element.name)

@@ -1,19 +1,29 @@
-"""The pipelines ``partition()`` runs, beside the passes, one line of reason per step.
+"""The pipeline ``partition()`` runs, declared once, with one line of reason per step.
 
-``stage_pipeline`` finds the stages (no outlining yet); the schedule is picked
-between the two (it needs the number of stages); ``placement_pipeline``
-outlines the stages, places them on ranks and connects them. Every setting
-is an argument, and so a pass option: ``default_pipeline_text`` is the
-``jaxpp-opt --pass-pipeline`` that reproduces a partition.
+``default_pipeline(options, mpmd_dim=..., ...)`` is every pass ``partition`` runs, in
+order, built from its options and the mesh alone: each setting is a pass option, and
+each decision one pass makes for a later one (the stages, the schedule, whether the
+backward is split, the rank of each stage, task fusion) travels in the attributes it
+writes, never through the driver. ``default_pipeline_text`` is the same pipeline in
+``jaxpp-opt --pass-pipeline`` syntax, and reproduces a partition.
+
+The segment slot holds the pass that cuts the step into segments: one of
+``SEGMENTERS``, by the name ``PartitionOptions.segmenter`` gives. A new segmenter is its
+pass file and its line in ``SEGMENTERS``; a new way to choose stages is a mode of
+jaxpp-choose-stages (``passes/choose_stages.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from jaxpp_mlir.passes.assign_stages import AssignStages
+from jaxpp_mlir.partition_options import PartitionOptions
+from jaxpp_mlir.passes.assign_segments import AssignSegments
+from jaxpp_mlir.passes.base import ModulePass
 from jaxpp_mlir.passes.check_host_callbacks import CheckHostCallbacks
 from jaxpp_mlir.passes.check_shardings import CheckShardings
+from jaxpp_mlir.passes.choose_stages import ChooseStages
 from jaxpp_mlir.passes.inline_calls import InlineCalls
 from jaxpp_mlir.passes.insert_transfers import InsertTransfers
 from jaxpp_mlir.passes.materialize_replica_groups import MaterializeReplicaGroups
@@ -24,55 +34,39 @@ from jaxpp_mlir.passes.pipeline import PipelineElement, make_element
 from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
 from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
+from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.verify_markers import VerifyMarkers
 from jaxpp_mlir.passes.verify_program import VerifyProgram
 
 SHARDY_PROPAGATION = "sdy-propagation-pipeline"
-DEFAULT_REPLICATE_MAX_BYTES = OutlineOuterCode.replicate_max_bytes
+
+#: The passes that can fill the segment slot, by the name ``PartitionOptions.segmenter``
+#: takes; each writes ``jaxpp.segment``/``jaxpp.kind`` and ``jaxpp.num_segments``.
+SEGMENTERS: dict[str, Callable[[], ModulePass]] = {
+    "markers": AssignSegments,  # the stage markers the user wrote end the segments
+}
 
 
-def stage_pipeline(
+def default_pipeline(
+    options: PartitionOptions | None = None,
     *,
-    num_stages: int = 0,
+    mpmd_dim: int = 0,
     mpmd_axis: str = "",
     submesh_size: int = 0,
     sharded: bool = False,
-    stage_split: tuple[int, ...] = (),
-    pack_accumulators: bool = False,
-    pack_parameters: bool = False,
-    pack_contraction_operands: bool = True,
+    schedule: str = "",
+    schedule_stages: int = 0,
+    parallel_ranks: int = 0,
 ) -> list[PipelineElement]:
-    """The passes that find the stages (no outlining yet): ``segment_pipeline`` then
-    ``grouping_pipeline`` (``partition`` runs the two apart, to choose the split
-    between them)."""
-    return segment_pipeline(
-        num_stages=num_stages, mpmd_axis=mpmd_axis, submesh_size=submesh_size, sharded=sharded
-    ) + grouping_pipeline(
-        stage_split=stage_split,
-        pack_accumulators=pack_accumulators,
-        pack_parameters=pack_parameters,
-        pack_contraction_operands=pack_contraction_operands,
-    )
+    """Every pass ``partition`` runs, in order.
 
-
-def segment_pipeline(
-    *,
-    num_stages: int = 0,
-    mpmd_axis: str = "",
-    submesh_size: int = 0,
-    sharded: bool = False,
-) -> list[PipelineElement]:
-    """The passes that give every op its marked segment (as ``jaxpp.stage``).
-
-    For a ``sharded`` step (one with an ``sdy.mesh``), Shardy's propagation
-    runs first so that every value crossing a stage boundary has a sharding.
+    ``partition(x, mesh=m, schedule=s, options=o)`` runs ``default_pipeline(o,
+    mpmd_dim=m.mpmd_dim, mpmd_axis=m.mpmd_axis_name, submesh_size=<devices per rank>,
+    sharded=<x has an sdy.mesh>, schedule=<s as jaxpp-choose-stages' option>,
+    schedule_stages=s.num_stages, parallel_ranks=<ranks computing at once>)``; with the
+    mesh arguments left out, the mesh checks are skipped.
     """
-    propagation = [
-        # Shardy gives every value a sharding, so stage boundaries have one.
-        PipelineElement(name=SHARDY_PROPAGATION, text=SHARDY_PROPAGATION),
-        # Propagation drops the user's sharding constraints; they are put back.
-        make_element(RestoreShardingConstraints()),
-    ]
+    options = PartitionOptions() if options is None else options
     return [
         # Markers inside called functions must be visible in @main.
         make_element(InlineCalls()),
@@ -80,86 +74,41 @@ def segment_pipeline(
         make_element(MaterializeReplicaGroups()),
         # A host callback cannot run inside a stage program: refused early, located.
         make_element(CheckHostCallbacks()),
-        # Stage markers must be well nested before stages are read from them (and agree
-        # with the schedule's stage count, when one is known).
-        make_element(VerifyMarkers(num_stages=num_stages)),
+        # Stage markers must be well nested before segments are read from them (and agree
+        # with the schedule's stage count, when one is given).
+        make_element(VerifyMarkers(num_stages=schedule_stages)),
         # The step's shardings must fit one rank's submesh.
         make_element(CheckShardings(mpmd_axis=mpmd_axis, submesh_size=submesh_size)),
-        *(propagation if sharded else []),
+        # (Sharded steps) Shardy gives every value a sharding, so stage boundaries have one;
+        # the user's sharding constraints it drops are put back.
+        *_sharding_propagation(sharded),
         # One jaxpp.loop with the microbatch loop's body, whatever JAX lowered.
         make_element(NormalizeLoop()),
-        # Every op of the loop body gets its stage and kind (fwd/bwd).
-        make_element(AssignStages()),
-    ]
-
-
-def grouping_pipeline(
-    *,
-    stage_split: tuple[int, ...] = (),
-    pack_accumulators: bool = False,
-    pack_parameters: bool = False,
-    pack_contraction_operands: bool = True,
-) -> list[PipelineElement]:
-    """The passes that make stages of the segments and their state.
-
-    A ``stage_split`` (segments per stage) prepends ``jaxpp-merge-stages``;
-    ``pack_accumulators`` appends ``jaxpp-pack-accumulators``; ``pack_parameters``
-    appends ``jaxpp-pack-parameters``, which leaves the operands of contractions
-    alone unless ``pack_contraction_operands`` (``PartitionOptions`` has the same
-    fields).
-    """
-    # The optional passes are imported only when asked for: a first partition
-    # that runs none of them does not load them.
-    merging, packing_accumulators, packing_parameters = [], [], []
-    if stage_split:
-        from jaxpp_mlir.passes.merge_stages import MergeStages
-
-        merging = [make_element(MergeStages(stage_split=stage_split))]
-    if pack_accumulators:
-        from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
-
-        packing_accumulators = [make_element(PackAccumulators())]
-    if pack_parameters:
-        from jaxpp_mlir.passes.pack_parameters import PackParameters
-
-        packing_parameters = [
-            make_element(PackParameters(contraction_operands=pack_contraction_operands))
-        ]
-    return [
-        # Optional: several neighbouring marked segments run as one stage.
-        *merging,
+        # The segment slot: every op of the loop body gets its segment and kind (fwd/bwd).
+        make_element(SEGMENTERS[options.segmenter]()),
+        # The stage decision: segments grouped into stages, the schedule chosen, recorded.
+        make_element(
+            ChooseStages(
+                schedule=schedule,
+                mpmd_dim=mpmd_dim,
+                stage_split=options.stage_split or (),
+                memory_limit=options.memory_limit_bytes or 0,
+                fuse_tasks=options.fuse_tasks,
+                parallel_ranks=parallel_ranks,
+            )
+        ),
         # Each stage accumulates its own gradients: no cross-stage accumulator.
         make_element(SplitAccumulators()),
-        # Optional: fewer, larger accumulator buffers per launch.
-        *packing_accumulators,
-        # Optional: the parameters a stage reads as a few packed buffers.
-        *packing_parameters,
-    ]
-
-
-def placement_pipeline(
-    *,
-    mpmd_dim: int,
-    placement: tuple[int, ...] = (),
-    split_backward: bool = False,
-    replicate_max_bytes: int = DEFAULT_REPLICATE_MAX_BYTES,
-) -> list[PipelineElement]:
-    """The passes that outline the stages, place them on ranks (``placement``: the
-    schedule's rank of each stage) and connect them."""
-    splitting = []
-    if split_backward:  # imported only when asked for, as the optional grouping passes
-        from jaxpp_mlir.passes.split_backward import SplitBackward
-
-        splitting = [make_element(SplitBackward())]
-    return [
+        # Optional: fewer, larger accumulator buffers, and packed parameters, per launch.
+        *_packing(options),
         # A schedule with separate input and weight gradients needs them as two tasks.
-        *splitting,
+        make_element(SplitBackward()),
         # Each (stage, kind) becomes a function: the stage programs.
         make_element(OutlineStages()),
         # Each stage goes to the rank its schedule gives it.
-        make_element(PlaceStages(mpmd_dim=mpmd_dim, placement=placement)),
+        make_element(PlaceStages(mpmd_dim=mpmd_dim)),
         # Code before and after the loop runs where its inputs live, as tasks.
-        make_element(OutlineOuterCode(replicate_max_bytes=replicate_max_bytes)),
+        make_element(OutlineOuterCode(replicate_max_bytes=options.replicate_max_bytes)),
         # Values crossing ranks get explicit transfers.
         make_element(InsertTransfers()),
         # The program the plan builder reads is checked whole, located.
@@ -167,27 +116,42 @@ def placement_pipeline(
     ]
 
 
-def default_pipeline(
-    *,
-    mpmd_dim: int,
-    placement: tuple[int, ...] = (),
-    mpmd_axis: str = "",
-    submesh_size: int = 0,
-    sharded: bool = False,
+def segment_pipeline(
+    options: PartitionOptions | None = None, **target: Any
 ) -> list[PipelineElement]:
-    """The passes ``partition()`` runs, in order, for a schedule that does not split backwards.
-
-    ``partition(x, mesh=m)`` runs ``default_pipeline(mpmd_dim=m.mpmd_dim,
-    mpmd_axis=m.mpmd_axis_name, submesh_size=len(m.rank_devices(0)),
-    sharded=<x has an sdy.mesh>)``; with the mesh arguments left out, the mesh
-    checks are skipped.
-    """
-    return stage_pipeline(
-        mpmd_axis=mpmd_axis, submesh_size=submesh_size, sharded=sharded
-    ) + placement_pipeline(mpmd_dim=mpmd_dim, placement=placement)
+    """The start of ``default_pipeline`` up to and including the segment slot: what
+    ``plan_pipeline`` runs before asking the planner about the segments."""
+    elements = default_pipeline(options, **target)
+    segmenter = next(i for i, e in enumerate(elements) if e.name == ChooseStages.name) - 1
+    return elements[: segmenter + 1]
 
 
-def default_pipeline_text(**kwargs: Any) -> str:
-    """``default_pipeline(**kwargs)`` in ``jaxpp-opt --pass-pipeline`` syntax."""
-    elements = default_pipeline(**kwargs)
+def default_pipeline_text(options: PartitionOptions | None = None, **target: Any) -> str:
+    """``default_pipeline(options, **target)`` in ``jaxpp-opt --pass-pipeline`` syntax."""
+    elements = default_pipeline(options, **target)
     return "builtin.module(" + ",".join(str(e) for e in elements) + ")"
+
+
+def _sharding_propagation(sharded: bool) -> list[PipelineElement]:
+    if not sharded:
+        return []
+    return [
+        PipelineElement(name=SHARDY_PROPAGATION, text=SHARDY_PROPAGATION),
+        make_element(RestoreShardingConstraints()),
+    ]
+
+
+def _packing(options: PartitionOptions) -> list[PipelineElement]:
+    # Imported only when asked for: a partition that runs neither does not load them.
+    elements = []
+    if options.pack_accumulators:
+        from jaxpp_mlir.passes.pack_accumulators import PackAccumulators
+
+        elements.append(make_element(PackAccumulators()))
+    if options.pack_parameters:
+        from jaxpp_mlir.passes.pack_parameters import PackParameters
+
+        elements.append(
+            make_element(PackParameters(contraction_operands=options.pack_contraction_operands))
+        )
+    return elements

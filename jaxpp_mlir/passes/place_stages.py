@@ -8,6 +8,7 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import (
     Evidence,
@@ -16,12 +17,16 @@ from jaxpp_mlir.passes.base import (
     find_main,
     register_pass,
 )
+from jaxpp_mlir.schedules.record import schedule_from_record
 
 
 @register_pass
 @dataclasses.dataclass(frozen=True)
 class PlaceStages(ModulePass):
-    """Place every stage on a rank: stage s on rank placement[s], else s % mpmd-dim.
+    """Place every stage on a rank: the rank the chosen schedule gives it, else s % mpmd-dim.
+
+    The schedule is the one jaxpp-choose-stages recorded on the module
+    (``jaxpp.schedule``); a step without a microbatch loop has none.
 
     Precondition: ``@main`` holds ``jaxpp.task`` ops (jaxpp-outline-stages), none
     of them placed yet, and the module carries ``jaxpp.num_stages``.
@@ -29,8 +34,8 @@ class PlaceStages(ModulePass):
     ``jaxpp.rank`` in ``[0, mpmd-dim)``; the module carries
     ``jaxpp.num_ranks``; a ``jaxpp.loop`` carries ``jaxpp.state_ranks``, the
     rank holding each piece of its state (an error if a piece of state is
-    read or updated on two ranks). Without an
-    explicit placement, more stages than ranks is an error (placing several
+    read or updated on two ranks). Without a
+    schedule, more stages than ranks is an error (placing several
     stages on one rank is what interleaved schedules do, and they say so).
     """
 
@@ -38,12 +43,8 @@ class PlaceStages(ModulePass):
     mpmd_dim: int = dataclasses.field(
         default=0, metadata={"help": "number of ranks (0: one rank per stage)", "min": 0}
     )
-    placement: tuple[int, ...] = dataclasses.field(
-        default=(),
-        metadata={"help": "rank of each stage, comma separated (default s % mpmd-dim)", "min": 0},
-    )
 
-    requires = ("jaxpp-assign-stages", "jaxpp-outline-stages")
+    requires = ("jaxpp-choose-stages", "jaxpp-outline-stages")
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
@@ -76,22 +77,12 @@ class PlaceStages(ModulePass):
         num_stages = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR) or 0
         if num_stages < 1:
             raise diagnostics.error(
-                module, f"jaxpp.num_stages is {num_stages}: run jaxpp-assign-stages to set it"
+                module, f"jaxpp.num_stages is {num_stages}: run jaxpp-choose-stages to set it"
             )
         num_ranks = self.mpmd_dim or num_stages  # mpmd-dim >= 0 (ModulePass.validate)
-        if self.placement:
-            if len(self.placement) != num_stages:
-                raise diagnostics.error(
-                    module,
-                    f"placement has {len(self.placement)} entries (one rank per stage) but "
-                    f"the program has {num_stages} stages",
-                )
-            bad = [r for r in self.placement if not 0 <= r < num_ranks]
-            if bad:
-                raise diagnostics.error(
-                    module, f"placement rank {bad[0]} is outside [0, {num_ranks})"
-                )
-            placement = list(self.placement)
+        record = jaxpp.get_schedule(module)
+        if record is not None:
+            placement = _schedule_placement(module, record, num_stages, num_ranks)
         else:
             if num_stages > num_ranks:
                 raise diagnostics.error(
@@ -114,6 +105,31 @@ class PlaceStages(ModulePass):
         if loop is not None:
             jaxpp.set_state_ranks(loop, _state_ranks(loop))
         jaxpp.set_int_attr(module, jaxpp.NUM_RANKS_ATTR, num_ranks)
+
+
+def _schedule_placement(
+    module: ir.Operation, record: dict, num_stages: int, num_ranks: int
+) -> list[int]:
+    """The rank of each stage in the schedule the module records (a located error if it
+    does not fit the program's stages or the ranks)."""
+    try:
+        schedule = schedule_from_record(record)
+    except ScheduleError as error:
+        raise diagnostics.error(module, f"the module's {jaxpp.SCHEDULE_ATTR}: {error}") from None
+    if schedule.num_stages != num_stages:
+        raise diagnostics.error(
+            module,
+            f"the schedule {schedule!r} places {schedule.num_stages} stages but the program "
+            f"has {num_stages}",
+        )
+    placement = [schedule.stage_rank(stage) for stage in range(num_stages)]
+    bad = [rank for rank in placement if rank >= num_ranks]
+    if bad:
+        raise diagnostics.error(
+            module,
+            f"the schedule {schedule!r} places a stage on rank {bad[0]}, outside [0, {num_ranks})",
+        )
+    return placement
 
 
 def _state_ranks(loop: ir.Operation) -> list[int]:

@@ -1,22 +1,10 @@
-"""Imports every pass module so that each registers itself by name."""
+"""Imports every module of ``jaxpp_mlir.passes``, so that each pass registers itself by
+name: a new pass is its own file, listed nowhere else."""
 
-from jaxpp_mlir.passes import (  # noqa: F401
-    assign_stages,
-    check_host_callbacks,
-    check_shardings,
-    inline_calls,
-    insert_transfers,
-    materialize_replica_groups,
-    merge_stages,
-    normalize_loop,
-    outline_outer_code,
-    outline_stages,
-    pack_accumulators,
-    pack_parameters,
-    place_stages,
-    restore_sharding_constraints,
-    split_accumulators,
-    split_backward,
-    verify_markers,
-    verify_program,
-)
+import importlib
+import pkgutil
+
+from jaxpp_mlir import passes
+
+for _module in pkgutil.iter_modules(passes.__path__, f"{passes.__name__}."):
+    importlib.import_module(_module.name)

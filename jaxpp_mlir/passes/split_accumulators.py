@@ -38,7 +38,7 @@ class SplitAccumulators(ModulePass):
     are grouped by the stage and kind of the ops that compute them.
 
     Precondition: ``@main`` holds a ``jaxpp.loop`` (jaxpp-normalize-loop) whose
-    body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages); without
+    body ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-choose-stages); without
     a loop there is nothing to do.
     Postcondition: every split accumulator's update, in the loop body, reads
     only values of its own (stage, kind); the loop has one more state per extra
@@ -46,7 +46,7 @@ class SplitAccumulators(ModulePass):
     """
 
     name = "jaxpp-split-accumulators"
-    requires = ("jaxpp-normalize-loop", "jaxpp-assign-stages")
+    requires = ("jaxpp-normalize-loop", "jaxpp-choose-stages")
     must_precede = ("jaxpp-outline-stages",)  # it regroups ops that outlining moves away
 
     def run(self, module: ir.Operation) -> None:

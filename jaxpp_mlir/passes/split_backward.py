@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 from jax.extend.mlir import ir
 
+from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes.base import Evidence, ModulePass, find_in_stage_block, register_pass
+from jaxpp_mlir.passes.base import (
+    UNCHANGED,
+    Evidence,
+    ModulePass,
+    Unchanged,
+    find_in_stage_block,
+    register_pass,
+)
+from jaxpp_mlir.schedules.record import schedule_from_record
 
 SPLIT_KINDS = (jaxpp.BACKWARD_INPUT, jaxpp.BACKWARD_WEIGHT)
 
@@ -27,15 +38,20 @@ class SplitBackward(ModulePass):
     the loop state or the results of ``@main`` read. Values both parts need
     are computed once, in bwd_i, and passed to bwd_w.
 
-    Precondition: ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-assign-stages),
+    It splits only for a schedule that runs split backwards (``splits_backward``: the
+    schedule jaxpp-choose-stages recorded on the module, ``jaxpp.schedule``); for any
+    other schedule, or none, it leaves the module unchanged.
+
+    Precondition: ops carry ``jaxpp.stage``/``jaxpp.kind`` (jaxpp-choose-stages),
     none is split yet and the stages are not outlined yet (it runs before
     jaxpp-outline-stages, which it checks).
-    Postcondition: no op has kind ``bwd``; each former backward op has kind
-    ``bwd_i`` or ``bwd_w`` (a stage may have only one of the two).
+    Postcondition: if the module's schedule splits backwards, no op has kind ``bwd``;
+    each former backward op has kind ``bwd_i`` or ``bwd_w`` (a stage may have only one
+    of the two). Otherwise the module is unchanged.
     """
 
     name = "jaxpp-split-backward"
-    requires = ("jaxpp-normalize-loop", "jaxpp-assign-stages")
+    requires = ("jaxpp-normalize-loop", "jaxpp-choose-stages")
     must_precede = ("jaxpp-outline-stages",)  # it relabels ops, which outlining groups
 
     @classmethod
@@ -49,8 +65,16 @@ class SplitBackward(ModulePass):
             ),
         )
 
-    def run(self, module: ir.Operation) -> None:
+    def check_order(self, module: ir.Operation, completed: Collection[str] = ()) -> None:
+        """The order checks of ``ModulePass``, where the run splits: a run that leaves
+        the module as it is (its schedule does not split backwards) is in place anywhere."""
+        if _splits_backward(module):
+            super().check_order(module, completed)
+
+    def run(self, module: ir.Operation) -> Unchanged | None:
         main = ir_utils.get_main(module)
+        if not _splits_backward(module):
+            return UNCHANGED
         block = ir_utils.stage_block(main)
         ops = ir_utils.block_ops(block)[:-1]
         groups: dict[int, list[ir.Operation]] = {}
@@ -63,6 +87,16 @@ class SplitBackward(ModulePass):
             for op in group:
                 if jaxpp.get_kind(op) == jaxpp.BACKWARD:
                     jaxpp.set_stage(op, stage, jaxpp.BACKWARD_WEIGHT)
+
+
+def _splits_backward(module: ir.Operation) -> bool:
+    """Whether the schedule the module records runs split backwards (a located error
+    for a record that names no schedule)."""
+    record = jaxpp.get_schedule(module)
+    try:
+        return record is not None and schedule_from_record(record).splits_backward
+    except ScheduleError as error:
+        raise diagnostics.error(module, f"the module's {jaxpp.SCHEDULE_ATTR}: {error}") from None
 
 
 def _input_gradient_ops(group: list[ir.Operation], block: ir.Block) -> list[ir.Operation]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import collections
 import dataclasses
 from collections.abc import Iterable
@@ -11,9 +10,11 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
+from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
 from jaxpp_mlir.passes.marker_flow import MarkerFlow
+from jaxpp_mlir.schedules.record import is_bare_name, schedule_from_record
 
 _LAYER_OPS = ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution")
 _TRANSPOSE_SCOPE = "transpose("
@@ -74,7 +75,7 @@ class VerifyMarkers(ModulePass):
         block = loop_marker.block if loop_marker is not None else ir_utils.body(main)
         in_block = [op.block == block for op in nested_markers]
         if not any(in_block) or not all(in_block):
-            return UNCHANGED  # jaxpp-assign-stages reports both, in the user's terms
+            return UNCHANGED  # jaxpp-assign-segments reports both, in the user's terms
         top_ops = ir_utils.block_ops(block)[:-1]
         paths = MarkerFlow(top_ops, loop_marker)
         markers = [i for i, direction in enumerate(paths.direction) if direction is not None]
@@ -123,17 +124,13 @@ def _check_directions(markers: list[int], paths: MarkerFlow) -> None:
 
 def _recorded_num_stages(loop_marker: ir.Operation | None) -> int:
     """``num_stages`` of the schedule ``treduce`` recorded (0 when none is spelled out)."""
-    text = jaxpp.loop_schedule(loop_marker) if loop_marker is not None else ""
+    record = jaxpp.loop_schedule(loop_marker) if loop_marker is not None else None
+    if record is None or is_bare_name(record):
+        return 0
     try:
-        call = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
-        return 0
-    if not isinstance(call, ast.Call):
-        return 0
-    given = [kw.value for kw in call.keywords if kw.arg == "num_stages"] + call.args[:1]
-    if given and isinstance(given[0], ast.Constant) and isinstance(given[0].value, int):
-        return given[0].value
-    return 0
+        return schedule_from_record(record).num_stages
+    except ScheduleError:
+        return 0  # jaxpp-choose-stages reports it, located
 
 
 def _check_last_stage_marked(

@@ -1,7 +1,8 @@
 """Measured segment costs: each marked segment's forward and backward timed on the devices.
 
 The step is partitioned with one segment per stage (GPipe on as many ranks as segments,
-or ``InterleavedGPipe`` when the segments are a multiple of the ranks), compiled, run
+or ``InterleavedGPipe`` when the segments are a multiple of the ranks) by the
+``partition_step`` the caller gives (the planner does not import the driver), compiled, run
 once to warm up and once under ``program_trace``, on zeros of the step's argument
 shapes; each segment's forward and backward seconds are the median of its task spans
 over the microbatches. A task's span is the longer of its device span and its dispatch
@@ -16,6 +17,7 @@ import os
 import statistics
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -62,13 +64,19 @@ def _task_seconds(events: list[dict]) -> dict[tuple[int, str], float]:
     return {key: statistics.median(values) for key, values in samples.items()}
 
 
-def calibrated_costs(lowered: Any, mesh: MpmdMesh, costs: SegmentCosts) -> SegmentCosts:
-    """``costs`` with each segment's forward and backward seconds measured (module doc)."""
-    from jaxpp_mlir.partition import partition  # the planner runs inside partition's module
+#: Partitions the step being planned with a schedule on a mesh: ``partition`` bound to it.
+PartitionStep = Callable[[Schedule, MpmdMesh], Any]
+
+
+def calibrated_costs(
+    lowered: Any, mesh: MpmdMesh, costs: SegmentCosts, *, partition_step: PartitionStep
+) -> SegmentCosts:
+    """``costs`` with each segment's forward and backward seconds measured (module doc)
+    on the program ``partition_step`` makes of ``lowered``."""
     from jaxpp_mlir.runtime.observation.trace import program_trace
 
     schedule, calibration_mesh = calibration_layout(costs.num_segments, mesh)
-    program = partition(lowered, mesh=calibration_mesh, schedule=schedule)
+    program = partition_step(schedule, calibration_mesh)
     compiled = program.compile()
     args, kwargs = _zeros_like_arguments(lowered)
     jax.block_until_ready(compiled(*args, **kwargs))

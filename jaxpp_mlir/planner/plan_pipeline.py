@@ -1,9 +1,9 @@
 """``plan_pipeline``: the pipeline layouts that fit a mesh, predicted and ranked.
 
-For a lowered step with marked segments, every built-in schedule kind that fits the
-mesh's ``mpmd_dim`` ranks and the segment count (GPipe, Std1F1B, Eager1F1B and
-ZeroBubble with one stage per rank; Interleaved1F1B and DualPipeV with several) is
-paired with its best stage split (``stage_split.rank_splits``) and simulated on the
+For a lowered step with marked segments, every built-in schedule (``schedules.built_in``)
+that fits the mesh's ``mpmd_dim`` ranks and the segment count (those with one stage per
+rank; those with several, ``takes_mpmd_dim``, with 2 to ``MAX_VIRTUAL_STAGES`` per rank)
+is paired with its best stage split (``stage_split.rank_splits``) and simulated on the
 segments' estimated costs. The candidates come back best first: least predicted step
 time among those whose estimated peak bytes per rank fit ``memory_limit_bytes``.
 """
@@ -11,27 +11,24 @@ time among those whose estimated peak bytes per rank fit ``memory_limit_bytes``.
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from jax.extend.mlir import ir
+
+from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import ScheduleError
-from jaxpp_mlir.planner.segment_costs import SegmentCosts
+from jaxpp_mlir.ir.utils import find_loop, get_main
+from jaxpp_mlir.mesh import MpmdMesh, parallel_ranks
+from jaxpp_mlir.planner.segment_costs import SegmentCosts, segment_costs
 from jaxpp_mlir.planner.stage_split import (
     DEFAULT_MACHINE,
     Machine,
     SplitEstimate,
     rank_splits,
 )
-from jaxpp_mlir.schedules import (
-    DualPipeV,
-    Eager1F1B,
-    GPipe,
-    Interleaved1F1B,
-    Schedule,
-    Std1F1B,
-    ZeroBubble,
-)
+from jaxpp_mlir.schedules import Schedule
+from jaxpp_mlir.schedules.built_in import BUILT_IN, takes_mpmd_dim
 
 #: The most stages per rank an interleaved candidate gets.
 MAX_VIRTUAL_STAGES = 4
@@ -104,34 +101,29 @@ class PipelinePlan(Sequence[Candidate]):
         return "\n".join(lines)
 
 
-def machine_for(mesh: Any) -> Machine:
+def machine_for(mesh: MpmdMesh) -> Machine:
     """The default machine, with CPU devices sharing the host's cores."""
-    platforms = {device.platform for device in mesh.jax_mesh.devices.flat}
-    if platforms == {"cpu"}:
-        return dataclasses.replace(DEFAULT_MACHINE, parallel_ranks=os.cpu_count() or 1)
-    return DEFAULT_MACHINE
+    return dataclasses.replace(DEFAULT_MACHINE, parallel_ranks=parallel_ranks(mesh))
 
 
 def schedule_kinds(num_segments: int, mpmd_dim: int) -> Iterator[Schedule]:
-    """Every built-in schedule that places at most ``num_segments`` stages on the ranks."""
-    makers: list[Callable[[], Schedule]] = []
-    if mpmd_dim <= num_segments:
-        makers += [
-            lambda: GPipe(mpmd_dim),
-            lambda: Std1F1B(mpmd_dim),
-            lambda: Eager1F1B(mpmd_dim),
-            lambda: ZeroBubble(mpmd_dim),
-        ]
-    for virtual in range(2, MAX_VIRTUAL_STAGES + 1):
-        if virtual * mpmd_dim <= num_segments:
-            makers.append(lambda v=virtual: Interleaved1F1B(v * mpmd_dim, mpmd_dim))
-    if 2 * mpmd_dim <= num_segments:
-        makers.append(lambda: DualPipeV(2 * mpmd_dim, mpmd_dim))
-    for make in makers:
-        try:
-            yield make()
-        except ScheduleError:
-            continue
+    """Every built-in schedule that places at most ``num_segments`` stages on the ranks:
+    one stage per rank, or 2 to ``MAX_VIRTUAL_STAGES`` per rank for those that take
+    ``mpmd_dim`` (a schedule that refuses a layout is left out)."""
+    for cls in BUILT_IN.values():
+        if takes_mpmd_dim(cls):
+            layouts = [
+                (virtual * mpmd_dim, mpmd_dim)
+                for virtual in range(2, MAX_VIRTUAL_STAGES + 1)
+                if virtual * mpmd_dim <= num_segments
+            ]
+        else:
+            layouts = [(mpmd_dim,)] if mpmd_dim <= num_segments else []
+        for layout in layouts:
+            try:
+                yield cls(*layout)
+            except ScheduleError:
+                continue
 
 
 def plan_candidates(
@@ -163,3 +155,27 @@ def plan_candidates(
         )
     candidates.sort(key=lambda c: (not c.fits, c.step_s, max(c.peak_bytes)))
     return PipelinePlan(tuple(candidates), num_microbatches, costs, memory_limit_bytes)
+
+
+def plan_module(
+    module: ir.Operation,
+    mpmd_dim: int,
+    *,
+    costs: SegmentCosts | None = None,
+    memory_limit_bytes: int | None = None,
+    machine: Machine = DEFAULT_MACHINE,
+) -> PipelinePlan:
+    """``plan_candidates`` for a segmented module (after its segmenter): the segments'
+    ``costs`` (default: estimated, ``segment_costs``) and its loop's microbatch count."""
+    loop = find_loop(get_main(module))
+    if loop is None:
+        raise ScheduleError(
+            "planning a pipeline needs a treduce microbatch loop: the step has none"
+        )
+    return plan_candidates(
+        costs if costs is not None else segment_costs(module),
+        jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR) or 1,
+        mpmd_dim,
+        memory_limit_bytes=memory_limit_bytes,
+        machine=machine,
+    )

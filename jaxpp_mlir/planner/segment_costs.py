@@ -1,8 +1,8 @@
-"""Estimated cost of each marked segment, read from its StableHLO ops.
+"""Estimated cost of each segment, read from its StableHLO ops.
 
-Runs on a module whose stage block ops carry ``jaxpp.stage``/``jaxpp.kind``
-(after jaxpp-assign-stages, before any merge): there, stage ``i`` is marked segment
-``i``. It only reads the IR. Per segment and direction it counts
+Runs on a module whose stage block ops carry ``jaxpp.segment``/``jaxpp.kind`` (after
+the segmenter, jaxpp-assign-segments, and before jaxpp-choose-stages, which runs it as
+an analysis). It only reads the IR. Per segment and direction it counts
 
 * FLOPs: ``dot_general``/``dot`` 2 x result elements x contracted size; convolution
   2 x result elements x kernel elements / output features; reductions one per input
@@ -104,8 +104,8 @@ def _op_bytes(op: ir.Operation) -> float:
 
 
 def segment_costs(module: ir.Operation) -> SegmentCosts:
-    """The costs of every marked segment of an assigned module (see the module doc)."""
-    num = jaxpp.get_int_attr(module, jaxpp.NUM_STAGES_ATTR) or 0
+    """The costs of every segment of a segmented module (see the module doc)."""
+    num = jaxpp.get_int_attr(module, jaxpp.NUM_SEGMENTS_ATTR) or 0
     block = ir_utils.stage_block(ir_utils.get_main(module))
     top_ops = ir_utils.block_ops(block)[:-1]
     flops = {jaxpp.FORWARD: [0.0] * num, jaxpp.BACKWARD: [0.0] * num}
@@ -114,7 +114,7 @@ def segment_costs(module: ir.Operation) -> SegmentCosts:
     where: dict[ir.Operation, tuple[int, str]] = {}
     seen_params: list[set[ir.Value]] = [set() for _ in range(num)]
     for op in top_ops:
-        stage, kind = jaxpp.get_stage(op), jaxpp.get_kind(op)
+        stage, kind = jaxpp.get_segment(op), jaxpp.get_kind(op)
         direction = jaxpp.FORWARD if kind == jaxpp.FORWARD else jaxpp.BACKWARD
         where[op] = (stage, direction)
         flops[direction][stage] += op_flops(op) + sum(map(op_flops, ir_utils.walk(op)))

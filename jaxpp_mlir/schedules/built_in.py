@@ -1,5 +1,6 @@
-"""The built-in schedules, listed once: by name for ``schedule_from_text`` (the text
-``treduce`` records), and checked against the package's exports by a test."""
+"""The built-in schedules, listed once: by name for the schedule records modules carry
+(``schedules.record``), as the planner's candidates (``planner.plan_pipeline``), and
+checked against the package's exports by a test."""
 
 from __future__ import annotations
 

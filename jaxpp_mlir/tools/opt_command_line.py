@@ -47,8 +47,8 @@ field(default=..., metadata={"help": ..., "min": 0}) ("min": a lower bound
 checked when the pass is built), and run(self, module) that edits the
 module in place and reports user errors with `raise diagnostics.error(op, msg)`
 (warnings: diagnostics.warning(op, msg)); decorate the class with
-@register_pass, import the module from jaxpp_mlir/passes/registry.py so that
-jaxpp-opt sees it, and add its lit tests in tests/lit/<name>/ (a .mlir file
+@register_pass (jaxpp_mlir/passes/registry.py imports every file of the
+package, so jaxpp-opt sees it), and add its lit tests in tests/lit/<name>/ (a .mlir file
 checked with filecheck, and one run with --split-input-file
 --verify-diagnostics for its errors).
 """

@@ -1,10 +1,10 @@
-// RUN: jaxpp-opt %S/../inputs/legacy_custom_call_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s --check-prefixes=CHECK,JAX010
+// RUN: jaxpp-opt %S/../inputs/legacy_custom_call_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-segments,jaxpp-choose-stages{schedule= mpmd-dim=2 stage-split= memory-limit=0 fuse-tasks=false parallel-ranks=0},jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s --check-prefixes=CHECK,JAX010
 
 // A module saved before the markers became optimization barriers (jax 0.10.2's
 // capture, with `stablehlo.custom_call @jaxpp.enter_stage` / `@jaxpp.loop_marker`
 // markers): it still partitions, exactly as the barrier-form capture of treduce_mlp.mlir.
 
-// default_pipeline_text(mpmd_dim=2, placement=(0, 1)): the passes
+// default_pipeline_text(mpmd_dim=2): the passes
 // partition() runs for a treduce step on 2 ranks with the default schedule
 // (Std1F1B(2): stage s on rank s; partition's IR is the same), on the
 // captured 2-stage MLP step of tests/lit/regenerate_inputs.py (treduce over
@@ -21,7 +21,7 @@
 // (post0_r*), so nothing crosses ranks outside the loop; the losses are
 // returned from the loop as they are.
 
-// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64
+// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 2 : i64, jaxpp.num_segments = 2 : i64, jaxpp.num_stages = 2 : i64
 // CHECK-NEXT:    func.func public @main(%[[W0:.*]]: tensor<4x4xf32>, %[[W1:.*]]: tensor<4x4xf32>, %[[XS:.*]]: tensor<4x2x4xf32>, %[[YS:.*]]: tensor<4x2x4xf32>) -> (tensor<4x4xf32> {jax.result_info = "result[0][0]"}, tensor<4x4xf32> {jax.result_info = "result[0][1]"}, tensor<4xf32> {jax.result_info = "result[1]"}) {
 // CHECK-NEXT:      %[[PRE0:.*]] = "jaxpp.task"() {callee = @pre0_r0, jaxpp.kind = "pre", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : () -> tensor<4x4xf32>
 // CHECK-NEXT:      %[[PRE1:.*]]:2 = "jaxpp.task"() {callee = @pre0_r1, jaxpp.kind = "pre", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64} : () -> (tensor<4xf32>, tensor<4x4xf32>)

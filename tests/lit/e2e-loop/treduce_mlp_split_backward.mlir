@@ -1,16 +1,18 @@
-// RUN: jaxpp-opt %inputs/treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2 placement=0,1},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s %jaxchecks
+// RUN: jaxpp-opt %inputs/treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-segments,jaxpp-choose-stages{schedule=ZeroBubble mpmd-dim=2 stage-split= memory-limit=0 fuse-tasks=false parallel-ranks=0},jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s %jaxchecks
 
 // The passes partition() runs for the same step (treduce_mlp.mlir) with
-// schedule=ZeroBubble(2) on 2 ranks: those of treduce_mlp.mlir plus
-// jaxpp-split-backward before the outlining (placement_pipeline(...,
-// split_backward=True); partition's IR is the same). Stage 1's backward becomes
+// schedule=ZeroBubble(2) on 2 ranks: those of treduce_mlp.mlir, with
+// jaxpp-choose-stages recording ZeroBubble, which jaxpp-split-backward reads
+// (default_pipeline_text(mpmd_dim=2, schedule="ZeroBubble"); partition's IR is
+// the same). Stage 1's backward becomes
 // stage1_bwd_i (the gradient of its input, which rank 0 waits for, sent as
 // soon as it is computed) and stage1_bwd_w (its weight gradient and
 // accumulation, which only the loop state reads); stage 0's whole backward
 // feeds only its accumulator, so it is a single stage0_bwd_w. The code
 // around the loop is the same as without the split.
 
-// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64
+// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 2 : i64, jaxpp.num_segments = 2 : i64, jaxpp.num_stages = 2 : i64
+// CHECK-SAME:    jaxpp.schedule = {kind = "ZeroBubble", num_stages = 2 : i64}, jaxpp.stage_split = array<i64: 1, 1>
 // CHECK-NEXT:    func.func public @main(%[[W0:.*]]: tensor<4x4xf32>, %[[W1:.*]]: tensor<4x4xf32>, %[[XS:.*]]: tensor<4x2x4xf32>, %[[YS:.*]]: tensor<4x2x4xf32>)
 // CHECK-NEXT:      %[[PRE0:.*]] = "jaxpp.task"() {callee = @pre0_r0, jaxpp.kind = "pre", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : () -> tensor<4x4xf32>
 // CHECK-NEXT:      %[[PRE1:.*]]:2 = "jaxpp.task"() {callee = @pre0_r1, jaxpp.kind = "pre", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64} : () -> (tensor<4xf32>, tensor<4x4xf32>)

@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %inputs/sharded_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis=stage submesh-size=4},sdy-propagation-pipeline,jaxpp-restore-sharding-constraints,jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
+// RUN: jaxpp-opt %inputs/sharded_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis=stage submesh-size=4},sdy-propagation-pipeline,jaxpp-restore-sharding-constraints,jaxpp-normalize-loop,jaxpp-assign-segments,jaxpp-choose-stages{mpmd-dim=2},jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
 
 // The passes partition() runs for a sharded treduce step on an MpmdMesh
 // (stage=2, data=2, model=2) with the default schedule (Std1F1B(2)), on the
@@ -15,7 +15,7 @@
 // are sdy.sharding_constraint again. The activation crossing ranks is
 // checked in sharded_boundary_constraint.mlir.
 
-// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64, mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 2 : i64, jaxpp.num_segments = 2 : i64, jaxpp.num_stages = 2 : i64, jaxpp.schedule = {kind = "Std1F1B", num_stages = 2 : i64}, jaxpp.stage_split = array<i64: 1, 1>, mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
 // CHECK-NEXT:    sdy.mesh @mesh = <["stage"=1, "data"=2, "model"=2]>
 // CHECK-NEXT:    func.func public @main(
 // CHECK-SAME:      %[[W0:[^:]*]]: tensor<4x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"model"}]>},

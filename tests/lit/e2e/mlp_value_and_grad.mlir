@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %inputs/mlp_value_and_grad.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=3 placement=},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s %jaxchecks
+// RUN: jaxpp-opt %inputs/mlp_value_and_grad.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-segments,jaxpp-choose-stages{schedule= mpmd-dim=3 stage-split= memory-limit=0 fuse-tasks=false parallel-ranks=0},jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=3},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s %jaxchecks
 
 // The default pipeline (default_pipeline_text(mpmd_dim=3)) on a captured
 // 3-stage MLP training step (value_and_grad and an SGD update): forward
@@ -6,7 +6,7 @@
 // activation and each gradient crosses one rank boundary once; every
 // parameter update runs on the rank that holds the parameter.
 
-// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 3 : i64, jaxpp.num_stages = 3 : i64
+// CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 3 : i64, jaxpp.num_segments = 3 : i64, jaxpp.num_stages = 3 : i64
 // CHECK-NEXT:    func.func public @main(
 // CHECK-NEXT:      %[[F0:.*]] = "jaxpp.task"(%{{.*}}) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      "jaxpp.send"(%[[F0]]) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}

@@ -1,11 +1,11 @@
-// RUN: jaxpp-opt %inputs/nested_jit.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-stages,jaxpp-split-accumulators,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=3 placement=},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
+// RUN: jaxpp-opt %inputs/nested_jit.mlir --pass-pipeline='builtin.module(jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-segments,jaxpp-choose-stages{schedule= mpmd-dim=3 stage-split= memory-limit=0 fuse-tasks=false parallel-ranks=0},jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=3},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s
 
 // The default pipeline on a captured 2-stage model whose first stage, marker
 // included, is a nested jax.jit (@first_stage): the call is inlined and its
 // function erased, so the marker splits the stages. Two stages on a mesh of
 // three ranks leave rank 2 idle.
 
-// CHECK-LABEL: module @jit_model attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 3 : i64, jaxpp.num_stages = 2 : i64
+// CHECK-LABEL: module @jit_model attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 3 : i64, jaxpp.num_segments = 2 : i64, jaxpp.num_stages = 2 : i64
 // CHECK-NEXT:    func.func public @main(%[[W0:.*]]: tensor<4x4xf32>, %[[W1:.*]]: tensor<4x4xf32>, %[[X:.*]]: tensor<2x4xf32>)
 // CHECK-NEXT:      %[[F0:.*]] = "jaxpp.task"(%[[X]], %[[W0]]) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      "jaxpp.send"(%[[F0]]) {jaxpp.channel = 0 : i64, jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64}

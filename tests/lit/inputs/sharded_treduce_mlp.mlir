@@ -45,7 +45,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
   func.func private @closed_call(%arg0: tensor<2x2x4xf32>, %arg1: tensor<2x2x4xf32>, %arg2: tensor<4x8xf32>, %arg3: tensor<8x4xf32>, %arg4: tensor<4x8xf32>, %arg5: tensor<8x4xf32>, %arg6: tensor<i32>, %arg7: tensor<2xf32>, %arg8: tensor<4x8xf32>, %arg9: tensor<8x4xf32>, %arg10: tensor<4x8xf32>, %arg11: tensor<8x4xf32>) -> (tensor<i32>, tensor<2xf32>, tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>, tensor<8x4xf32>) {
     %c = stablehlo.constant dense<1> : tensor<i32>
     %0 = stablehlo.add %arg6, %c : tensor<i32>
-    %1 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "concat(0),add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:155\0Atests/lit/regenerate_inputs.py:155"} %arg6 : tensor<i32>
+    %1 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "concat(0),add,add,add,add", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:155\0Atests/lit/regenerate_inputs.py:155"} %arg6 : tensor<i32>
     %2 = call @dynamic_index_in_dim(%arg0, %1) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
     %3 = call @dynamic_index_in_dim(%arg1, %1) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
     %4 = stablehlo.dot_general %2, %arg2, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>

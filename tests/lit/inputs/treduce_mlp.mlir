@@ -32,7 +32,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
   func.func private @closed_call(%arg0: tensor<4x2x4xf32>, %arg1: tensor<4x2x4xf32>, %arg2: tensor<4x4xf32>, %arg3: tensor<4x4xf32>, %arg4: tensor<i32>, %arg5: tensor<4xf32>, %arg6: tensor<4x4xf32>, %arg7: tensor<4x4xf32>) -> (tensor<i32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
     %c = stablehlo.constant dense<1> : tensor<i32>
     %0 = stablehlo.add %arg4, %c : tensor<i32>
-    %1 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 4 : i64, jaxpp.reductions = "concat(0),add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:117\0Atests/lit/regenerate_inputs.py:117"} %arg4 : tensor<i32>
+    %1 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 4 : i64, jaxpp.reductions = "concat(0),add,add", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:117\0Atests/lit/regenerate_inputs.py:117"} %arg4 : tensor<i32>
     %2 = call @dynamic_index_in_dim(%arg0, %1) : (tensor<4x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
     %3 = call @dynamic_index_in_dim(%arg1, %1) : (tensor<4x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
     %4 = stablehlo.dot_general %2, %arg2, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>

@@ -12,7 +12,7 @@ module @no_main attributes {jaxpp.num_stages = 1 : i64} {
 module @op_without_stage attributes {jaxpp.num_stages = 1 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
-    // expected-error @+1 {{'stablehlo.sine' has no stage assignment: run jaxpp-assign-stages first}}
+    // expected-error @+1 {{'stablehlo.sine' has no stage assignment: run jaxpp-choose-stages first}}
     %1 = stablehlo.sine %0 : tensor<2x4xf32>
     return %1 : tensor<2x4xf32>
   }

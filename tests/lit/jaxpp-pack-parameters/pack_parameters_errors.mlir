@@ -4,7 +4,7 @@ module @stages_not_assigned {
   func.func @main(%arg0: tensor<f32>, %arg1: tensor<4xf32>, %arg2: tensor<4xf32>) -> tensor<f32> {
     %0 = "jaxpp.loop"(%arg0) ({
     ^bb0(%arg3: tensor<i32>, %arg4: tensor<f32>):
-      // expected-error @+1 {{jaxpp-pack-parameters: 'stablehlo.add' has no stage assignment: run jaxpp-assign-stages first}}
+      // expected-error @+1 {{jaxpp-pack-parameters: 'stablehlo.add' has no stage assignment: run jaxpp-choose-stages first}}
       %1 = stablehlo.add %arg1, %arg2 : tensor<4xf32>
       "jaxpp.yield"(%arg4) : (tensor<f32>) -> ()
     }) {jaxpp.num_microbatches = 2 : i64} : (tensor<f32>) -> tensor<f32>

@@ -32,7 +32,7 @@ module @no_main attributes {jaxpp.num_stages = 1 : i64} {
 
 // -----
 
-// expected-error @+1 {{jaxpp-place-stages: module has no jaxpp.num_stages attribute: run jaxpp-assign-stages first}}
+// expected-error @+1 {{jaxpp-place-stages: module has no jaxpp.num_stages attribute: run jaxpp-choose-stages first}}
 module @no_num_stages {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = "jaxpp.task"(%arg0) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>

@@ -4,7 +4,7 @@ module @stages_not_assigned {
   func.func @main(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>) -> tensor<4xf32> {
     %0 = "jaxpp.loop"(%arg0) ({
     ^bb0(%arg2: tensor<i32>, %arg3: tensor<4xf32>):
-      // expected-error @+1 {{jaxpp-split-accumulators: 'stablehlo.sine' has no stage assignment: run jaxpp-assign-stages first}}
+      // expected-error @+1 {{jaxpp-split-accumulators: 'stablehlo.sine' has no stage assignment: run jaxpp-choose-stages first}}
       %1 = stablehlo.sine %arg1 : tensor<4xf32>
       %2 = stablehlo.add %arg3, %1 : tensor<4xf32>
       "jaxpp.yield"(%2) : (tensor<4xf32>) -> ()

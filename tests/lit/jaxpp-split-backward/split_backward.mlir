@@ -1,12 +1,12 @@
 // RUN: jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-split-backward)' | filecheck %s
 
-// What jaxpp-assign-stages prints for a two-stage value_and_grad. The input
+// What jaxpp-choose-stages prints for a two-stage value_and_grad under ZeroBubble. The input
 // gradient of stage 1 (and the backward marker it goes through) is what stage
 // 0 waits for: bwd_i. The weight gradient of stage 1 and the whole backward
 // of stage 0 (which feeds no other stage) are bwd_w. Forward ops and the
 // first backward marker (in the forward of stage 1) keep their kind.
 
-// CHECK-LABEL: module @value_and_grad attributes {jaxpp.num_stages = 2 : i64}
+// CHECK-LABEL: module @value_and_grad attributes {jaxpp.num_stages = 2 : i64, jaxpp.schedule = {kind = "ZeroBubble", num_stages = 2 : i64}}
 // CHECK-NEXT:    func.func @main(
 // CHECK-NEXT:      stablehlo.dot_general {{.*}} {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      stablehlo.tanh {{.*}} {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
@@ -29,7 +29,7 @@
 // CHECK-NEXT:      return {{.*}}, %[[DW0]], %[[DW1]] :
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
-module @value_and_grad attributes {jaxpp.num_stages = 2 : i64} {
+module @value_and_grad attributes {jaxpp.num_stages = 2 : i64, jaxpp.schedule = {kind = "ZeroBubble", num_stages = 2 : i64}} {
   func.func @main(%arg0: tensor<4x4xf32>, %arg1: tensor<4x4xf32>, %arg2: tensor<2x4xf32>) -> (tensor<f32>, tensor<4x4xf32>, tensor<4x4xf32>) {
     %0 = stablehlo.dot_general %arg2, %arg0, contracting_dims = [1] x [0] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
     %1 = stablehlo.tanh %0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
@@ -57,7 +57,7 @@ module @value_and_grad attributes {jaxpp.num_stages = 2 : i64} {
 
 // A backward value that both parts read (%2) is computed in bwd_i.
 
-// CHECK-LABEL: module @value_read_by_both_parts attributes {jaxpp.num_stages = 2 : i64}
+// CHECK-LABEL: module @value_read_by_both_parts attributes {jaxpp.num_stages = 2 : i64, jaxpp.schedule = {kind = "ZeroBubble", num_stages = 2 : i64}}
 // CHECK-NEXT:    func.func @main(%[[X:.*]]: tensor<2x4xf32>, %[[W:.*]]: tensor<4x4xf32>)
 // CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[X]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      %[[SIN:.*]] = stablehlo.sine %[[TANH]] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
@@ -69,7 +69,7 @@ module @value_and_grad attributes {jaxpp.num_stages = 2 : i64} {
 // CHECK-NEXT:      return %[[DX0]], %[[NEW]] : tensor<2x4xf32>, tensor<4x4xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
-module @value_read_by_both_parts attributes {jaxpp.num_stages = 2 : i64} {
+module @value_read_by_both_parts attributes {jaxpp.num_stages = 2 : i64, jaxpp.schedule = {kind = "ZeroBubble", num_stages = 2 : i64}} {
   func.func @main(%arg0: tensor<2x4xf32>, %arg1: tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>) {
     %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
     %1 = stablehlo.sine %0 {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} : tensor<2x4xf32>
@@ -79,5 +79,38 @@ module @value_read_by_both_parts attributes {jaxpp.num_stages = 2 : i64} {
     %5 = stablehlo.add %4, %arg1 {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64} : tensor<4x4xf32>
     %6 = stablehlo.cosine %3 {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
     return %6, %5 : tensor<2x4xf32>, tensor<4x4xf32>
+  }
+}
+
+// -----
+
+// A schedule that does not split backwards (here Std1F1B), or none (a step without a
+// microbatch loop): the module is left as it is.
+
+// CHECK-LABEL: module @schedule_without_split attributes {jaxpp.num_stages = 1 : i64, jaxpp.schedule = {kind = "Std1F1B", num_stages = 1 : i64}}
+// CHECK-NEXT:    func.func @main(%[[X:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32> {
+// CHECK-NEXT:      %[[F:.*]] = stablehlo.tanh %[[X]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      %[[B:.*]] = stablehlo.negate %[[F]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      return %[[B]]
+module @schedule_without_split attributes {jaxpp.num_stages = 1 : i64, jaxpp.schedule = {kind = "Std1F1B", num_stages = 1 : i64}} {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
+    %1 = stablehlo.negate %0 {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
+    return %1 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: module @no_schedule attributes {jaxpp.num_stages = 1 : i64}
+// CHECK-NEXT:    func.func @main(%[[X:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32> {
+// CHECK-NEXT:      %[[F:.*]] = stablehlo.tanh %[[X]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      %[[B:.*]] = stablehlo.negate %[[F]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      return %[[B]]
+module @no_schedule attributes {jaxpp.num_stages = 1 : i64} {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
+    %1 = stablehlo.negate %0 {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
+    return %1 : tensor<2x4xf32>
   }
 }

@@ -1,7 +1,7 @@
 // RUN: jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-split-backward)' | filecheck %s
 
 // With a microbatch loop the pass splits the ops of the loop body (what
-// jaxpp-assign-stages prints after jaxpp-normalize-loop). The accumulations
+// jaxpp-choose-stages prints after jaxpp-normalize-loop). The accumulations
 // of the weight gradients are read only by jaxpp.yield: bwd_w, like the
 // weight gradients they add. The input gradient of stage 1 and the backward
 // marker it goes through feed stage 0: bwd_i. Stage 0's whole backward feeds
@@ -32,7 +32,7 @@
 // CHECK-NEXT:      return %[[LOOP]]#0, %[[LOOP]]#1
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
-module @loop_accumulators attributes {jaxpp.num_stages = 2 : i64} {
+module @loop_accumulators attributes {jaxpp.num_stages = 2 : i64, jaxpp.schedule = {kind = "ZeroBubble", num_stages = 2 : i64}} {
   func.func @main(%arg0: tensor<4x4xf32>, %arg1: tensor<4x4xf32>, %arg2: tensor<4x2x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
     %cst = stablehlo.constant dense<0.000000e+00> : tensor<4x4xf32>
     %0:2 = "jaxpp.loop"(%cst, %cst) ({
@@ -62,7 +62,7 @@ module @loop_accumulators attributes {jaxpp.num_stages = 2 : i64} {
 // Without a backward (a forward-only step) there is nothing to split and the
 // module is unchanged.
 
-// CHECK-LABEL: module @forward_only attributes {jaxpp.num_stages = 2 : i64}
+// CHECK-LABEL: module @forward_only attributes {jaxpp.num_stages = 2 : i64, jaxpp.schedule = {kind = "ZeroBubble", num_stages = 2 : i64}}
 // CHECK-NEXT:    func.func @main(%[[X:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32> {
 // CHECK-NEXT:      %[[A:.*]] = stablehlo.tanh %[[X]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
 // CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[A]]) {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}} : (tensor<2x4xf32>) -> tensor<2x4xf32>
@@ -71,7 +71,7 @@ module @loop_accumulators attributes {jaxpp.num_stages = 2 : i64} {
 // CHECK-NEXT:      return %[[M1]] : tensor<2x4xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
-module @forward_only attributes {jaxpp.num_stages = 2 : i64} {
+module @forward_only attributes {jaxpp.num_stages = 2 : i64, jaxpp.schedule = {kind = "ZeroBubble", num_stages = 2 : i64}} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64} : tensor<2x4xf32>
     %1 = stablehlo.custom_call @jaxpp.enter_stage(%0) {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}} : (tensor<2x4xf32>) -> tensor<2x4xf32>

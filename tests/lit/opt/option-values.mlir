@@ -14,9 +14,9 @@
 // RUN: not jaxpp-opt %s -p 'jaxpp-place-stages{mpmd-dim=-4}' 2>&1 | filecheck %s --check-prefix=MPMD-DIM
 // MPMD-DIM: jaxpp-opt: error: pass 'jaxpp-place-stages': option 'mpmd-dim' must be at least 0, got -4
 
-// RUN: not jaxpp-opt %s --pass-pipeline='builtin.module(jaxpp-place-stages{placement=0,-1,1})' 2>&1 \
-// RUN:   | filecheck %s --check-prefix=PLACEMENT
-// PLACEMENT: jaxpp-opt: error: pass 'jaxpp-place-stages': option 'placement' entries must be at least 0, got -1
+// RUN: not jaxpp-opt %s --pass-pipeline='builtin.module(jaxpp-choose-stages{stage-split=2,-1,1})' 2>&1 \
+// RUN:   | filecheck %s --check-prefix=STAGE-SPLIT
+// STAGE-SPLIT: jaxpp-opt: error: pass 'jaxpp-choose-stages': option 'stage-split' entries must be at least 1, got -1
 
 // The bounds themselves are accepted.
 // RUN: jaxpp-opt %s -p 'jaxpp-inline-calls{max-depth=1},jaxpp-check-shardings{submesh-size=0}' | filecheck %s

@@ -13,6 +13,10 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[3] / "jaxpp_mlir"
 NO_ENVIRONMENT = ("passes", "plan")
 OPTIONS_MODULE = "jaxpp_mlir.runtime.options"
+# The compiler's options module: its PartitionOptions is data; its environment options
+# (DUMP_DIR, FUSE_TASKS...) read the environment.
+COMPILER_OPTIONS_MODULE = "jaxpp_mlir.partition_options"
+DATA = f"{COMPILER_OPTIONS_MODULE}.PartitionOptions"
 
 
 def environment_reads(source: str) -> list[str]:
@@ -29,9 +33,14 @@ def environment_reads(source: str) -> list[str]:
                 found.append(f"{node.lineno}: from os import ...")
             if node.module == OPTIONS_MODULE or OPTIONS_MODULE in names:
                 found.append(f"{node.lineno}: imports {OPTIONS_MODULE}")
+            if COMPILER_OPTIONS_MODULE in names or (
+                node.module == COMPILER_OPTIONS_MODULE and names != {DATA}
+            ):
+                found.append(f"{node.lineno}: imports {COMPILER_OPTIONS_MODULE}'s environment")
         elif isinstance(node, ast.Import):
-            if any(alias.name == OPTIONS_MODULE for alias in node.names):
-                found.append(f"{node.lineno}: imports {OPTIONS_MODULE}")
+            for module in (OPTIONS_MODULE, COMPILER_OPTIONS_MODULE):
+                if any(alias.name == module for alias in node.names):
+                    found.append(f"{node.lineno}: imports {module}")
     return found
 
 
@@ -52,10 +61,16 @@ def test_the_walk_sees_the_packages():
         "from os import environ\nx = environ['JAXPP_MLIR_X']",
         "from jaxpp_mlir.runtime import options\nx = options.FUSE_TASKS.value()",
         "from jaxpp_mlir.runtime.options import FUSE_TASKS",
+        "from jaxpp_mlir import partition_options\nx = partition_options.FUSE_TASKS.value()",
+        "from jaxpp_mlir.partition_options import FUSE_TASKS, PartitionOptions",
     ],
 )
 def test_the_check_finds_an_environment_read(source):
     assert environment_reads(source)
+
+
+def test_the_options_as_data_are_no_environment_read():
+    assert environment_reads("from jaxpp_mlir.partition_options import PartitionOptions") == []
 
 
 def test_passes_and_plan_read_no_environment():

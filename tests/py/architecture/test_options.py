@@ -1,4 +1,5 @@
-"""Options are declared once (runtime/options.py); the table in docs/options.md matches them."""
+"""Options are declared once per audience (the compiler's beside ``PartitionOptions``,
+the runtime's in runtime/options.py); the tables in docs/options.md match them."""
 
 import pathlib
 import re
@@ -6,28 +7,42 @@ import re
 import pytest
 from jaxpp_mlir.runtime import options
 
+from jaxpp_mlir import partition_options
+
 OPTIONS_DOC = pathlib.Path(__file__).resolve().parents[3] / "docs" / "options.md"
 SOURCES = pathlib.Path(__file__).resolve().parents[3]
 
 
-def test_options_table_lists_every_option_as_declared():
+EVERY_OPTION = (*partition_options.OPTIONS, *options.OPTIONS)
+
+
+def test_options_tables_list_every_option_as_declared_compiler_first():
     rows = [line for line in OPTIONS_DOC.read_text().splitlines() if line.startswith("| `JAXPP_")]
-    assert rows == [options.markdown_row(option) for option in options.OPTIONS]
+    assert rows == [options.markdown_row(option) for option in EVERY_OPTION]
 
 
 def test_every_option_has_the_one_prefix_and_a_help():
-    names = [option.env for option in options.OPTIONS]
+    names = [option.env for option in EVERY_OPTION]
     assert len(set(names)) == len(names)
-    for option in options.OPTIONS:
+    for option in EVERY_OPTION:
         assert option.env.startswith("JAXPP_MLIR_")
         assert option.help
+
+
+def test_the_compiler_options_are_not_the_runtimes():
+    runtime_names = {option.name for option in options.OPTIONS}
+    assert {"DUMP_DIR", "FUSE_TASKS", "PACK_PARAMETERS"} <= {
+        option.name for option in partition_options.OPTIONS
+    }
+    assert runtime_names.isdisjoint(option.name for option in partition_options.OPTIONS)
+    assert all(option.read_by.startswith("partition") for option in partition_options.OPTIONS)
 
 
 def test_no_module_reads_the_environment_for_a_jaxpp_option_itself():
     readers = []
     for folder in ("jaxpp_mlir", "runtime"):
         for path in (SOURCES / folder).rglob("*.py"):
-            if path.name == "options.py":
+            if path.name in ("options.py", "partition_options.py"):
                 continue
             if re.search(r"""environ(?:\.get\(|\[)\s*["']JAXPP_""", path.read_text()):
                 readers.append(str(path.relative_to(SOURCES)))

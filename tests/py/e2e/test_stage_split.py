@@ -102,7 +102,6 @@ def test_no_merge_records_one_segment_per_stage(case):
     ("split", "message"),
     [
         ((2, 2, 2), "makes 3 stages but the schedule"),
-        ((2, 0, 2, 4), "positive ints"),
         ((3, 3, 3, 3), "covers 12 marked segments but the program has 8"),
     ],
 )
@@ -110,6 +109,12 @@ def test_bad_split_is_refused_with_its_cause(case, split, message):
     lowered, _, _, mesh = case
     with pytest.raises((pp.ScheduleError, pp.PartitionError), match=message):
         pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(4), stage_split=split)
+
+
+def test_a_stage_of_no_segment_is_refused_by_the_options(case):
+    lowered, _, _, mesh = case
+    with pytest.raises(ValueError, match="stage_split must be a non-empty tuple of positive ints"):
+        pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(4), stage_split=(2, 0, 2, 4))
 
 
 def test_memory_limit_excludes_splits_over_it(case):

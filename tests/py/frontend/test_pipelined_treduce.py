@@ -119,20 +119,27 @@ def test_conflicting_schedules_in_treduce_and_partition():
     lowered = jax.jit(step_with_treduce_schedule(pp.GPipe(2))).lower(params, batch)
     with pytest.raises(
         pp.ScheduleError,
-        match=r"treduce was given the schedule 'GPipe\(num_stages=2\)' but partition was "
-        r"given ZeroBubble",
+        match=r"treduce was given the schedule GPipe\(num_stages=2\) but partition was "
+        r"given ZeroBubble\(num_stages=2\)",
     ):
         pp.partition(lowered, mesh=make_mesh(2), schedule=pp.ZeroBubble(2))
 
 
-def test_custom_schedule_given_to_treduce_must_go_to_partition():
+def test_custom_schedule_given_to_treduce_is_recorded_with_its_tasks():
     params, batch = mlp_params(2), mlp_batch(2)
-    custom = pp.CustomSchedule(pp.GPipe(2).tasks(2), num_stages=2)
+    # GPipe's task lists with the ranks swapped: stage 0 on rank 1, stage 1 on rank 0.
+    custom = pp.CustomSchedule(pp.GPipe(2).tasks(2)[::-1], num_stages=2, stage_rank=[1, 0])
     lowered = jax.jit(step_with_treduce_schedule(custom)).lower(params, batch)
-    with pytest.raises(pp.ScheduleError, match="pass it to partition"):
-        pp.partition(lowered, mesh=make_mesh(2))
-    program = pp.partition(lowered, mesh=make_mesh(2), schedule=custom)
-    assert program.schedule is custom
+    for program in (
+        pp.partition(lowered, mesh=make_mesh(2)),
+        pp.partition(lowered, mesh=make_mesh(2), schedule=custom),
+    ):
+        assert isinstance(program.schedule, pp.CustomSchedule)
+        assert program.schedule.tasks(2) == custom.tasks(2)
+        assert [program.schedule.stage_rank(s) for s in range(2)] == [1, 0]
+    other = pp.CustomSchedule(pp.Std1F1B(2).tasks(2)[::-1], num_stages=2, stage_rank=[1, 0])
+    with pytest.raises(pp.ScheduleError, match="treduce was given the schedule CustomSchedule"):
+        pp.partition(lowered, mesh=make_mesh(2), schedule=other)
 
 
 def test_fused_task_is_one_executable():

@@ -22,9 +22,9 @@ from jaxpp_mlir.dialect.ops import (
     LOOP_MARKER,
     LOOP_NUM_MICROBATCHES_ATTR,
     LOOP_REDUCTIONS_ATTR,
-    LOOP_SCHEDULE_ATTR,
     MARKER_ATTR,
     MARKER_OP,
+    SCHEDULE_ATTR,
 )
 from jaxpp_mlir.errors import MarkerError
 from jaxpp_mlir.frontend.markers import pipeline_enter_stage
@@ -360,13 +360,13 @@ def test_lowers_to_one_while_with_one_loop_marker(xs):
     assert len(markers) == 1
     line = next(ln for ln in text.splitlines() if LOOP_MARKER_RE.search(ln))
     assert f"{LOOP_NUM_MICROBATCHES_ATTR} = {NUM_MB} : i64" in line
-    assert f'{LOOP_SCHEDULE_ATTR} = "GPipe(num_stages=2)"' in line
+    assert f'{SCHEDULE_ATTR} = {{kind = "GPipe", num_stages = 2 : i64}}' in line
     assert f'{LOOP_REDUCTIONS_ATTR} = "add,add"' in line
     assert line.rstrip().endswith(": tensor<i32>")
     # The accessors of dialect/ops.py read the same attributes.
     (op,) = _loop_markers(lowered.compiler_ir("stablehlo"))
     assert dops.loop_num_microbatches(op) == NUM_MB
-    assert dops.loop_schedule(op) == "GPipe(num_stages=2)"
+    assert dops.loop_schedule(op) == {"kind": "GPipe", "num_stages": 2}
     assert dops.loop_reductions(op) == ("add", "add")
     assert not dops.is_stage_marker(op)
 
@@ -378,8 +378,28 @@ def test_marker_attributes_without_schedule(xs):
         .as_text()
     )
     line = next(ln for ln in text.splitlines() if LOOP_MARKER_RE.search(ln))
-    assert f'{LOOP_SCHEDULE_ATTR} = ""' in line
+    assert SCHEDULE_ATTR not in line
     assert f'{LOOP_REDUCTIONS_ATTR} = "concat(0),max"' in line
+
+
+def test_a_schedule_name_is_recorded_as_a_bare_name(xs):
+    lowered = jax.jit(lambda xs: treduce(per_mb, xs, schedule="GPipe", operation=Add)).lower(xs)
+    (op,) = _loop_markers(lowered.compiler_ir("stablehlo"))
+    assert dops.loop_schedule(op) == {"kind": "GPipe"}
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ("Std1F1B(num_stages=2)", "'Std1F1B\\(num_stages=2\\)' is not a built-in schedule name"),
+        ("import os", "is not a built-in schedule name"),
+        (42, "takes a jaxpp_mlir schedule .*, got int"),
+    ],
+)
+def test_schedule_text_or_other_objects_are_refused_when_traced(xs, schedule, message):
+    step = jax.jit(lambda xs: treduce(per_mb, xs, schedule=schedule, operation=Add))
+    with pytest.raises(TreduceError, match=message):
+        step.lower(xs)
 
 
 def test_marker_survives_canonicalize(xs):
@@ -398,7 +418,7 @@ def test_loop_marker_in_jaxpr_and_identity():
     jaxpr = jax.make_jaxpr(lambda xs: treduce(lambda x: x * 2, xs))(np.ones((4, 2), np.float32))
     assert loop_marker_p.name in str(jaxpr)
     i = jnp.int32(3)
-    out = loop_marker_p.bind(i, num_microbatches=4, schedule="", reductions=("add",))
+    out = loop_marker_p.bind(i, num_microbatches=4, schedule=None, reductions=("add",))
     assert out.dtype == jnp.int32 and int(out) == 3
 
 

@@ -19,10 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import toolkit
-from jaxpp_mlir.runtime import options
 from toolkit import make_mesh
 
 import jaxpp_mlir as pp
+from jaxpp_mlir import partition_options
 
 # Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
 pytestmark = pytest.mark.numerics
@@ -37,11 +37,11 @@ SCHEDULES = {
     "ZeroBubble": (pp.ZeroBubble(NUM_STAGES), NUM_STAGES),  # the backward split in two
 }
 PACKINGS = {
-    "parameters": {options.PACK_PARAMETERS.env: "1"},
-    "biases": {options.PACK_PARAMETERS.env: "2"},  # not the operands of contractions
+    "parameters": {partition_options.PACK_PARAMETERS.env: "1"},
+    "biases": {partition_options.PACK_PARAMETERS.env: "2"},  # not the operands of contractions
     "parameters+accumulators": {
-        options.PACK_PARAMETERS.env: "1",
-        options.PACK_ACCUMULATORS.env: "1",
+        partition_options.PACK_PARAMETERS.env: "1",
+        partition_options.PACK_ACCUMULATORS.env: "1",
     },
 }
 
@@ -52,7 +52,10 @@ shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
 def _partition(lowered, schedule_name: str, packing: dict[str, str]) -> pp.PartitionedProgram:
     schedule, mpmd_dim = SCHEDULES[schedule_name]
     with pytest.MonkeyPatch.context() as patch:
-        for name in (options.PACK_PARAMETERS.env, options.PACK_ACCUMULATORS.env):
+        for name in (
+            partition_options.PACK_PARAMETERS.env,
+            partition_options.PACK_ACCUMULATORS.env,
+        ):
             patch.delenv(name, raising=False)
         for name, value in packing.items():
             patch.setenv(name, value)

@@ -20,11 +20,11 @@ import numpy as np
 import optax
 import pytest
 import toolkit
-from jaxpp_mlir.runtime import options
 from jaxpp_mlir.runtime.execution.arguments import place_arguments
 from toolkit import make_mesh
 
 import jaxpp_mlir as pp
+from jaxpp_mlir import partition_options
 
 # Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
 pytestmark = pytest.mark.numerics
@@ -90,7 +90,7 @@ def compile_step(schedule: str, max_bytes: int | None) -> pp.CompiledProgram:
     lowered = jax.jit(train_step).lower(initial_state(), make_batch())
     with pytest.MonkeyPatch.context() as patch:
         if max_bytes is not None:
-            patch.setenv(options.REPLICATE_MAX_BYTES.env, str(max_bytes))
+            patch.setenv(partition_options.REPLICATE_MAX_BYTES.env, str(max_bytes))
         program = pp.partition(lowered, mesh=make_mesh(num_ranks), schedule=make_schedule())
     return program.compile()
 

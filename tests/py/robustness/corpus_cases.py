@@ -495,14 +495,17 @@ def _():
 
 
 @case(
-    "mesh_smaller_than_the_schedule", "error", "ScheduleError", "needs 2 ranks but the mesh has 1"
+    "mesh_smaller_than_the_schedule",
+    "error",
+    "PartitionScheduleError",
+    "needs 2 ranks but the mesh has 1",
 )
 def _():
     jax, pp = _jax(), _pp()
     pp.partition(jax.jit(gradient_step).lower(*make_inputs()), mesh=mesh(1), schedule=pp.Std1F1B(2))
 
 
-@case("schedule_stage_count_differs_from_markers", "error", "ScheduleError",
+@case("schedule_stage_count_differs_from_markers", "error", "PartitionScheduleError",
       "has 4 stages but the program has 2")  # fmt: skip
 def _():
     jax, pp = _jax(), _pp()
@@ -652,7 +655,7 @@ def _():
 @case(
     "schedule_without_a_treduce_loop",
     "error",
-    "ScheduleError",
+    "PartitionScheduleError",
     "a schedule orders the microbatches of a treduce loop, but the step has none",
 )
 def _():

@@ -271,8 +271,11 @@ def _option_case(name: str, text: str, allowed: str) -> None:
     def _():
         from jaxpp_mlir.runtime import options
 
+        from jaxpp_mlir import partition_options
+
+        declared = getattr(options, name, None) or getattr(partition_options, name)
         with environment(**{name: text}):
-            getattr(options, name).value()
+            declared.value()
 
 
 _option_case("PACK_PARAMETERS", "3", "one of 0, 1, 2")

@@ -13,9 +13,9 @@ from jaxpp_mlir.runtime.plan import TensorSpec
 import jaxpp_mlir as pp
 from jaxpp_mlir import diagnostics, partition_log
 from jaxpp_mlir.ir_context import parse_module
-from jaxpp_mlir.partition import _Runner
 from jaxpp_mlir.passes.base import ModulePass
 from jaxpp_mlir.passes.pipeline import make_element
+from jaxpp_mlir.pipeline_run import PipelineRun
 
 
 def two_stages(x, w0, w1):
@@ -61,7 +61,7 @@ def test_partition_summary_at_info(logged):
 
 def test_each_pass_timed_at_debug(logged):
     timed = _messages(logged, "jaxpp_mlir.passes", logging.DEBUG)
-    for name in ("jaxpp-assign-stages", "jaxpp-outline-stages", "jaxpp-insert-transfers"):
+    for name in ("jaxpp-choose-stages", "jaxpp-outline-stages", "jaxpp-insert-transfers"):
         assert any(m.startswith(f"pass {name}") and m.endswith(" ms") for m in timed), name
 
 
@@ -91,4 +91,4 @@ class _Warns(ModulePass):
 def test_pass_warnings_become_python_warnings():
     module = parse_module('"test.warn"() : () -> ()\n')
     with pytest.warns(partition_log.PassWarning, match="1:1: warning: suspicious op"):
-        _Runner(module, None).run([make_element(_Warns())])
+        PipelineRun(module, None).run([make_element(_Warns())])

@@ -1,7 +1,12 @@
-"""Every option refuses a value outside what it allows, at its first read, by name."""
+"""Every option (the runtime's and the compiler's) refuses a value outside what it
+allows, at its first read, by name."""
 
 import pytest
 from jaxpp_mlir.runtime import options
+
+from jaxpp_mlir import partition_options
+
+EVERY_OPTION = (*options.OPTIONS, *partition_options.OPTIONS)
 
 
 def _out_of_range(option: options.Option) -> list[str]:
@@ -15,11 +20,11 @@ def _out_of_range(option: options.Option) -> list[str]:
     return []
 
 
-CONSTRAINED = [o for o in options.OPTIONS if _out_of_range(o)]
+CONSTRAINED = [o for o in EVERY_OPTION if _out_of_range(o)]
 
 
 def test_every_number_or_choice_option_says_what_it_allows():
-    free = {o.name for o in options.OPTIONS if not o.allowed()}
+    free = {o.name for o in EVERY_OPTION if not o.allowed()}
     assert free == {"DUMP_DIR", "FAILURE_NOTES", "LAUNCH_PYTHON"}
 
 
@@ -44,8 +49,8 @@ def test_choices_of_words_ignore_case_and_spaces():
 
 def test_the_issues_values():
     cases = {
-        options.PACK_PARAMETERS: "3",
-        options.REPLICATE_MAX_BYTES: "-1",
+        partition_options.PACK_PARAMETERS: "3",
+        partition_options.REPLICATE_MAX_BYTES: "-1",
         options.PROGRESS: "banana",
         options.HEARTBEAT_INTERVAL: "nan",
         options.TRANSFER_TIMEOUT: "-1",

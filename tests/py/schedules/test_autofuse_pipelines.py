@@ -5,11 +5,11 @@ from __future__ import annotations
 import jax
 import pytest
 import toolkit
-from jaxpp_mlir.runtime import options
 from jaxpp_mlir.runtime.plan import RunStage
 from toolkit import lower_cached, make_mesh, mlp_batch, mlp_params, mlp_train_step
 
 import jaxpp_mlir as pp
+from jaxpp_mlir import partition_options
 
 # Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
 pytestmark = pytest.mark.numerics
@@ -92,7 +92,7 @@ def test_option_turns_fusion_on(monkeypatch):
     params, batch = mlp_params(2), mlp_batch(4)
     lowered = lower_cached(mlp_train_step, params, batch)
     assert not isinstance(pp.partition(lowered, mesh=make_mesh(2)).schedule, pp.AutoFused)
-    monkeypatch.setenv(options.FUSE_TASKS.env, "1")
+    monkeypatch.setenv(partition_options.FUSE_TASKS.env, "1")
     program = pp.partition(lowered, mesh=make_mesh(2))
     assert repr(program.schedule) == "AutoFused(Std1F1B(num_stages=2))"
     assert not isinstance(

@@ -22,10 +22,10 @@ import numpy as np
 import optax
 import pytest
 from jax.sharding import Mesh
-from jaxpp_mlir.runtime import options
 from jaxpp_mlir.runtime.compilation import compile as runtime_compile
 
 import jaxpp_mlir as pp
+from jaxpp_mlir import partition_options
 
 WIDTH = 4  # the small MLP: XLA compiles narrower rows faster
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count=8"
@@ -214,15 +214,15 @@ def biased_layers_scan_step(params, xs, ys):
 
 def partition_with_packed_accumulators(lowered, **kwargs) -> pp.PartitionedProgram:
     """``pp.partition(lowered, **kwargs)`` with ``JAXPP_MLIR_PACK_ACCUMULATORS=1``."""
-    previous = os.environ.get(options.PACK_ACCUMULATORS.env)
-    os.environ[options.PACK_ACCUMULATORS.env] = "1"
+    previous = os.environ.get(partition_options.PACK_ACCUMULATORS.env)
+    os.environ[partition_options.PACK_ACCUMULATORS.env] = "1"
     try:
         return pp.partition(lowered, **kwargs)
     finally:
         if previous is None:
-            del os.environ[options.PACK_ACCUMULATORS.env]
+            del os.environ[partition_options.PACK_ACCUMULATORS.env]
         else:
-            os.environ[options.PACK_ACCUMULATORS.env] = previous
+            os.environ[partition_options.PACK_ACCUMULATORS.env] = previous
 
 
 # -- the biased MLP trained with Adam (checkpoint tests) -----------------------------------

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxpp_mlir as pp
-from jaxpp_mlir.partition import DUMP_DIR_ENV
+from jaxpp_mlir.partition_options import DUMP_DIR
 from jaxpp_mlir.passes.pipelines import default_pipeline
 
 STEP = pathlib.Path(__file__).resolve().parents[2] / "lit" / "inputs" / "treduce_mlp.mlir"
@@ -26,7 +26,7 @@ def dumped(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, pp.P
     path = tmp_path_factory.mktemp("dump") / "nested" / "dir"  # created by partition
     mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:NUM_RANKS]), ("stage",)), "stage")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(DUMP_DIR_ENV, str(path))
+        patch.setenv(DUMP_DIR.env, str(path))
         program = pp.partition(STEP.read_text(), mesh=mesh, dump_dir=None)
     return path, program
 
@@ -63,7 +63,7 @@ def test_writes_the_program(dumped):
 
 def test_dump_dir_argument_wins_over_the_environment(tmp_path, monkeypatch):
     mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:NUM_RANKS]), ("stage",)), "stage")
-    monkeypatch.setenv(DUMP_DIR_ENV, str(tmp_path / "from_env"))
+    monkeypatch.setenv(DUMP_DIR.env, str(tmp_path / "from_env"))
     pp.partition(STEP.read_text(), mesh=mesh, dump_dir=tmp_path / "from_argument")
     assert (tmp_path / "from_argument" / "00_input.mlir").is_file()
     assert not (tmp_path / "from_env").exists()

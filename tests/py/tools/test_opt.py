@@ -23,6 +23,7 @@ from jaxpp_mlir import diagnostics
 from jaxpp_mlir.passes import base, registry  # noqa: F401  (registers the real passes)
 from jaxpp_mlir.passes.base import Evidence, ModulePass, PassOptionError, registered_passes
 from jaxpp_mlir.passes.check_shardings import CheckShardings
+from jaxpp_mlir.passes.choose_stages import ChooseStages
 from jaxpp_mlir.passes.inline_calls import InlineCalls
 from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.tools import opt
@@ -253,8 +254,8 @@ def test_output_file(capsys, tmp_path):
             2,
         ),
         (
-            ["-p", "jaxpp-place-stages{placement=1,-1}"],
-            "pass 'jaxpp-place-stages': option 'placement' entries must be at least 0, got -1",
+            ["-p", "jaxpp-choose-stages{stage-split=1,0}"],
+            "pass 'jaxpp-choose-stages': option 'stage-split' entries must be at least 1, got 0",
             2,
         ),
     ],
@@ -272,9 +273,9 @@ def test_command_line_errors(capsys, tmp_path, test_pass, argv, message, status)
         lambda: InlineCalls(max_depth=0),
         lambda: CheckShardings(submesh_size=-1),
         lambda: PlaceStages(mpmd_dim=-1),
-        lambda: PlaceStages(placement=(0, -3)),
+        lambda: ChooseStages(stage_split=(2, -3)),
     ],
-    ids=["max-depth", "submesh-size", "mpmd-dim", "placement"],
+    ids=["max-depth", "submesh-size", "mpmd-dim", "stage-split"],
 )
 def test_option_bounds_hold_for_passes_built_in_python(make):
     """``partition`` builds passes directly: the same bounds apply there."""
@@ -284,7 +285,8 @@ def test_option_bounds_hold_for_passes_built_in_python(make):
 
 def test_option_bounds_accept_the_bound():
     assert InlineCalls(max_depth=1).max_depth == 1
-    assert PlaceStages(mpmd_dim=0, placement=(0, 0)).placement == (0, 0)
+    assert PlaceStages(mpmd_dim=0).mpmd_dim == 0
+    assert ChooseStages(stage_split=(1, 1)).stage_split == (1, 1)
 
 
 def test_malformed_input(capsys, tmp_path):

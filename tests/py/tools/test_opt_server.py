@@ -13,7 +13,7 @@ import toolkit
 REPO = pathlib.Path(__file__).resolve().parents[3]
 CLIENT = REPO / "tests" / "fork_servers" / "opt_client.py"
 INPUT = REPO / "tests" / "lit" / "inputs" / "mlp_forward.mlir"
-PIPELINE = "builtin.module(jaxpp-inline-calls,jaxpp-normalize-loop,jaxpp-assign-stages)"
+PIPELINE = "builtin.module(jaxpp-inline-calls,jaxpp-normalize-loop,jaxpp-assign-segments)"
 START_SECONDS = 120
 RUN_SECONDS = 120
 
@@ -50,7 +50,7 @@ def test_a_pipeline_on_stdin_gives_the_plain_tools_output(server_socket):
     text = INPUT.read_bytes()
     through_server = run_client(args, server_socket, stdin=text)
     assert through_server.returncode == 0, through_server.stderr.decode()
-    assert b"jaxpp.stage" in through_server.stdout
+    assert b"jaxpp.segment" in through_server.stdout
     assert_same_run(through_server, run_plain_tool(args, stdin=text))
 
 

@@ -21,7 +21,7 @@ module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 
     } do {
       %c_21 = stablehlo.constant dense<1> : tensor<i32>
       %18 = stablehlo.add %iterArg_15, %c_21 : tensor<i32>
-      %19 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "concat(0),add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:155\0Atests/lit/regenerate_inputs.py:155"} %iterArg_15 : tensor<i32>
+      %19 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "concat(0),add,add,add,add", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:155\0Atests/lit/regenerate_inputs.py:155"} %iterArg_15 : tensor<i32>
       %20 = func.call @dynamic_index_in_dim(%iterArg, %19) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %21 = func.call @dynamic_index_in_dim(%iterArg_9, %19) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %22 = stablehlo.dot_general %20, %iterArg_10, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>

@@ -23,7 +23,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     } do {
       %c_29 = stablehlo.constant dense<1> : tensor<i32>
       %25 = stablehlo.add %iterArg_21, %c_29 : tensor<i32>
-      %26 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "add,add,add,add,add,add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48"} %iterArg_21 : tensor<i32>
+      %26 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "add,add,add,add,add,add,add", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48\0Atests/lit/regenerate_inputs.py:48"} %iterArg_21 : tensor<i32>
       %27 = func.call @dynamic_index_in_dim(%iterArg, %26) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %28 = func.call @dynamic_index_in_dim(%iterArg_13, %26) : (tensor<2x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %29 = stablehlo.dot_general %27, %iterArg_14, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>

@@ -16,7 +16,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     } do {
       %c_13 = stablehlo.constant dense<1> : tensor<i32>
       %10 = stablehlo.add %iterArg_9, %c_13 : tensor<i32>
-      %11 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 4 : i64, jaxpp.reductions = "concat(0),add,add", jaxpp.schedule = "", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:117\0Atests/lit/regenerate_inputs.py:117"} %iterArg_9 : tensor<i32>
+      %11 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 4 : i64, jaxpp.reductions = "concat(0),add,add", jaxpp.stage_markers = "tests/lit/regenerate_inputs.py:117\0Atests/lit/regenerate_inputs.py:117"} %iterArg_9 : tensor<i32>
       %12 = func.call @dynamic_index_in_dim(%iterArg, %11) : (tensor<4x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %13 = func.call @dynamic_index_in_dim(%iterArg_5, %11) : (tensor<4x2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
       %14 = stablehlo.dot_general %12, %iterArg_6, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>

@@ -1,17 +1,17 @@
-// RUN: jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-assign-stages)' | filecheck %s
+// RUN: jaxpp-opt %s --split-input-file --pass-pipeline='builtin.module(jaxpp-assign-segments)' | filecheck %s
 
 // Three forward markers, three stages: each marker belongs to the stage it
 // ends, the ops after the last marker join the last stage.
 
-// CHECK-LABEL: module @forward_chain attributes {jaxpp.num_stages = 3 : i64}
+// CHECK-LABEL: module @forward_chain attributes {jaxpp.num_segments = 3 : i64}
 // CHECK-NEXT:    func.func @main(%[[ARG:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32> {
-// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[ARG]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 0 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}
-// CHECK-NEXT:      %[[SIN:.*]] = stablehlo.sine %[[M0]] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[M1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[SIN]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 1 : i64,
-// CHECK-NEXT:      %[[COS:.*]] = stablehlo.cosine %[[M1]] {jaxpp.kind = "fwd", jaxpp.stage = 2 : i64}
-// CHECK-NEXT:      %[[M2:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[COS]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 2 : i64,
-// CHECK-NEXT:      %[[EXP:.*]] = stablehlo.exponential %[[M2]] {jaxpp.kind = "fwd", jaxpp.stage = 2 : i64}
+// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[ARG]] {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 0 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}
+// CHECK-NEXT:      %[[SIN:.*]] = stablehlo.sine %[[M0]] {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[M1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[SIN]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 1 : i64,
+// CHECK-NEXT:      %[[COS:.*]] = stablehlo.cosine %[[M1]] {jaxpp.kind = "fwd", jaxpp.segment = 2 : i64}
+// CHECK-NEXT:      %[[M2:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[COS]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 2 : i64,
+// CHECK-NEXT:      %[[EXP:.*]] = stablehlo.exponential %[[M2]] {jaxpp.kind = "fwd", jaxpp.segment = 2 : i64}
 // CHECK-NEXT:      return %[[EXP]] : tensor<2x4xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
@@ -36,26 +36,26 @@ module @forward_chain {
 // marker: it goes with its earliest user, the backward of stage 0, rather than
 // the forward that computes tanh(x).
 
-// CHECK-LABEL: module @value_and_grad attributes {jaxpp.num_stages = 2 : i64}
+// CHECK-LABEL: module @value_and_grad attributes {jaxpp.num_segments = 2 : i64}
 // CHECK-NEXT:    func.func @main(%[[W0:.*]]: tensor<4x4xf32>, %[[W1:.*]]: tensor<4x4xf32>, %[[X:.*]]: tensor<2x4xf32>)
-// CHECK-NEXT:      %[[DOT0:.*]] = stablehlo.dot_general %[[X]], %[[W0]], {{.*}} {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[DOT0]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 0 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}
-// CHECK-NEXT:      %[[DOT1:.*]] = stablehlo.dot_general %[[M0]], %[[W1]], {{.*}} {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[M1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[DOT1]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}
-// CHECK-NEXT:      %[[ZERO:.*]] = stablehlo.constant {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} dense<0.000000e+00> : tensor<f32>
-// CHECK-NEXT:      %[[SQ:.*]] = stablehlo.multiply %[[M1]], %[[M1]] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[LOSS:.*]] = stablehlo.reduce(%[[SQ]] init: %[[ZERO]]) {{.*}} {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[SEED:.*]] = stablehlo.add %[[M1]], %[[M1]] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[B1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[SEED]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}
-// CHECK-NEXT:      %[[DX1:.*]] = stablehlo.dot_general %[[B1]], %[[W1]], {{.*}} {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[DW1:.*]] = stablehlo.dot_general %[[M0]], %[[B1]], {{.*}} {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[B0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[DX1]]) {{.*}}jaxpp.kind = "bwd", jaxpp.stage = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}
-// CHECK-NEXT:      %[[ONE:.*]] = stablehlo.constant {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} dense<1.000000e+00>
-// CHECK-NEXT:      %[[TANH2:.*]] = stablehlo.multiply %[[TANH]], %[[TANH]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[DTANH:.*]] = stablehlo.subtract %[[ONE]], %[[TANH2]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[DX0:.*]] = stablehlo.multiply %[[B0]], %[[DTANH]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[DW0:.*]] = stablehlo.dot_general %[[X]], %[[DX0]], {{.*}} {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      %[[DOT0:.*]] = stablehlo.dot_general %[[X]], %[[W0]], {{.*}} {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[DOT0]] {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 0 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}
+// CHECK-NEXT:      %[[DOT1:.*]] = stablehlo.dot_general %[[M0]], %[[W1]], {{.*}} {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[M1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[DOT1]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}
+// CHECK-NEXT:      %[[ZERO:.*]] = stablehlo.constant {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64} dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT:      %[[SQ:.*]] = stablehlo.multiply %[[M1]], %[[M1]] {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[LOSS:.*]] = stablehlo.reduce(%[[SQ]] init: %[[ZERO]]) {{.*}} {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[SEED:.*]] = stablehlo.add %[[M1]], %[[M1]] {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[B1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[SEED]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}
+// CHECK-NEXT:      %[[DX1:.*]] = stablehlo.dot_general %[[B1]], %[[W1]], {{.*}} {jaxpp.kind = "bwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[DW1:.*]] = stablehlo.dot_general %[[M0]], %[[B1]], {{.*}} {jaxpp.kind = "bwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[B0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[DX1]]) {{.*}}jaxpp.kind = "bwd", jaxpp.segment = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}
+// CHECK-NEXT:      %[[ONE:.*]] = stablehlo.constant {jaxpp.kind = "bwd", jaxpp.segment = 0 : i64} dense<1.000000e+00>
+// CHECK-NEXT:      %[[TANH2:.*]] = stablehlo.multiply %[[TANH]], %[[TANH]] {jaxpp.kind = "bwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[DTANH:.*]] = stablehlo.subtract %[[ONE]], %[[TANH2]] {jaxpp.kind = "bwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[DX0:.*]] = stablehlo.multiply %[[B0]], %[[DTANH]] {jaxpp.kind = "bwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[DW0:.*]] = stablehlo.dot_general %[[X]], %[[DX0]], {{.*}} {jaxpp.kind = "bwd", jaxpp.segment = 0 : i64}
 // CHECK-NEXT:      return %[[LOSS]], %[[DW0]], %[[DW1]] : tensor<f32>, tensor<4x4xf32>, tensor<4x4xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
@@ -89,17 +89,17 @@ module @value_and_grad {
 // %arg1 is read in stages 1 and 2, so it is computed in stage 1; an op only
 // returned, or not used at all, has no user with a stage and goes to stage 0.
 
-// CHECK-LABEL: module @unmarked_ops_with_earliest_user attributes {jaxpp.num_stages = 3 : i64}
+// CHECK-LABEL: module @unmarked_ops_with_earliest_user attributes {jaxpp.num_segments = 3 : i64}
 // CHECK-NEXT:    func.func @main(%[[ARG0:.*]]: tensor<2x4xf32>, %[[ARG1:.*]]: tensor<2x4xf16>)
-// CHECK-NEXT:      %[[CVT:.*]] = stablehlo.convert %[[ARG1]] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[RET:.*]] = stablehlo.negate %[[ARG0]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[DEAD:.*]] = stablehlo.abs %[[ARG0]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[ARG0]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 0 : i64,
-// CHECK-NEXT:      %[[ADD1:.*]] = stablehlo.add %[[M0]], %[[CVT]] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[M1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[ADD1]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 1 : i64,
-// CHECK-NEXT:      %[[ADD2:.*]] = stablehlo.add %[[M1]], %[[CVT]] {jaxpp.kind = "fwd", jaxpp.stage = 2 : i64}
-// CHECK-NEXT:      %[[M2:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[ADD2]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 2 : i64,
+// CHECK-NEXT:      %[[CVT:.*]] = stablehlo.convert %[[ARG1]] {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[RET:.*]] = stablehlo.negate %[[ARG0]] {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[DEAD:.*]] = stablehlo.abs %[[ARG0]] {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[ARG0]] {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 0 : i64,
+// CHECK-NEXT:      %[[ADD1:.*]] = stablehlo.add %[[M0]], %[[CVT]] {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[M1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[ADD1]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 1 : i64,
+// CHECK-NEXT:      %[[ADD2:.*]] = stablehlo.add %[[M1]], %[[CVT]] {jaxpp.kind = "fwd", jaxpp.segment = 2 : i64}
+// CHECK-NEXT:      %[[M2:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[ADD2]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 2 : i64,
 // CHECK-NEXT:      return %[[M2]], %[[RET]] : tensor<2x4xf32>, tensor<2x4xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
@@ -123,14 +123,14 @@ module @unmarked_ops_with_earliest_user {
 // A skip connection: the stage-0 value %0 is read again in stage 2; it stays
 // in stage 0 (its earliest user is the first marker).
 
-// CHECK-LABEL: module @skip_connection_over_stage attributes {jaxpp.num_stages = 3 : i64}
+// CHECK-LABEL: module @skip_connection_over_stage attributes {jaxpp.num_segments = 3 : i64}
 // CHECK-NEXT:    func.func @main(%[[ARG:.*]]: tensor<2x4xf32>) -> tensor<2x4xf32> {
-// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[ARG]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 0 : i64,
-// CHECK-NEXT:      %[[SIN:.*]] = stablehlo.sine %[[M0]] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[M1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[SIN]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 1 : i64,
-// CHECK-NEXT:      %[[ADD:.*]] = stablehlo.add %[[M1]], %[[TANH]] {jaxpp.kind = "fwd", jaxpp.stage = 2 : i64}
-// CHECK-NEXT:      %[[M2:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[ADD]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 2 : i64,
+// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[ARG]] {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 0 : i64,
+// CHECK-NEXT:      %[[SIN:.*]] = stablehlo.sine %[[M0]] {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[M1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[SIN]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 1 : i64,
+// CHECK-NEXT:      %[[ADD:.*]] = stablehlo.add %[[M1]], %[[TANH]] {jaxpp.kind = "fwd", jaxpp.segment = 2 : i64}
+// CHECK-NEXT:      %[[M2:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[ADD]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 2 : i64,
 // CHECK-NEXT:      return %[[M2]] : tensor<2x4xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
@@ -150,13 +150,13 @@ module @skip_connection_over_stage {
 
 // One marker over a pytree of two leaves: both results start stage 1.
 
-// CHECK-LABEL: module @marker_with_two_leaves attributes {jaxpp.num_stages = 2 : i64}
+// CHECK-LABEL: module @marker_with_two_leaves attributes {jaxpp.num_segments = 2 : i64}
 // CHECK-NEXT:    func.func @main(%[[ARG0:.*]]: tensor<2x4xf32>, %[[ARG1:.*]]: tensor<4xf32>)
-// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[ARG0]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[M0:.*]]:2 = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]], %[[ARG1]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 0 : i64,
-// CHECK-NEXT:      %[[BCAST:.*]] = stablehlo.broadcast_in_dim %[[M0]]#1, dims = [1] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[ADD:.*]] = stablehlo.add %[[M0]]#0, %[[BCAST]] {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[M1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[ADD]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 1 : i64,
+// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[ARG0]] {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[M0:.*]]:2 = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]], %[[ARG1]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 0 : i64,
+// CHECK-NEXT:      %[[BCAST:.*]] = stablehlo.broadcast_in_dim %[[M0]]#1, dims = [1] {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[ADD:.*]] = stablehlo.add %[[M0]]#0, %[[BCAST]] {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[M1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[ADD]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 1 : i64,
 // CHECK-NEXT:      return %[[M1]] : tensor<2x4xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
@@ -177,16 +177,16 @@ module @marker_with_two_leaves {
 // forward marker of stage 1 (only the loss read it), the two backward markers
 // still count two stages. The gradient seed joins the last stage.
 
-// CHECK-LABEL: module @grad_without_last_forward_marker attributes {jaxpp.num_stages = 2 : i64}
+// CHECK-LABEL: module @grad_without_last_forward_marker attributes {jaxpp.num_segments = 2 : i64}
 // CHECK-NEXT:    func.func @main(%[[W1:.*]]: tensor<4x4xf32>, %[[X:.*]]: tensor<2x4xf32>)
-// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[X]] {jaxpp.kind = "fwd", jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 0 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}
-// CHECK-NEXT:      %[[SEED:.*]] = stablehlo.constant {jaxpp.kind = "fwd", jaxpp.stage = 1 : i64} dense<1.250000e-01>
-// CHECK-NEXT:      %[[B1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[SEED]]) {{.*}}jaxpp.kind = "fwd", jaxpp.stage = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}
-// CHECK-NEXT:      %[[DW1:.*]] = stablehlo.dot_general %[[M0]], %[[B1]], {{.*}} {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[DX1:.*]] = stablehlo.dot_general %[[B1]], %[[W1]], {{.*}} {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64}
-// CHECK-NEXT:      %[[B0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[DX1]]) {{.*}}jaxpp.kind = "bwd", jaxpp.stage = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}
-// CHECK-NEXT:      %[[DX0:.*]] = stablehlo.multiply %[[B0]], %[[TANH]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      %[[TANH:.*]] = stablehlo.tanh %[[X]] {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64}
+// CHECK-NEXT:      %[[M0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[TANH]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 0 : i64, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}
+// CHECK-NEXT:      %[[SEED:.*]] = stablehlo.constant {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64} dense<1.250000e-01>
+// CHECK-NEXT:      %[[B1:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[SEED]]) {{.*}}jaxpp.kind = "fwd", jaxpp.segment = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}
+// CHECK-NEXT:      %[[DW1:.*]] = stablehlo.dot_general %[[M0]], %[[B1]], {{.*}} {jaxpp.kind = "bwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[DX1:.*]] = stablehlo.dot_general %[[B1]], %[[W1]], {{.*}} {jaxpp.kind = "bwd", jaxpp.segment = 1 : i64}
+// CHECK-NEXT:      %[[B0:.*]] = stablehlo.custom_call @jaxpp.enter_stage(%[[DX1]]) {{.*}}jaxpp.kind = "bwd", jaxpp.segment = 1 : i64, mhlo.frontend_attributes = {jaxpp.direction = "bwd"}
+// CHECK-NEXT:      %[[DX0:.*]] = stablehlo.multiply %[[B0]], %[[TANH]] {jaxpp.kind = "bwd", jaxpp.segment = 0 : i64}
 // CHECK-NEXT:      return %[[DW1]], %[[DX0]] : tensor<4x4xf32>, tensor<2x4xf32>
 // CHECK-NEXT:    }
 module @grad_without_last_forward_marker {

@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-assign-stages)'
+// RUN: jaxpp-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-assign-segments)'
 
 // expected-error @+1 {{the module has no 'func.func @main' to partition}}
 module @no_main {
@@ -34,7 +34,7 @@ module @only_backward_markers {
 
 module @call_not_inlined {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    // expected-error @+1 {{jaxpp-assign-stages: @main still calls @layer: run jaxpp-inline-calls first}}
+    // expected-error @+1 {{jaxpp-assign-segments: @main still calls @layer: run jaxpp-inline-calls first}}
     %0 = call @layer(%arg0) : (tensor<2x4xf32>) -> tensor<2x4xf32>
     %1 = stablehlo.custom_call @jaxpp.enter_stage(%0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %1 : tensor<2x4xf32>

@@ -1,9 +1,9 @@
-// RUN: jaxpp-opt %s --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-assign-stages,jaxpp-assign-stages)'
+// RUN: jaxpp-opt %s --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-assign-segments,jaxpp-assign-segments)'
 
 // Running the pass twice is refused at the module, which the first run gave
-// its jaxpp.num_stages.
+// its jaxpp.num_segments.
 
-// expected-error @+1 {{jaxpp-assign-stages: the stages are already assigned (found jaxpp.num_stages): run jaxpp-assign-stages only once}}
+// expected-error @+1 {{jaxpp-assign-segments: the segments are already assigned (found jaxpp.num_segments): run jaxpp-assign-segments only once}}
 module @assigned_twice {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.tanh %arg0 : tensor<2x4xf32>

@@ -1,4 +1,4 @@
-"""jaxpp-assign-stages: give every op of @main a stage and a direction."""
+"""jaxpp-assign-segments: give every op of @main a segment and a direction, from the markers."""
 
 from __future__ import annotations
 
@@ -9,32 +9,26 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes.base import (
-    Evidence,
-    ModulePass,
-    find_in_stage_block,
-    find_main,
-    register_pass,
-)
+from jaxpp_mlir.passes.base import Evidence, ModulePass, find_untagged, register_pass
 from jaxpp_mlir.passes.marker_flow import MarkerFlow
-
-_TERMINATORS = ("func.return", jaxpp.YIELD_OP)
 
 
 @register_pass
 @dataclasses.dataclass(frozen=True)
-class AssignStages(ModulePass):
-    """Assign every op of @main to a stage and a direction (fwd/bwd) from the markers.
+class AssignSegments(ModulePass):
+    """Assign every op of @main to a segment and a direction (fwd/bwd) from the markers.
 
-    Forward stage markers (direction fwd) end a stage: a value
-    computed from the output of the k-th marker on its path belongs to stage k
+    The segmenter of markers: the segment slot of the pipeline (``passes/pipelines.py``,
+    ``SEGMENTERS``), after which jaxpp-choose-stages makes stages of the segments.
+    Forward stage markers (direction fwd) end a segment: a value
+    computed from the output of the k-th marker on its path belongs to segment k
     (the ops after the last marker, typically the loss and its gradient seed,
-    join the last stage). The number of stages is the longest chain of forward
+    join the last segment). The number of segments is the longest chain of forward
     markers, or of backward markers where that is longer (``jax.grad`` of a
-    model whose last stage's output only feeds the loss keeps the backward
+    model whose last segment's output only feeds the loss keeps the backward
     marker but not the forward one). Backward markers, the transposes autodiff places,
-    open the backward of a stage: a value downstream of c backward markers
-    belongs to the backward of stage N - c. Ops that depend on no marker at all
+    open the backward of a segment: a value downstream of c backward markers
+    belongs to the backward of segment N - c. Ops that depend on no marker at all
     (casts of parameters, for instance) are placed with their earliest user, so
     they are not computed on one rank and sent to another.
 
@@ -46,35 +40,31 @@ class AssignStages(ModulePass):
     at least one stage marker, every marker at the top level of the stage
     block (the loop body if there is a loop, else ``@main``).
     Postcondition: every op of the stage block but its terminator carries
-    ``jaxpp.stage`` and ``jaxpp.kind``; the module carries ``jaxpp.num_stages``.
-    Ordering tasks by (forward stages ascending, then backward stages
+    ``jaxpp.segment`` and ``jaxpp.kind``; the module carries ``jaxpp.num_segments``.
+    Ordering groups by (forward segments ascending, then backward segments
     descending) is a topological order of the assignment.
     """
 
-    name = "jaxpp-assign-stages"
+    name = "jaxpp-assign-segments"
     requires = ("jaxpp-normalize-loop", "jaxpp-inline-calls")
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
-        if jaxpp.NUM_STAGES_ATTR not in module.attributes:
+        if jaxpp.NUM_SEGMENTS_ATTR not in module.attributes:
             return None
-        return Evidence(module, f"the stages are already assigned (found {jaxpp.NUM_STAGES_ATTR})")
+        return Evidence(
+            module, f"the segments are already assigned (found {jaxpp.NUM_SEGMENTS_ATTR})"
+        )
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
-        found = find_in_stage_block(
+        # An op's segment becomes its stage once jaxpp-choose-stages ran.
+        return find_untagged(
             module,
-            lambda op: (
-                f"'{op.name}' has no stage assignment"
-                if not jaxpp.has_stage(op) and op.name not in _TERMINATORS
-                else None
-            ),
+            lambda op: jaxpp.has_segment(op) or jaxpp.has_stage(op),
+            "segment",
+            jaxpp.NUM_SEGMENTS_ATTR,
         )
-        if found is not None or find_main(module) is None:
-            return found
-        if jaxpp.NUM_STAGES_ATTR not in module.attributes:
-            return Evidence(module, f"module has no {jaxpp.NUM_STAGES_ATTR} attribute")
-        return None
 
     def run(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
@@ -118,22 +108,22 @@ class AssignStages(ModulePass):
                     f"forward markers make {forward_stages} stage(s): more transposed markers "
                     "than markers",
                 )
-        num_stages = max(forward_stages, backward_stages)
+        num_segments = max(forward_stages, backward_stages)
         positions: list[int | None] = []
         for count, stage, anchored, direction in zip(
             backward_count, forward_stage, flow.anchored, flow.direction, strict=True
         ):
             if count > 0:
-                positions.append(num_stages - 1 + count)
+                positions.append(num_segments - 1 + count)
             elif direction is not None and direction != jaxpp.FORWARD:
-                positions.append(num_stages - 1)  # the gradient seed enters the last stage
+                positions.append(num_segments - 1)  # the gradient seed enters the last segment
             elif anchored:
-                positions.append(min(stage, num_stages - 1))
+                positions.append(min(stage, num_segments - 1))
             else:
                 positions.append(None)
         _place_unanchored(flow.producers, positions)
-        _set_stages(top_ops, positions, num_stages)
-        jaxpp.set_int_attr(module, jaxpp.NUM_STAGES_ATTR, num_stages)
+        _set_segments(top_ops, positions, num_segments)
+        jaxpp.set_int_attr(module, jaxpp.NUM_SEGMENTS_ATTR, num_segments)
 
 
 def _is_forward(marker: ir.Operation) -> bool:
@@ -189,19 +179,19 @@ def _place_unanchored(producers: list[list[int]], positions: list[int | None]) -
                 earliest_user[producer] = position
 
 
-def _set_stages(top_ops: list[ir.Operation], positions: list[int], num_stages: int) -> None:
-    """Tags every op with the stage and kind of its position (forward stages, then the
-    backward stages from the last). The tags of a position are built once, on its first
+def _set_segments(top_ops: list[ir.Operation], positions: list[int], num_segments: int) -> None:
+    """Tags every op with the segment and kind of its position (forward segments, then the
+    backward segments from the last). The tags of a position are built once, on its first
     op, and copied onto the others."""
     tags_at: dict[int, tuple[ir.Attribute, ir.Attribute]] = {}
     for op, position in zip(top_ops, positions, strict=True):
         attributes = op.attributes
         tags = tags_at.get(position)
         if tags is None:
-            if position < num_stages:
-                jaxpp.set_stage(op, position, jaxpp.FORWARD)
+            if position < num_segments:
+                jaxpp.set_segment(op, position, jaxpp.FORWARD)
             else:
-                jaxpp.set_stage(op, 2 * num_stages - 1 - position, jaxpp.BACKWARD)
-            tags_at[position] = (attributes[jaxpp.STAGE_ATTR], attributes[jaxpp.KIND_ATTR])
+                jaxpp.set_segment(op, 2 * num_segments - 1 - position, jaxpp.BACKWARD)
+            tags_at[position] = (attributes[jaxpp.SEGMENT_ATTR], attributes[jaxpp.KIND_ATTR])
         else:
-            attributes[jaxpp.STAGE_ATTR], attributes[jaxpp.KIND_ATTR] = tags
+            attributes[jaxpp.SEGMENT_ATTR], attributes[jaxpp.KIND_ATTR] = tags

@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-assign-stages)'
+// RUN: jaxpp-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-assign-segments)'
 
 // The stages of a treduce step are in the body of its microbatch loop, which
 // only jaxpp-normalize-loop turns into the jaxpp.loop this pass splits. The
@@ -8,7 +8,7 @@
 module @treduce_loop_not_normalized {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %c = stablehlo.constant dense<0> : tensor<i32>
-    // expected-error @+1 {{jaxpp-assign-stages: the microbatch loop is still a stablehlo.while holding treduce's loop marker: run jaxpp-normalize-loop first}}
+    // expected-error @+1 {{jaxpp-assign-segments: the microbatch loop is still a stablehlo.while holding treduce's loop marker: run jaxpp-normalize-loop first}}
     %0:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %arg0) : tensor<i32>, tensor<2x4xf32>
     cond {
       %c_1 = stablehlo.constant dense<2> : tensor<i32>
