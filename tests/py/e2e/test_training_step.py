@@ -165,7 +165,7 @@ def test_tied_weights_across_two_stages():
     weight_moves = [
         inst
         for inst in program.plan.instructions
-        if type(inst).__name__ == "Recv" and inst.spec.shape == (WIDTH, WIDTH)
+        if inst.kind == "recv" and inst.spec.shape == (WIDTH, WIDTH)
     ]
     assert [(inst.peer, inst.rank) for inst in weight_moves] == [(2, 0)]
     new_params, grads, losses = program.compile()(params, batch)
