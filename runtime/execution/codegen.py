@@ -9,40 +9,45 @@ into ``op(env)`` (``compile_op``), and ``add`` appends it with the facts the tra
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..executable import Executable
-from ..plan import ExecutionPlan, Instruction, TaskRef
+from ..plan import ExecutionPlan, Instruction
 from .slot_table import Slot
 
 Op = Callable[[list], None]
 
 
-@dataclasses.dataclass(frozen=True)
 class OpFacts:
-    """What one generated operation does, for the tracer.
+    """What one generated operation does, for the tracer (made with the operation, so
+    kept to references: the tracer works out the rest when a trace is recorded).
 
     ``name`` is its dispatch kind (``run``, ``send``, ``copy``, ``reshard``,
-    ``free``), ``title`` its name in traces (``F1.0``, ``send``, ``recv 64 B``);
-    ``device`` says what device work it starts (``task``, ``transfer``, or None for host
-    bookkeeping only); ``outputs`` are the slots it fills; ``instructions`` the ones it
-    carries out (a run, a send, a group of receives) and ``flows`` the receives whose
-    transfers it completes (each group's first operation only). A launch names its
-    ``executable``, ``label`` and ``tasks``.
+    ``free``); ``device`` says what device work it starts (``task``: a launch, whose
+    run is ``instructions[0]``; ``transfer``; or None for host bookkeeping only);
+    ``outputs`` are the slots it fills; ``instructions`` the ones it carries out (a
+    run, a send, a group of receives) and ``flows`` the receives whose transfers it
+    completes (each group's first operation only).
     """
 
-    name: str
-    title: str
-    rank: int
-    device: str | None
-    outputs: tuple[int, ...]
-    instructions: tuple[Instruction, ...]
-    flows: tuple[Instruction, ...] = ()
-    executable: str = ""
-    label: str = ""
-    tasks: tuple[TaskRef, ...] = ()
+    __slots__ = ("device", "flows", "instructions", "name", "outputs", "rank")
+
+    def __init__(
+        self,
+        name: str,
+        rank: int,
+        device: str | None,
+        outputs: tuple[int, ...],
+        instructions: tuple[Instruction, ...],
+        flows: tuple[Instruction, ...] = (),
+    ):
+        self.name = name
+        self.rank = rank
+        self.device = device
+        self.outputs = outputs
+        self.instructions = instructions
+        self.flows = flows
 
 
 class CodeGen:

@@ -85,8 +85,10 @@ class SlotTable:
             raise PlanError(
                 f"value {value} is defined twice on rank {rank} (again by {self._at(at)})"
             )
-        self.where[(rank, value)] = self.add_slot(ValueKey(rank, value), spec, sharding, at)
-        return self.where[(rank, value)]
+        slots = self.slots
+        self.where[(rank, value)] = len(slots)
+        slots.append(Slot(ValueKey(rank, value), spec, sharding, at))
+        return len(slots) - 1
 
     def add_slot(
         self, key: ValueKey | ChannelKey, spec: TensorSpec, sharding: Sharding | None, at: int

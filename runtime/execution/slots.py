@@ -28,7 +28,7 @@ from ..executable import Executable
 from ..instructions import registry
 from ..liveness import last_uses
 from ..named_shardings import as_named, layout_sharding
-from ..plan import ExecutionPlan, Instruction, StageExecutable, TensorSpec
+from ..plan import ExecutionPlan, Instruction, TensorSpec
 from .slot_table import ChannelKey, Slot, SlotTable, ValueKey, free_after
 
 
@@ -36,9 +36,7 @@ class Step(Protocol):
     """An instruction resolved to slots, as its kind's ``resolve`` makes it."""
 
     inst: Instruction
-
-    def consumed(self, executables: Mapping[str, StageExecutable]) -> list[tuple[int, int]]:
-        """``(input position, slot)`` of each input slot it consumes (donates)."""
+    consumed: tuple[tuple[int, int], ...]  # (input position, slot) of each input it donates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,8 +201,9 @@ class Resolver:
             ]
 
     def _resolve(self, at: int, inst: Instruction) -> Step:
-        kind = registry.kind_of(inst, at)
-        self.check_rank(inst.rank, f"instruction {at}")
+        kind = registry.KINDS.get(getattr(inst, "kind", None)) or registry.kind_of(inst, at)
+        if not 0 <= inst.rank < len(self.rank_devices):
+            self.check_rank(inst.rank, f"instruction {at}")
         return kind.resolve(self, at, inst)
 
     def _output_slots(self) -> list[int]:
@@ -237,7 +236,7 @@ class Resolver:
         there: no later reader, no send still in flight, not a program output."""
         slots, plan = self.table.slots, self.plan
         for at, step in enumerate(steps):
-            for position, slot in step.consumed(plan.executables):
+            for position, slot in step.consumed:
                 value = step.inst.reads()[position]
                 in_flight = [
                     slots[c].last_use

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, ClassVar
 from .. import transfer as _transfer
 from ..errors import PlanError
 from ..execution.codegen import CodeGen, OpFacts, compile_op, items
-from ..liveness import spec_bytes
 from ..plan import Instruction, StageExecutable, TensorSpec
 from . import copy
 
@@ -63,8 +62,7 @@ class ReceiveStep:
     channel: int
     destination: int
 
-    def consumed(self, executables: Mapping[str, StageExecutable]) -> list[tuple[int, int]]:
-        return []
+    consumed: ClassVar[tuple[tuple[int, int], ...]] = ()  # it consumes no buffer
 
 
 def resolve(resolver: Resolver, at: int, inst: Recv) -> ReceiveStep:
@@ -98,7 +96,6 @@ def generate(gen: CodeGen, steps: Sequence[ReceiveStep], at: int) -> int:
     receives = tuple(step.inst for step in group)
     rank = receives[0].rank
     destinations = tuple(step.destination for step in group)
-    title = f"recv {sum(spec_bytes(inst.spec) for inst in receives)} B"
     batch: list[ReceiveStep] = []
     free: list[int] = []
     flows = receives
@@ -112,12 +109,12 @@ def generate(gen: CodeGen, steps: Sequence[ReceiveStep], at: int) -> int:
             continue
         code, namespace = copy.code([copy.CopyStep(step.channel, step.destination, target)], slots)
         op = compile_op("reshard", step.inst.describe(), code, (), namespace)
-        gen.add(op, end, OpFacts("reshard", title, rank, "transfer", destinations, receives, flows))
+        gen.add(op, end, OpFacts("reshard", rank, "transfer", destinations, receives, flows))
         flows = ()
     what = ", ".join(inst.describe() for inst in receives)
     if not batch:
         op = compile_op("free", what, [], free, {})
-        gen.add(op, end, OpFacts("free", title, rank, None, destinations, receives, flows))
+        gen.add(op, end, OpFacts("free", rank, None, destinations, receives, flows))
         return end
     code = [
         f"r = copy([{items(s.channel for s in batch)}], lists, shardings, modes)",
@@ -132,5 +129,5 @@ def generate(gen: CodeGen, steps: Sequence[ReceiveStep], at: int) -> int:
         "modes": [_transfer.REUSE] * len(batch),
     }
     op = compile_op("copy", what, code, free, namespace)
-    gen.add(op, end, OpFacts("copy", title, rank, "transfer", destinations, receives, flows))
+    gen.add(op, end, OpFacts("copy", rank, "transfer", destinations, receives, flows))
     return end

@@ -83,19 +83,28 @@ class RunStage(Instruction):
     def listing(self) -> str:
         return f"run {self.executable} ({self.label}) {list(self.inputs)} -> {list(self.outputs)}"
 
+    def trace_title(self) -> str:
+        """Its name in traces: ``F1.0`` (``F1.0+B2.1`` fused) for stage tasks, else the
+        label or executable."""
+        tasks = [t for t in self.tasks if t.microbatch is not None]
+        if tasks:
+            return "+".join(f"{_SHORT.get(t.kind, t.kind)}{t.stage}.{t.microbatch}" for t in tasks)
+        return self.label or self.executable
+
+
+_SHORT = {"fwd": "F", "bwd": "B", "bwd_i": "I", "bwd_w": "W"}
+
 
 @dataclasses.dataclass(frozen=True)
 class RunStep:
-    """A resolved ``RunStage``: the copies made just before it, its input and output slots."""
+    """A resolved ``RunStage``: the copies made just before it, its input and output slots,
+    and ``(input position, slot)`` of each input the launch consumes (donated)."""
 
     inst: RunStage
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     copies: tuple[copy.CopyStep, ...]
-
-    def consumed(self, executables: Mapping[str, StageExecutable]) -> list[tuple[int, int]]:
-        """``(input position, slot)`` of each input the launch consumes (donated to an output)."""
-        return [(i, self.inputs[i]) for i, _ in executables[self.inst.executable].aliases]
+    consumed: tuple[tuple[int, int], ...]
 
 
 def resolve(resolver: Resolver, at: int, inst: RunStage) -> RunStep:
@@ -125,14 +134,16 @@ def resolve(resolver: Resolver, at: int, inst: RunStage) -> RunStep:
         table.define(inst.rank, v, spec, sh, at)
         for v, spec, sh in zip(inst.outputs, stage.output_specs, out_shardings, strict=True)
     ]
-    for position, _ in stage.aliases:
-        if ins.count(ins[position]) > 1:
+    consumed = tuple([(p, ins[p]) for p, _ in stage.aliases]) if stage.aliases else ()
+    for position, slot in consumed:
+        if ins.count(slot) > 1:
             raise PlanError(
                 f"instruction {at} ({inst.describe()}) consumes input {position} "
                 f"(value {inst.inputs[position]}, donated to its output), but "
                 "reads the same value as another input too"
             )
-    return RunStep(inst, tuple(ins), tuple(outs), tuple(table.copies.get(at, [])))
+    copies = tuple(table.copies.get(at, ()))
+    return RunStep(inst, tuple(ins), tuple(outs), copies, consumed)
 
 
 def generate(gen: CodeGen, steps: Sequence[RunStep], at: int) -> int:
@@ -147,7 +158,7 @@ def generate(gen: CodeGen, steps: Sequence[RunStep], at: int) -> int:
         for spec, s in zip(output_specs, outs, strict=True)
     ]
     dead = {s for s in outs if slots[s].last_use == -1}  # results nobody reads
-    copy_code, namespace = copy.code(step.copies, slots)
+    copy_code, namespace = copy.code(step.copies, slots) if step.copies else ([], {})
     code = [
         *copy_code,
         f"r = execute(({items(ins)})).consume_with_handlers(handlers)",
@@ -158,20 +169,5 @@ def generate(gen: CodeGen, steps: Sequence[RunStep], at: int) -> int:
     namespace["handlers"] = handlers
     op = compile_op(KIND, inst.describe(), code, free, namespace)
     live = tuple(s for s in outs if s not in dead)
-    facts = OpFacts(
-        KIND, _title(inst), inst.rank, "task", live, (inst,),
-        executable=inst.executable, label=inst.label, tasks=inst.tasks,
-    )  # fmt: skip
-    gen.add(op, at + 1, facts)
+    gen.add(op, at + 1, OpFacts(KIND, inst.rank, "task", live, (inst,)))
     return at + 1
-
-
-_SHORT = {"fwd": "F", "bwd": "B", "bwd_i": "I", "bwd_w": "W"}
-
-
-def _title(inst: RunStage) -> str:
-    """``F1.0`` (``F1.0+B2.1`` fused) for stage tasks, else the label or executable."""
-    tasks = [t for t in inst.tasks if t.microbatch is not None]
-    if tasks:
-        return "+".join(f"{_SHORT.get(t.kind, t.kind)}{t.stage}.{t.microbatch}" for t in tasks)
-    return inst.label or inst.executable

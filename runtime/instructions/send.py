@@ -10,12 +10,12 @@ process's local plan (``runtime/multiprocess``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import PlanError
 from ..execution.codegen import CodeGen, OpFacts, compile_op
-from ..plan import Instruction, StageExecutable
+from ..plan import Instruction
 
 if TYPE_CHECKING:
     from ..execution.slots import Resolver
@@ -56,8 +56,7 @@ class SendStep:
     source: int
     channel: int
 
-    def consumed(self, executables: Mapping[str, StageExecutable]) -> list[tuple[int, int]]:
-        return []
+    consumed: ClassVar[tuple[tuple[int, int], ...]] = ()  # it consumes no buffer
 
 
 def resolve(resolver: Resolver, at: int, inst: Send) -> SendStep:
@@ -81,5 +80,5 @@ def generate(gen: CodeGen, steps: Sequence[SendStep], at: int) -> int:
     step = steps[at]
     code = [f"env[{step.channel}] = env[{step.source}]  # {gen.slots[step.channel].name()}"]
     op = compile_op(KIND, step.inst.describe(), code, gen.free_after[at], {})
-    gen.add(op, at + 1, OpFacts(KIND, "send", step.inst.rank, None, (), (step.inst,)))
+    gen.add(op, at + 1, OpFacts(KIND, step.inst.rank, None, (), (step.inst,)))
     return at + 1

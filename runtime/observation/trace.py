@@ -195,9 +195,14 @@ def describe_ops(dispatch: Any) -> list[OpTrace]:
         facts = op.facts
         received = [i for i in facts.instructions if i.receives_on is not None]
         total = sum(received_bytes(plan, i) for i in received)
+        launch = facts.instructions[0] if facts.device == "task" else None
+        if launch is not None:
+            title = launch.trace_title()
+        else:
+            title = f"recv {total} B" if received else facts.name
         traces.append(
             OpTrace(
-                title=facts.title,
+                title=title,
                 rank=facts.rank,
                 device=facts.device,
                 outputs=facts.outputs,
@@ -211,9 +216,9 @@ def describe_ops(dispatch: Any) -> list[OpTrace]:
                 ),
                 values=len(received),
                 bytes=total,
-                executable=facts.executable,
-                label=facts.label,
-                tasks=facts.tasks,
+                executable=launch.executable if launch is not None else "",
+                label=launch.label if launch is not None else "",
+                tasks=launch.tasks if launch is not None else (),
                 stage_names=plan.stage_names,
             )
         )
