@@ -75,7 +75,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jaxpp_mlir.runtime import _jax_compat as jc  # noqa: E402
 from jaxpp_mlir.runtime.compilation.compile import compile_stage  # noqa: E402
-from jaxpp_mlir.runtime.plan import RunStage  # noqa: E402
+from jaxpp_mlir.runtime.instructions import run as run_kind  # noqa: E402
 
 LEAF_SHAPE = (4,)
 # (inputs, outputs): the issue's measured points, and a few between them.
@@ -223,7 +223,7 @@ def chain_row(num_tasks: int, device: jax.Device, reps: int) -> dict:
 
 def launch_shape(plan) -> dict:
     """Launches per step and buffers per launch of an ``ExecutionPlan``."""
-    runs = [inst for inst in plan.instructions if isinstance(inst, RunStage)]
+    runs = [inst for inst in plan.instructions if inst.kind == run_kind.KIND]
     ins = [len(plan.executables[r.executable].input_specs) for r in runs]
     outs = [len(plan.executables[r.executable].output_specs) for r in runs]
     return {
@@ -240,7 +240,7 @@ def launch_shape(plan) -> dict:
 
 def aliases_shape(plan) -> dict:
     """How many launches per step alias an input to an output, and how many buffers."""
-    runs = [inst for inst in plan.instructions if isinstance(inst, RunStage)]
+    runs = [inst for inst in plan.instructions if inst.kind == run_kind.KIND]
     aliased = [len(plan.executables[r.executable].aliases) for r in runs]
     return {
         "aliased_launches_per_step": sum(1 for n in aliased if n),
@@ -259,7 +259,7 @@ def task_shape(plan) -> dict:
     runs = [
         inst
         for inst in plan.instructions
-        if isinstance(inst, RunStage) and inst.executable.startswith("stage")
+        if inst.kind == run_kind.KIND and inst.executable.startswith("stage")
     ]
     ins = [len(plan.executables[r.executable].input_specs) for r in runs]
     outs = [len(plan.executables[r.executable].output_specs) for r in runs]
@@ -426,7 +426,7 @@ def _fused_compile_figures(plain_plan, fused_plan, devices) -> dict:
     of the plain executables of its parts (each distinct one once), compiled one by one."""
     seen: dict[str, dict] = {}
     for run in fused_plan.instructions:
-        if not isinstance(run, RunStage) or run.executable in seen:
+        if run.kind != run_kind.KIND or run.executable in seen:
             continue
         parts = fused_plan.executables[run.executable].fused_parts
         if not parts:

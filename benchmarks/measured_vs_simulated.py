@@ -161,9 +161,7 @@ def run_schedule(spec: reference.Workload, name: str, args) -> dict:
         "workload": spec.name,
         "schedule": f"{name}+fused" if fused else name,
         "fused": fused,
-        "launches_per_step": sum(
-            type(inst).__name__ == "RunStage" for inst in program.plan.instructions
-        ),
+        "launches_per_step": sum(inst.kind == "run" for inst in program.plan.instructions),
         "simulated_makespan_with_launch_ms": with_launch.makespan,
         "untraced_step_ms": untraced,
         "traced_step_ms": measured_step,

@@ -10,17 +10,17 @@
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Iterable
 
-import numpy as np
 from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics, pass_warnings
 from jaxpp_mlir.errors import PartitionWarning
 from jaxpp_mlir.passes.pipeline import PipelineElement
-from jaxpp_mlir.runtime.plan import ExecutionPlan, Recv, RunStage, TensorSpec
+from jaxpp_mlir.runtime.instructions import receive, registry, run
+from jaxpp_mlir.runtime.liveness import received_bytes
+from jaxpp_mlir.runtime.plan import ExecutionPlan
 
 summary_logger = logging.getLogger("jaxpp_mlir.partition")
 pass_logger = logging.getLogger("jaxpp_mlir.passes")
@@ -54,32 +54,17 @@ def surface_warnings(found: Iterable[diagnostics.Diagnostic], *, strict: bool = 
     pass_warnings.report(found, strict=strict)
 
 
-def tensor_bytes(spec: TensorSpec) -> int:
-    """Bytes of one tensor of ``spec`` (sub-byte types round up to a byte each)."""
-    itemsize = _itemsize(spec.dtype)
-    return math.prod(spec.shape) * itemsize
-
-
 def plan_summary(plan: ExecutionPlan, num_stages: int) -> str:
     """One line: stages, ranks, tasks, transfers and the bytes transfers move per step."""
-    tasks = sum(isinstance(inst, RunStage) for inst in plan.instructions)
-    receives = [inst for inst in plan.instructions if isinstance(inst, Recv)]
-    moved = sum(tensor_bytes(recv.spec) for recv in receives)
+    counts = registry.count(plan.instructions)
+    moved = sum(received_bytes(plan, inst) for inst in plan.instructions)
     return (
-        f"partitioned into {num_stages} stages on {plan.num_ranks} ranks: {tasks} tasks, "
-        f"{len(receives)} transfers moving {moved} bytes per step"
+        f"partitioned into {num_stages} stages on {plan.num_ranks} ranks: "
+        f"{counts[run.KIND]} tasks, {counts[receive.KIND]} transfers moving {moved} bytes "
+        "per step"
     )
 
 
 def log_summary(plan: ExecutionPlan, num_stages: int) -> None:
     if summary_logger.isEnabledFor(logging.INFO):
         summary_logger.info("%s", plan_summary(plan, num_stages))
-
-
-def _itemsize(dtype: str) -> int:
-    try:
-        return np.dtype(dtype).itemsize
-    except TypeError:  # bfloat16, float8_*: numpy knows them through ml_dtypes only
-        import ml_dtypes
-
-        return np.dtype(getattr(ml_dtypes, dtype)).itemsize

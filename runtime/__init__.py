@@ -4,7 +4,8 @@ It depends on jax/jaxlib and on the plan's plain data only, never on the passes.
 Names load on first use (PEP 562), so ``jaxpp_mlir.runtime.plan`` can be read
 without loading the executor or XLA.
 
-Subpackages by concern: ``compilation`` (stage programs to executables, caches),
+Subpackages by concern: ``instructions`` (one module per instruction kind, and
+their registry), ``compilation`` (stage programs to executables, caches),
 ``execution`` (one process's dispatch loop), ``multiprocess`` (ranks in several
 processes), ``failure`` (watchdog, exit hooks), ``observation`` (traces, memory).
 Each module has one name: its path in these subpackages.
@@ -23,10 +24,11 @@ _SOURCES = {
     "InputBinding": f"{__name__}.plan",
     "Instruction": f"{__name__}.plan",
     "OutputBinding": f"{__name__}.plan",
-    "Recv": f"{__name__}.plan",
-    "RunStage": f"{__name__}.plan",
-    "Send": f"{__name__}.plan",
+    "Recv": f"{__name__}.instructions.receive",
+    "RunStage": f"{__name__}.instructions.run",
+    "Send": f"{__name__}.instructions.send",
     "StageExecutable": f"{__name__}.plan",
+    "TaskRef": f"{__name__}.plan",
     "TensorSpec": f"{__name__}.plan",
 }
 

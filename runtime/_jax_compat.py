@@ -78,14 +78,6 @@ def sharding_from_hlo_proto(devices: Sequence[jax.Device], proto: Any) -> Shardi
     return GSPMDSharding(device_list(devices), _xc.HloSharding.from_proto(proto))
 
 
-def sharding_from_hlo_text(devices: Sequence[jax.Device], text: str) -> Sharding:
-    """``GSPMDSharding(DeviceList(devices), HloSharding.from_string(text))``: a sharding
-    from HLO sharding text (0.10.2, 0.11.2, 0.12.x)."""
-    from jax._src.sharding_impls import GSPMDSharding
-
-    return GSPMDSharding(device_list(devices), _xc.HloSharding.from_string(text))
-
-
 def result_handler(aval: Any, sharding: Sharding) -> Any:
     """A handler turning one executable output into a committed ``jax.Array``:
     ``xla_client.array_result_handler(aval, sharding, committed=True[, _skip_checks=True])``.

@@ -1,8 +1,9 @@
 """The one table of tensor element types: numpy dtype name <-> MLIR element type.
 
-The runtime writes MLIR types from it (transfer modules, see ``collectives``);
-the compiler side reads MLIR types back into the dtype names of a
-``TensorSpec`` (``jaxpp_mlir.plan``). Names not listed are unsupported.
+The compiler side reads MLIR types back into the dtype names of a ``TensorSpec``
+(``jaxpp_mlir.plan``); the runtime transfers between processes only the dtypes
+listed here (``collectives``, which types its modules through jax's bindings).
+Names not listed are unsupported.
 """
 
 from __future__ import annotations

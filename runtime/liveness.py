@@ -7,7 +7,7 @@ input lives from the start. A value in flight counts on its sender from the
 instruction that sends it until the one that receives it. An output an
 executable writes into an input's buffer takes that buffer over instead of adding
 bytes. Only the instructions' own answers (``reads``, ``writes``, ``sends_on``...)
-are used, never their class.
+and the plan's value table (``ExecutionPlan.values``) are used, never their class.
 """
 
 from __future__ import annotations
@@ -16,13 +16,30 @@ import dataclasses
 
 import numpy as np
 
-from .plan import ExecutionPlan, TensorSpec
+from .plan import ExecutionPlan, Instruction, TensorSpec
 
 Key = tuple[int, int]  # (rank, value)
 
 
 def spec_bytes(spec: TensorSpec) -> int:
-    return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
+    """Bytes of one tensor of ``spec`` (sub-byte types round up to a byte each)."""
+    return int(np.prod(spec.shape, dtype=np.int64)) * _itemsize(spec.dtype)
+
+
+def _itemsize(dtype: str) -> int:
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError:  # bfloat16, float8_*: numpy knows them through ml_dtypes only
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, dtype)).itemsize
+
+
+def received_bytes(plan: ExecutionPlan, inst: Instruction) -> int:
+    """The bytes ``inst`` receives from another rank (0 if it receives nothing)."""
+    if inst.receives_on is None:
+        return 0
+    return sum(spec_bytes(plan.values[(inst.rank, value)].spec) for value in inst.writes())
 
 
 def last_uses(plan: ExecutionPlan) -> dict[Key, int]:
@@ -31,13 +48,8 @@ def last_uses(plan: ExecutionPlan) -> dict[Key, int]:
     ``len(plan.instructions)`` for outputs and their replicas; the defining
     instruction for a value nobody reads; -1 for an input nobody reads.
     """
-    result: dict[Key, int] = {}
-    for binding in plan.inputs:
-        for rank in binding.ranks:
-            result[(rank, binding.index)] = -1
+    result: dict[Key, int] = {key: info.defined_at for key, info in plan.values.items()}
     for at, inst in enumerate(plan.instructions):
-        for value in inst.writes():
-            result.setdefault((inst.rank, value), at)
         for value in inst.reads():
             result[(inst.rank, value)] = at
     end = len(plan.instructions)
@@ -45,14 +57,6 @@ def last_uses(plan: ExecutionPlan) -> dict[Key, int]:
         for value, rank in ((output.value, output.rank), *output.replicas):
             result[(rank, value)] = end
     return result
-
-
-def value_specs(plan: ExecutionPlan) -> dict[int, TensorSpec]:
-    """Each value's spec, as its input binding or its defining instruction gives it."""
-    specs = {b.index: b.spec for b in plan.inputs}
-    for inst in plan.instructions:
-        specs.update(zip(inst.writes(), inst.written_specs(plan.executables), strict=True))
-    return specs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +69,7 @@ class LiveBytes:
 
 def live_bytes(plan: ExecutionPlan) -> LiveBytes:
     """Bytes each rank holds through the plan (temporaries inside executables not counted)."""
-    specs, dies = value_specs(plan), last_uses(plan)
+    values, dies = plan.values, last_uses(plan)
     held: dict[Key, int] = {}
     live = [0] * plan.num_ranks
     for binding in plan.inputs:
@@ -78,7 +82,7 @@ def live_bytes(plan: ExecutionPlan) -> LiveBytes:
     for at, inst in enumerate(plan.instructions):
         if inst.sends_on is not None:
             (value,) = inst.reads()
-            in_flight[inst.sends_on] = (inst.rank, spec_bytes(specs[value]))
+            in_flight[inst.sends_on] = (inst.rank, spec_bytes(values[(inst.rank, value)].spec))
             live[inst.rank] += in_flight[inst.sends_on][1]
         if inst.receives_on is not None:
             sender, size = in_flight.pop(inst.receives_on, (inst.rank, 0))
@@ -89,7 +93,7 @@ def live_bytes(plan: ExecutionPlan) -> LiveBytes:
         written = [(inst.rank, v) for v in inst.writes()]
         for key in written:
             if key not in held:
-                held[key] = spec_bytes(specs[key[1]])
+                held[key] = spec_bytes(values[key].spec)
                 live[inst.rank] += held[key]
         peak[inst.rank] = max(peak[inst.rank], live[inst.rank])
         for key in [(inst.rank, v) for v in inst.reads()] + written:

@@ -5,16 +5,22 @@ partitioned module; the runtime executes it and never sees MLIR passes.
 
 Values are named by integers. Input ``i`` of the program is value ``i`` and is
 placed on every rank listed in its ``InputBinding``. Every other value is
-defined exactly once, on one rank, by a ``RunStage`` output or a ``Recv``.
-``instructions`` is a global order in which a single dispatcher may issue all
-ranks' work: every ``Send`` precedes its ``Recv``, every value is defined
-before its uses on its rank. ``rank_program(r)`` is rank r's own ordered list.
+defined exactly once, on one rank, by an instruction (a run's output, a
+receive). ``instructions`` is a global order in which a single dispatcher may
+issue all ranks' work: every send precedes its receive, every value is defined
+before its uses on its rank. ``rank_program(r)`` is rank r's own ordered list;
+``values`` says, per rank and value, its spec, layout and where it is defined.
+
+Instructions are of the kinds in ``runtime/instructions`` (one module each: its
+data, slot resolution and dispatch code); this module holds what every kind
+answers (``Instruction``) and the data they share.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
@@ -66,132 +72,72 @@ class StageExecutable:
     fused_parts: tuple[str, ...] = ()
 
 
-# Every instruction answers the same questions, so that slots, liveness, memory,
-# traces and the multi-process ordering never dispatch on its class:
-#   kind                       "run", "send", "recv": its name in traces and listings
-#   rank, peer                 the rank it runs on; the rank at the other end (None: none)
-#   reads(), writes()          the values it reads and defines on ``rank``
-#   written_specs(executables) the specs of ``writes()``, in order
-#   sends_on, receives_on      the channel it puts a value on / takes a value from (None)
-#   reused_buffers(executables) (read value, written value) pairs whose buffer is reused
-#   describe(), listing()      one line for error messages; one line for plan dumps
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskRef:
+    """One task a run executes: ``kind`` (``fwd``, ``bwd``, ``bwd_i``, ``bwd_w``; ``pre`` and
+    ``post`` for the code before and after the microbatch loop) of ``stage`` for
+    ``microbatch``; ``microbatch`` is None for code that runs once per step (``pre``,
+    ``post``). Its string form is the task's label, ``fwd_1__0``."""
+
+    stage: int
+    kind: str
+    microbatch: int | None
+
+    def __str__(self) -> str:
+        return f"{self.kind}_{self.stage}__{self.microbatch or 0}"
 
 
-@dataclasses.dataclass(frozen=True)
-class RunStage:
-    """Runs ``executable`` on ``rank`` with ``inputs``, defining ``outputs``."""
+class Instruction:
+    """What every instruction of a plan answers, so that slots, liveness, memory, traces,
+    summaries and the multi-process ordering never ask for its class.
 
-    rank: int
-    executable: str
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    label: str = ""  # e.g. "fwd_1__0", for traces and errors
+    Each kind is a frozen dataclass deriving from this class in its own module of
+    ``runtime/instructions`` (with its slot resolution and dispatch code;
+    ``runtime/instructions/registry.py`` lists them). It sets ``kind``, ``rank`` and
+    ``peer`` and overrides what differs from these defaults: work on one rank that
+    reads, writes, sends and receives nothing and runs no task.
+    """
 
-    kind: ClassVar[str] = "run"
-    peer: ClassVar[None] = None
-    sends_on: ClassVar[None] = None
-    receives_on: ClassVar[None] = None
-
-    def reads(self) -> tuple[int, ...]:
-        return self.inputs
-
-    def writes(self) -> tuple[int, ...]:
-        return self.outputs
-
-    def written_specs(self, executables: Mapping[str, StageExecutable]) -> tuple[TensorSpec, ...]:
-        return executables[self.executable].output_specs
-
-    def reused_buffers(
-        self, executables: Mapping[str, StageExecutable]
-    ) -> tuple[tuple[int, int], ...]:
-        return tuple(
-            (self.inputs[i], self.outputs[o]) for i, o in executables[self.executable].aliases
-        )
-
-    def describe(self) -> str:
-        label = f" ({self.label})" if self.label else ""
-        return f"run {self.executable!r}{label} on rank {self.rank}"
-
-    def listing(self) -> str:
-        return f"run {self.executable} ({self.label}) {list(self.inputs)} -> {list(self.outputs)}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Send:
-    """Sends ``value`` (held by ``rank``) to ``peer`` on ``channel``."""
-
-    rank: int
-    peer: int
-    channel: int
-    value: int
-
-    kind: ClassVar[str] = "send"
-    receives_on: ClassVar[None] = None
-
-    @property
-    def sends_on(self) -> int:
-        return self.channel
+    kind: ClassVar[str]  # "run", "send", "recv": its name in the registry, traces, listings
+    rank: int  # the rank it runs on
+    peer: int | None  # the rank at the other end of a transfer (None: local work)
+    sends_on: int | None = None  # the channel it puts a value on
+    receives_on: int | None = None  # the channel it takes a value from
+    tasks: tuple[TaskRef, ...] = ()  # the stage tasks it executes
+    # Whether its executable's boundary fixes the layout of what it reads and writes (a
+    # transfer takes any layout).
+    fixes_layouts: bool = False
 
     def reads(self) -> tuple[int, ...]:
-        return (self.value,)
+        """The values it reads on ``rank``."""
+        return ()
 
     def writes(self) -> tuple[int, ...]:
+        """The values it defines on ``rank``."""
+        return ()
+
+    def read_specs(self, executables: Mapping[str, StageExecutable]) -> tuple[TensorSpec, ...]:
+        """The specs (with layouts) it reads ``reads()`` in, in order (() where it takes
+        any layout)."""
         return ()
 
     def written_specs(self, executables: Mapping[str, StageExecutable]) -> tuple[TensorSpec, ...]:
+        """The specs of ``writes()``, in order."""
         return ()
 
     def reused_buffers(
         self, executables: Mapping[str, StageExecutable]
     ) -> tuple[tuple[int, int], ...]:
+        """(read value, written value) pairs whose buffer the written value takes over."""
         return ()
 
     def describe(self) -> str:
-        return f"send of value {self.value} from rank {self.rank} to rank {self.peer}"
+        """One line for error messages."""
+        return f"{self.kind} on rank {self.rank}"
 
     def listing(self) -> str:
-        return f"send %{self.value} -> rank {self.peer} (channel {self.channel})"
-
-
-@dataclasses.dataclass(frozen=True)
-class Recv:
-    """Defines ``value`` on ``rank`` as what ``peer`` sent on ``channel``."""
-
-    rank: int
-    peer: int
-    channel: int
-    value: int
-    spec: TensorSpec
-
-    kind: ClassVar[str] = "recv"
-    sends_on: ClassVar[None] = None
-
-    @property
-    def receives_on(self) -> int:
-        return self.channel
-
-    def reads(self) -> tuple[int, ...]:
-        return ()
-
-    def writes(self) -> tuple[int, ...]:
-        return (self.value,)
-
-    def written_specs(self, executables: Mapping[str, StageExecutable]) -> tuple[TensorSpec, ...]:
-        return (self.spec,)
-
-    def reused_buffers(
-        self, executables: Mapping[str, StageExecutable]
-    ) -> tuple[tuple[int, int], ...]:
-        return ()
-
-    def describe(self) -> str:
-        return f"recv of value {self.value} on rank {self.rank} from rank {self.peer}"
-
-    def listing(self) -> str:
-        return f"recv %{self.value} <- rank {self.peer} (channel {self.channel}) {self.spec}"
-
-
-Instruction = RunStage | Send | Recv
+        """One line for plan dumps."""
+        return self.describe()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,12 +185,30 @@ class Constant:
 
 
 @dataclasses.dataclass(frozen=True)
+class ValueInfo:
+    """One value as one rank holds it (``ExecutionPlan.values``).
+
+    ``spec`` is how its definition gives it (an input binding, a run's output, a
+    receive); ``defined_at`` the index of the instruction that defines it there (-1: a
+    program input). ``layout_at`` is the instruction whose executable fixes how the rank
+    lays the value out (the run defining it, else the first run reading it; None: no run
+    does, so it stays replicated), and ``layout`` that layout as the plan states it
+    (None: XLA chooses, or no run fixes it).
+    """
+
+    spec: TensorSpec
+    defined_at: int
+    layout: Layout | None = None
+    layout_at: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class ExecutionPlan:
     num_ranks: int
     executables: dict[str, StageExecutable]
     inputs: tuple[InputBinding, ...]
     outputs: tuple[OutputBinding, ...]
-    instructions: tuple[Instruction, ...]
+    instructions: tuple[Instruction, ...]  # each of a kind in runtime/instructions
     # Stage -> the name mark_stage_end(x, name=...) gave it (named stages only).
     stage_names: dict[int, str] = dataclasses.field(default_factory=dict)
     # The last inputs, in order: values the plan fixes, not the caller's arguments.
@@ -257,3 +221,44 @@ class ExecutionPlan:
 
     def rank_program(self, rank: int) -> list[Instruction]:
         return [inst for inst in self.instructions if inst.rank == rank]
+
+    @cached_property
+    def values(self) -> Mapping[tuple[int, int], ValueInfo]:
+        """``(rank, value)`` -> its ``ValueInfo``, for every value the plan holds: worked
+        out once per plan from its bindings and instructions, and read by liveness, slot
+        resolution and the multi-process setup. A value defined twice on a rank keeps its
+        first definition here (slot resolution rejects the plan)."""
+        return _value_table(self)
+
+    def __getstate__(self) -> dict:
+        """A pickled plan leaves its value table behind (it is worked out again)."""
+        state = dict(self.__dict__)
+        state.pop("values", None)
+        return state
+
+
+def _value_table(plan: ExecutionPlan) -> dict[tuple[int, int], ValueInfo]:
+    found: dict[tuple[int, int], list] = {}  # key -> [spec, defined_at, layout, layout_at]
+    for binding in plan.inputs:
+        for rank in binding.ranks:
+            found.setdefault((rank, binding.index), [binding.spec, -1, None, None])
+    readers: list[tuple[int, tuple[int, int], TensorSpec]] = []
+    executables = plan.executables
+    for at, inst in enumerate(plan.instructions):
+        rank, fixes = inst.rank, inst.fixes_layouts
+        try:
+            read, written = inst.read_specs(executables), inst.written_specs(executables)
+        except KeyError:  # an unknown executable: slot resolution names it
+            continue
+        if fixes:
+            for value, spec in zip(inst.reads(), read, strict=False):
+                readers.append((at, (rank, value), spec))
+        for value, spec in zip(inst.writes(), written, strict=False):
+            if (rank, value) not in found:
+                fixed = (spec.layout, at) if fixes else (None, None)
+                found[(rank, value)] = [spec, at, *fixed]
+    for at, key, spec in readers:
+        entry = found.get(key)
+        if entry is not None and entry[3] is None:
+            entry[2], entry[3] = spec.layout, at
+    return {key: ValueInfo(*entry) for key, entry in found.items()}

@@ -50,8 +50,9 @@ def collect_task_times_ms(enabled: bool = True) -> Iterator[dict[str, list[float
     """Within the block, records how long each task of a compiled step runs.
 
     Yields a dict filled when the block exits: task name (``fwd_0__1``,
-    ``bwd_1__0``...) to the milliseconds of each run, from dispatch to its results'
-    readiness on the device. ``enabled=False`` yields None and records nothing.
+    ``bwd_1__0``...; fused tasks ``FusedTask(...)``) to the milliseconds of each run,
+    from its dispatch to the end of its device span (its results ready). ``enabled=False``
+    yields None and records nothing.
     """
     if not enabled:
         yield None
@@ -64,7 +65,6 @@ def collect_task_times_ms(enabled: bool = True) -> Iterator[dict[str, list[float
     finally:
         trace.ACTIVE = outer
         recorder.finish()
-        for span in recorder.spans:
-            if span.category == "run":
-                end = max(span.ready, span.dispatch_end)
-                times[span.name].append((end - span.dispatch_start) / 1000.0)
+        for span in recorder.timeline().tasks:
+            end = max(span.end, span.dispatch_end)
+            times[span.label or span.executable].append((end - span.dispatch_start) / 1000.0)

@@ -10,45 +10,53 @@ bubble use the schedule's default costs (a backward costs two forwards).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from jaxpp_mlir.runtime.liveness import value_specs
-from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank, spec_bytes
-from jaxpp_mlir.runtime.plan import ExecutionPlan, Recv, RunStage
+from jaxpp_mlir.dialect.vocabulary import FORWARD
+from jaxpp_mlir.runtime.instructions import receive, registry, run
+from jaxpp_mlir.runtime.liveness import received_bytes, spec_bytes
+from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank
+from jaxpp_mlir.runtime.plan import ExecutionPlan, Instruction, TaskRef
 
-_TASK = re.compile(r"(fwd|bwd_i|bwd_w|bwd)_(\d+)__(\d+)")
+
+def _stage_tasks(inst: Instruction) -> list[TaskRef]:
+    """The tasks of a stage for a microbatch that ``inst`` runs (not pre/post code)."""
+    return [task for task in inst.tasks if task.microbatch is not None]
 
 
 def num_microbatches(plan: ExecutionPlan) -> int:
-    """The number of microbatches the plan's task labels cover (0 without a loop)."""
-    found = [int(m) for inst in plan.instructions if isinstance(inst, RunStage)
-             for _, _, m in _TASK.findall(inst.label)]  # fmt: skip
+    """The number of microbatches the plan's tasks cover (0 without a loop)."""
+    found = [task.microbatch for inst in plan.instructions for task in _stage_tasks(inst)]
     return max(found) + 1 if found else 0
 
 
 def stage_bytes(plan: ExecutionPlan, num_stages: int) -> list[dict[str, int]]:
     """Per stage: ``{"param_bytes", "activation_bytes"}`` (see the module docstring)."""
-    specs = value_specs(plan)
+    values = plan.values
     inputs = {binding.index for binding in plan.inputs}
-    params: list[set[int]] = [set() for _ in range(num_stages)]
+    params: list[set[tuple[int, int]]] = [set() for _ in range(num_stages)]
     activations = [0] * num_stages
     for inst in plan.instructions:
-        if not isinstance(inst, RunStage):
-            continue
-        tasks = _TASK.findall(inst.label)
-        for kind, stage_text, microbatch in tasks:
-            stage = int(stage_text)
-            if stage >= num_stages:
+        tasks = _stage_tasks(inst)
+        for task in tasks:
+            if task.stage >= num_stages:
                 continue
-            params[stage].update(v for v in inst.inputs if v in inputs)
-            if kind == "fwd" and microbatch == "0" and len(tasks) == 1:
-                activations[stage] = sum(spec_bytes(specs[v]) for v in inst.outputs)
+            params[task.stage].update((inst.rank, v) for v in inst.reads() if v in inputs)
+            if task.kind == FORWARD and task.microbatch == 0 and len(tasks) == 1:
+                written = inst.writes()
+                activations[task.stage] = sum(
+                    spec_bytes(values[(inst.rank, v)].spec) for v in written
+                )
     return [
-        {"param_bytes": sum(spec_bytes(specs[v]) for v in params[s]),
+        {"param_bytes": sum(spec_bytes(values[key].spec) for key in _each_value(params[s])),
          "activation_bytes": activations[s]}
         for s in range(num_stages)
     ]  # fmt: skip
+
+
+def _each_value(keys: set[tuple[int, int]]) -> list[tuple[int, int]]:
+    """One ``(rank, value)`` per value among ``keys`` (an input read on several ranks once)."""
+    return list({value: (rank, value) for rank, value in sorted(keys)}.values())
 
 
 def _size(count: float) -> str:
@@ -69,8 +77,7 @@ def summary_text(program: Any) -> str:
     lines.append("  ranks:")
     for rank in range(program.num_ranks):
         devices = ", ".join(f"{d.platform}:{d.id}" for d in program.mesh.rank_devices(rank))
-        stages = sorted({int(s) for inst in plan.rank_program(rank) if isinstance(inst, RunStage)
-                         for _, s, _ in _TASK.findall(inst.label)})  # fmt: skip
+        stages = sorted({t.stage for inst in plan.rank_program(rank) for t in _stage_tasks(inst)})
         lines.append(f"    rank {rank} [{devices}]: stages {stages}")
     lines.append("  stages (inputs: parameters and data read; activations: one forward's outputs):")
     first_segments = [sum(program.stage_split[:s]) for s in range(program.num_stages)]
@@ -96,11 +103,12 @@ def summary_text(program: Any) -> str:
             f"params {_size(sizes['param_bytes'])}, "
             f"activations {_size(sizes['activation_bytes'])}{cost}"
         )
-    specs = value_specs(plan)
-    runs = [inst for inst in plan.instructions if isinstance(inst, RunStage)]
-    recvs = [inst for inst in plan.instructions if isinstance(inst, Recv)]
-    moved = sum(spec_bytes(specs[r.value]) for r in recvs)
-    lines.append(f"  per step: {len(runs)} tasks, {len(recvs)} transfers moving {_size(moved)}")
+    counts = registry.count(plan.instructions)
+    moved = sum(received_bytes(plan, inst) for inst in plan.instructions)
+    lines.append(
+        f"  per step: {counts[run.KIND]} tasks, {counts[receive.KIND]} transfers moving "
+        f"{_size(moved)}"
+    )
     sizes = {name: len(stage.mlir_module) for name, stage in plan.executables.items()}
     largest = max(sizes, key=sizes.get) if sizes else "-"
     lines.append(

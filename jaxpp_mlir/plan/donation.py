@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from jax.extend.mlir import ir
 
 from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.runtime.instructions import run
+from jaxpp_mlir.runtime.instructions.run import RunStage
 
 from .emission import Shardings
 
@@ -49,9 +51,9 @@ def donation_aliases(
     """
     carried = carried or {}
     uses = _Uses.of(instructions, donated, outputs, step_buffers=step_buffers)
-    runs: dict[str, list[tuple[int, rt.RunStage]]] = {}
+    runs: dict[str, list[tuple[int, RunStage]]] = {}
     for at, inst in enumerate(instructions):
-        if type(inst) is rt.RunStage:
+        if inst.kind == run.KIND:
             runs.setdefault(inst.executable, []).append((at, inst))
     aliases: dict[str, dict[int, int]] = {}
     for name, executable_runs in runs.items():
@@ -66,7 +68,7 @@ def donation_aliases(
 
 
 def _consumed_positions(
-    runs: Sequence[tuple[int, rt.RunStage]],
+    runs: Sequence[tuple[int, RunStage]],
     uses: _Uses,
     donated: frozenset[int],
     carried: Mapping[int, int],
@@ -79,7 +81,7 @@ def _consumed_positions(
 
 
 def _choose_outputs(
-    runs: Sequence[tuple[int, rt.RunStage]],
+    runs: Sequence[tuple[int, RunStage]],
     positions: Sequence[int],
     specs: Specs,
     shardings: Shardings,
@@ -126,18 +128,17 @@ class _Uses:
         for rank, value in outputs:
             uses.kept[rank].add(value)
         for at, inst in enumerate(instructions):
-            kind = type(inst)
-            if kind is rt.RunStage:
+            if inst.kind == run.KIND:
                 uses.last_read[inst.rank].update(dict.fromkeys(inst.inputs, at))
                 if step_buffers:  # a buffer the step computed (never a caller's)
                     uses.written[inst.rank].update(inst.outputs)
-            elif kind is rt.Send:
-                uses.kept[inst.rank].add(inst.value)
+            elif inst.sends_on is not None:
+                uses.kept[inst.rank].update(inst.reads())
         return uses
 
     def consumable(
         self,
-        runs: Sequence[tuple[int, rt.RunStage]],
+        runs: Sequence[tuple[int, RunStage]],
         positions: list[int],
         carried: Mapping[int, int] | None,
     ) -> list[int]:
@@ -163,7 +164,7 @@ class _Uses:
 
 
 def _output_choices(
-    runs: Sequence[tuple[int, rt.RunStage]],
+    runs: Sequence[tuple[int, RunStage]],
     position: int,
     carried: Mapping[int, int],
     output_states: Sequence[int | None],

@@ -1,10 +1,10 @@
 """Schedule expansion: the loop body's tasks, per microbatch, in the schedule's order.
 
-Each scheduled task becomes one ``RunStage`` with its receives before it and
-its sends after it (the grouping ``jaxpp-insert-transfers`` records in
-``jaxpp.for_task``); the global dispatch order follows the schedule's
-simulated start times. A loop body task is read from MLIR once, as a
-microbatch-independent template, then instantiated per microbatch.
+Each scheduled task becomes one run with its receives before it and its sends
+after it (the grouping ``jaxpp-insert-transfers`` records in ``jaxpp.for_task``);
+the global dispatch order follows the schedule's simulated start times. A loop
+body task is read from MLIR once, as microbatch-independent templates (the op
+table, ``instructions``), then expanded per microbatch.
 ``expand_loop`` returns the loop's instructions and the executables they run;
 the builder adds them to the plan.
 """
@@ -12,7 +12,6 @@ the builder adds them to the plan.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 from jax.extend.mlir import ir
 
@@ -22,41 +21,11 @@ from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import FusedTask, Schedule, ScheduleItem
 
 from . import fusion
-from .instructions import PendingExecutable, standalone_executable
-from .refs import Ref
-from .specs import TensorSpecs, tensor_spec
-from .values import Reads, ValueNumbering
+from .instructions import PendingExecutable, Template, standalone_executable, template
+from .specs import TensorSpecs
+from .values import ValueNumbering
 
 TaskKey = tuple[int, str]  # (stage, kind)
-
-
-@dataclasses.dataclass(frozen=True)
-class RunTemplate:
-    rank: int
-    executable: str
-    inputs: Reads
-    outputs: tuple[int, ...]  # body-local indices
-    label: str  # "fwd_2" (the microbatch is appended)
-
-
-@dataclasses.dataclass(frozen=True)
-class SendTemplate:
-    rank: int
-    peer: int
-    channel: int  # the IR's channel (numbered per microbatch when expanded)
-    value: Ref
-
-
-@dataclasses.dataclass(frozen=True)
-class RecvTemplate:
-    rank: int
-    peer: int
-    channel: int
-    value: int  # body-local index
-    spec: rt.TensorSpec
-
-
-Template = RunTemplate | SendTemplate | RecvTemplate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,35 +38,6 @@ class Expansion:
     task_of: dict[str, TaskKey]  # each loop task's callee -> its (stage, kind), in body order
 
 
-def template(
-    values: ValueNumbering,
-    op: ir.Operation,
-    specs: Callable[[ir.Type], rt.TensorSpec] = tensor_spec,
-) -> Template:
-    """A loop body op as a microbatch-independent instruction (MLIR is read once)."""
-    rank = jaxpp.get_rank(op)
-    if jaxpp.is_task(op):
-        return RunTemplate(
-            rank,
-            jaxpp.task_callee(op),
-            values.reads(op.operands, rank),
-            tuple(values.local[v] for v in op.results),
-            f"{jaxpp.get_kind(op)}_{jaxpp.get_stage(op)}",
-        )
-    if jaxpp.is_send(op):
-        return SendTemplate(
-            rank, jaxpp.get_peer(op), jaxpp.get_channel(op), values.ref(op.operands[0], rank)
-        )
-    result = op.results[0]
-    return RecvTemplate(
-        rank,
-        jaxpp.get_peer(op),
-        jaxpp.get_channel(op),
-        values.local[result],
-        specs(result.type),
-    )
-
-
 def expand(
     values: ValueNumbering,
     templates: list[Template],
@@ -106,22 +46,8 @@ def expand(
 ) -> None:
     """Appends the instructions of ``templates`` for ``microbatch`` to ``instructions``."""
     append = instructions.append
-    suffix = f"__{microbatch or 0}"
     for item in templates:
-        rank = item.rank
-        kind = type(item)
-        if kind is RunTemplate:
-            inputs = values.resolve_all(item.inputs, rank, microbatch)
-            outputs = values.define_slots(item.outputs, rank, microbatch)
-            append(rt.RunStage(rank, item.executable, inputs, outputs, item.label + suffix))
-            continue
-        channel = values.channel(item.channel, microbatch)
-        if kind is SendTemplate:
-            value = values.resolve(item.value, rank, microbatch)
-            append(rt.Send(rank, item.peer, channel, value))
-        else:
-            (value,) = values.define_slots((item.value,), rank, microbatch)
-            append(rt.Recv(rank, item.peer, channel, value, item.spec))
+        append(item.expand(values, microbatch))
 
 
 def expand_loop(

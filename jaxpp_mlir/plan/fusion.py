@@ -18,9 +18,11 @@ from jax.extend.mlir import ir
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.plan.stage_modules import PartInput, PartResult, Source
 from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.runtime.instructions import run
+from jaxpp_mlir.runtime.instructions.run import RunStage
 
 from .emission import Fused
-from .instructions import PendingExecutable, instruction, task_label
+from .instructions import PendingExecutable, instruction, task_ref
 from .specs import tensor_spec
 from .values import ValueNumbering
 
@@ -28,20 +30,19 @@ from .values import ValueNumbering
 @dataclasses.dataclass(frozen=True)
 class FusedRun:
     """One run of fused tasks, before its executable is named: the receives, the run's
-    inputs, outputs and label, the sends, and the executable it needs."""
+    inputs, outputs and tasks, the sends, and the executable it needs."""
 
     executable: PendingExecutable
     receives: tuple[rt.Instruction, ...]
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
-    label: str
+    tasks: tuple[rt.TaskRef, ...]
     sends: tuple[rt.Instruction, ...]
 
     def instructions(self, name: str) -> list[rt.Instruction]:
         """Its instructions, the run calling executable ``name``."""
-        rank = self.executable.rank
-        run = rt.RunStage(rank, name, self.inputs, self.outputs, self.label)
-        return [*self.receives, run, *self.sends]
+        fused = RunStage(self.executable.rank, name, self.inputs, self.outputs, self.tasks)
+        return [*self.receives, fused, *self.sends]
 
 
 class FusedNames:
@@ -76,10 +77,9 @@ def fused_run(parts: list[tuple[list[ir.Operation], int]], values: ValueNumberin
         tuple(tensor_spec(t) for t in input_types),
         tuple(tensor_spec(v.type) for t in tasks for v in t.results),
     )
-    labels = [task_label(task, mb) for task, (_, mb) in zip(tasks, parts, strict=True)]
-    label = f"FusedTask({', '.join(labels)})"
+    refs = tuple(task_ref(task, mb) for task, (_, mb) in zip(tasks, parts, strict=True))
     sends = _transfers(parts, values, jaxpp.is_send)
-    return FusedRun(executable, receives, tuple(inputs), tuple(outputs), label, sends)
+    return FusedRun(executable, receives, tuple(inputs), tuple(outputs), refs, sends)
 
 
 def _transfers(
@@ -146,7 +146,7 @@ def prune_unread_outputs(
         read.update(inst.reads())
     kept: dict[str, set[int]] = {}
     for inst in instructions:
-        if isinstance(inst, rt.RunStage) and isinstance(executables[inst.executable].source, Fused):
+        if inst.kind == run.KIND and isinstance(executables[inst.executable].source, Fused):
             positions = kept.setdefault(inst.executable, set())
             positions.update(i for i, value in enumerate(inst.outputs) if value in read)
     pruned: dict[str, tuple[int, ...]] = {}
@@ -165,7 +165,7 @@ def prune_unread_outputs(
         )
     new_instructions = [
         dataclasses.replace(inst, outputs=tuple(inst.outputs[i] for i in pruned[inst.executable]))
-        if isinstance(inst, rt.RunStage) and inst.executable in pruned
+        if inst.kind == run.KIND and inst.executable in pruned
         else inst
         for inst in instructions
     ]

@@ -1,20 +1,31 @@
-"""One op of ``@main`` as a plan instruction, and a task as a pending executable.
+"""The plan builder's op table: each op of ``@main`` as a plan instruction, and a task
+as a pending executable.
 
-Both read MLIR only; the value numbering gives the value ids.
+An op becomes an instruction of its kind (``runtime/instructions``): a task a run, a
+``jaxpp.send`` a send, a ``jaxpp.recv`` a receive. Outside the loop (and for fused
+tasks) ``instruction`` reads the op directly; in the loop body ``template`` reads it
+once, as a microbatch-independent template whose ``expand`` gives the instruction of
+one microbatch. A new instruction kind adds its op here (both forms). Both read MLIR
+only; the value numbering gives the value ids.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from jax.extend.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.runtime.instructions.receive import Recv
+from jaxpp_mlir.runtime.instructions.run import RunStage
+from jaxpp_mlir.runtime.instructions.send import Send
 
 from .emission import ModuleSource, Standalone
+from .refs import Ref
 from .specs import TensorSpecs, tensor_spec
-from .values import ValueNumbering
+from .values import Reads, ValueNumbering
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +49,13 @@ def standalone_executable(task: ir.Operation, specs: TensorSpecs) -> PendingExec
     )
 
 
-def task_label(task: ir.Operation, microbatch: int | None) -> str:
-    return f"{jaxpp.get_kind(task)}_{jaxpp.get_stage(task)}__{microbatch or 0}"
+def task_ref(task: ir.Operation, microbatch: int | None) -> rt.TaskRef:
+    """The task ``task`` runs for ``microbatch``: a stage's task has one (0 outside the
+    loop); the code before and after the loop (``pre``, ``post``) has none."""
+    kind = jaxpp.get_kind(task)
+    return rt.TaskRef(
+        jaxpp.get_stage(task), kind, (microbatch or 0) if kind in jaxpp.KINDS else None
+    )
 
 
 def instruction(
@@ -51,15 +67,90 @@ def instruction(
     if jaxpp.is_task(op):
         inputs = tuple(values.use(v, rank, microbatch) for v in op.operands)
         outputs = tuple(values.define(v, rank, microbatch) for v in op.results)
-        label = task_label(op, microbatch)
-        return rt.RunStage(rank, jaxpp.task_callee(op), inputs, outputs, label)
+        tasks = (task_ref(op, microbatch),)
+        return RunStage(rank, jaxpp.task_callee(op), inputs, outputs, tasks)
     if jaxpp.is_send(op):
         value = values.use(op.operands[0], rank, microbatch)
         channel = values.channel(jaxpp.get_channel(op), microbatch)
-        return rt.Send(rank, jaxpp.get_peer(op), channel, value)
+        return Send(rank, jaxpp.get_peer(op), channel, value)
     if jaxpp.is_recv(op):
         value = values.define(op.results[0], rank, microbatch)
         channel = values.channel(jaxpp.get_channel(op), microbatch)
         spec = tensor_spec(op.results[0].type)
-        return rt.Recv(rank, jaxpp.get_peer(op), channel, value, spec)
+        return Recv(rank, jaxpp.get_peer(op), channel, value, spec)
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunTemplate:
+    rank: int
+    executable: str
+    inputs: Reads
+    outputs: tuple[int, ...]  # body-local indices
+    stage: int
+    kind: str
+
+    def expand(self, values: ValueNumbering, microbatch: int | None) -> RunStage:
+        inputs = values.resolve_all(self.inputs, self.rank, microbatch)
+        outputs = values.define_slots(self.outputs, self.rank, microbatch)
+        task = rt.TaskRef(self.stage, self.kind, microbatch or 0)
+        return RunStage(self.rank, self.executable, inputs, outputs, (task,))
+
+
+@dataclasses.dataclass(frozen=True)
+class SendTemplate:
+    rank: int
+    peer: int
+    channel: int  # the IR's channel (numbered per microbatch when expanded)
+    value: Ref
+
+    def expand(self, values: ValueNumbering, microbatch: int | None) -> Send:
+        value = values.resolve(self.value, self.rank, microbatch)
+        return Send(self.rank, self.peer, values.channel(self.channel, microbatch), value)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecvTemplate:
+    rank: int
+    peer: int
+    channel: int
+    value: int  # body-local index
+    spec: rt.TensorSpec
+
+    def expand(self, values: ValueNumbering, microbatch: int | None) -> Recv:
+        (value,) = values.define_slots((self.value,), self.rank, microbatch)
+        channel = values.channel(self.channel, microbatch)
+        return Recv(self.rank, self.peer, channel, value, self.spec)
+
+
+Template = RunTemplate | SendTemplate | RecvTemplate
+
+
+def template(
+    values: ValueNumbering,
+    op: ir.Operation,
+    specs: Callable[[ir.Type], rt.TensorSpec] = tensor_spec,
+) -> Template:
+    """A loop body op as a microbatch-independent instruction (MLIR is read once)."""
+    rank = jaxpp.get_rank(op)
+    if jaxpp.is_task(op):
+        return RunTemplate(
+            rank,
+            jaxpp.task_callee(op),
+            values.reads(op.operands, rank),
+            tuple(values.local[v] for v in op.results),
+            jaxpp.get_stage(op),
+            jaxpp.get_kind(op),
+        )
+    if jaxpp.is_send(op):
+        return SendTemplate(
+            rank, jaxpp.get_peer(op), jaxpp.get_channel(op), values.ref(op.operands[0], rank)
+        )
+    result = op.results[0]
+    return RecvTemplate(
+        rank,
+        jaxpp.get_peer(op),
+        jaxpp.get_channel(op),
+        values.local[result],
+        specs(result.type),
+    )

@@ -16,6 +16,8 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import sdy
 
 from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.runtime.instructions import receive, run, send
+from jaxpp_mlir.runtime.instructions.receive import Recv
 
 
 def mesh_axes(module: ir.Module) -> dict[str, tuple[tuple[str, int], ...] | None]:
@@ -71,7 +73,7 @@ def with_layouts(
 def with_receive_layouts(
     instructions: Sequence[rt.Instruction], executables: Mapping[str, rt.StageExecutable]
 ) -> list[rt.Instruction]:
-    """``instructions``, each ``Recv``'s spec with the layout its value has on the
+    """``instructions``, each receive's spec with the layout its value has on the
     receiving rank: its first reader's input layout there, else the layout it is sent in
     (its producer's output layout on the sender, else its first reader's there)."""
     if not any(
@@ -84,18 +86,18 @@ def with_receive_layouts(
     read: dict[tuple[int, int], rt.Layout | None] = {}
     sent: dict[int, tuple[int, int]] = {}  # channel -> (sender, value)
     for inst in instructions:
-        if type(inst) is rt.RunStage:
+        if inst.kind == run.KIND:
             stage = executables[inst.executable]
             for value, spec in zip(inst.inputs, stage.input_specs, strict=True):
                 read.setdefault((inst.rank, value), spec.layout)
             for value, spec in zip(inst.outputs, stage.output_specs, strict=True):
                 produced[(inst.rank, value)] = spec.layout
-        elif type(inst) is rt.Send:
+        elif inst.kind == send.KIND:
             sent[inst.channel] = (inst.rank, inst.value)
     specs: dict[tuple[rt.TensorSpec, rt.Layout], rt.TensorSpec] = {}
     result: list[rt.Instruction] = []
     for inst in instructions:
-        if type(inst) is rt.Recv and inst.spec.layout is None:
+        if inst.kind == receive.KIND and inst.spec.layout is None:
             layout = read.get((inst.rank, inst.value))
             if layout is None and inst.channel in sent:
                 sender = sent[inst.channel]
@@ -104,6 +106,6 @@ def with_receive_layouts(
                 key = (inst.spec, layout)
                 if key not in specs:
                     specs[key] = dataclasses.replace(inst.spec, layout=layout)
-                inst = rt.Recv(inst.rank, inst.peer, inst.channel, inst.value, specs[key])
+                inst = Recv(inst.rank, inst.peer, inst.channel, inst.value, specs[key])
         result.append(inst)
     return result

@@ -17,7 +17,7 @@ import os
 import statistics
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.planner.segment_costs import SegmentCosts
+from jaxpp_mlir.runtime.observation.timeline import TaskSpan
 from jaxpp_mlir.schedules import GPipe, InterleavedGPipe, Schedule
 
 
@@ -51,16 +52,14 @@ def _zeros_like_arguments(lowered: Any) -> tuple[tuple, dict]:
     return jax.tree.map(lambda info: jnp.zeros(info.shape, info.dtype), lowered.args_info)
 
 
-def _task_seconds(events: list[dict]) -> dict[tuple[int, str], float]:
+def _task_seconds(spans: Sequence[TaskSpan]) -> dict[tuple[int, str], float]:
+    """Per (stage, kind), the median seconds of its tasks' spans (module docstring)."""
     samples: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for event in events:
-        if event.get("ph") != "X" or event.get("cat") != "task":
-            continue
-        args = event.get("args", {})
-        parts = args.get("tasks") or ([args] if "kind" in args else [])
-        for part in parts:
-            span_us = max(event["dur"], args.get("dispatch_us", 0.0))
-            samples[(part["stage"], part["kind"])].append(span_us / 1e6 / len(parts))
+    for span in spans:
+        tasks = span.pipeline_tasks
+        for task in tasks:
+            span_us = max(span.end - span.begin, span.dispatch_us)
+            samples[(task.stage, task.kind)].append(span_us / 1e6 / len(tasks))
     return {key: statistics.median(values) for key, values in samples.items()}
 
 
@@ -83,7 +82,7 @@ def calibrated_costs(
     with tempfile.TemporaryDirectory(prefix="jaxpp-calibration-") as scratch:
         with program_trace(os.path.join(scratch, "step.json")) as recorder:
             jax.block_until_ready(compiled(*args, **kwargs))
-        seconds = _task_seconds(recorder.events())
+        seconds = _task_seconds(recorder.timeline().tasks)
     backward = [
         seconds.get((s, "bwd"), seconds.get((s, "bwd_i"), 0.0) + seconds.get((s, "bwd_w"), 0.0))
         for s in range(costs.num_segments)

@@ -33,11 +33,13 @@ from jax.sharding import Mesh, Sharding
 from ..compilation import compile as _compile
 from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
 from ..executable import Executable
+from ..instructions import registry, run
 from ..observation import trace as _trace
-from ..plan import ExecutionPlan, RunStage
+from ..plan import ExecutionPlan
 from .arguments import input_checks, place_arguments
+from .codegen import Op
 from .constants import place_constants
-from .dispatch import Op, make_ops
+from .dispatch import make_ops
 from .replicated import assemble, replicated_outputs
 from .slots import Step, resolve_slots
 
@@ -46,10 +48,10 @@ from .slots import Step, resolve_slots
 class DispatchView:
     """A compiled plan's generated dispatch, read only (for the tracer and for tests).
 
-    ``ops[i]`` is a generated operation over the slot list (``env``) and
-    ``op_end[i]`` how many of ``plan.instructions`` are done after it; ``steps[k]``
-    is instruction k resolved to slots; ``slot_of`` maps ``(rank, value)`` to its
-    slot; ``output_slots`` are the program outputs' slots.
+    ``ops[i]`` is a generated operation over the slot list (``env``), its ``facts``
+    saying what it does, and ``op_end[i]`` how many of ``plan.instructions`` are done
+    after it; ``steps[k]`` is instruction k resolved to slots; ``slot_of`` maps
+    ``(rank, value)`` to its slot; ``output_slots`` are the program outputs' slots.
     """
 
     plan: ExecutionPlan
@@ -191,7 +193,7 @@ class CompiledPlan:
         ]
         for rank, devices in enumerate(self.rank_devices):
             names = sorted(n for n, s in plan.executables.items() if s.rank == rank)
-            runs = sum(1 for inst in plan.rank_program(rank) if inst.kind == RunStage.kind)
+            runs = registry.count(plan.rank_program(rank))[run.KIND]
             device_text = ", ".join(f"{d.platform}:{d.id}" for d in devices)
             lines.append(
                 f"  rank {rank} on [{device_text}]: {runs} run{'s' * (runs != 1)} of "

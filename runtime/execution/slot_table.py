@@ -2,7 +2,8 @@
 which, and each value's copies in other layouts.
 
 A slot holds one value on one rank, or one value in flight on a channel. ``SlotTable``
-numbers the slots as ``resolve_slots`` (``execution.slots``) defines and reads values;
+numbers the slots as ``resolve_slots`` (``execution.slots``) defines and reads values
+(a reader that needs another layout reads a copy, see ``instructions/copy.py``);
 ``free_after`` says which slots die after each instruction.
 """
 
@@ -13,9 +14,9 @@ from typing import Any
 
 from jax.sharding import Sharding
 
-from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..errors import PlanError
+from ..instructions import copy
 from ..plan import ExecutionPlan, TensorSpec
 
 
@@ -55,15 +56,6 @@ class Slot:
         return str(self.key)
 
 
-@dataclasses.dataclass(frozen=True)
-class Reshard:
-    """A copy of slot ``source`` into slot ``copy``, laid out as ``sharding``."""
-
-    source: int
-    copy: int
-    sharding: Sharding
-
-
 class SlotTable:
     """Slots of a plan being resolved: which (rank, value) lives where, and checks."""
 
@@ -73,8 +65,8 @@ class SlotTable:
         self.where: dict[tuple[int, int], int] = {}  # (rank, value) -> slot
         # (slot, layout) -> the slot holding that slot's value in that other layout
         self.resharded: dict[tuple[int, Any], int] = {}
-        # instruction index -> the reshards made just before it
-        self.reshards: dict[int, list[Reshard]] = {}
+        # instruction index -> the copies made just before it
+        self.copies: dict[int, list[copy.CopyStep]] = {}
         # slot -> the last instruction reading it in its own layout, or copying it
         self.last_direct_read: dict[int, int] = {}
         self.copied: set[int] = set()  # slots some reader takes in another layout
@@ -93,8 +85,16 @@ class SlotTable:
             raise PlanError(
                 f"value {value} is defined twice on rank {rank} (again by {self._at(at)})"
             )
-        self.where[(rank, value)] = len(self.slots)
-        self.slots.append(Slot(ValueKey(rank, value), spec, sharding, at))
+        slots = self.slots
+        self.where[(rank, value)] = len(slots)
+        slots.append(Slot(ValueKey(rank, value), spec, sharding, at))
+        return len(slots) - 1
+
+    def add_slot(
+        self, key: ValueKey | ChannelKey, spec: TensorSpec, sharding: Sharding | None, at: int
+    ) -> int:
+        """A new slot holding ``key``, made by instruction ``at``."""
+        self.slots.append(Slot(key, spec, sharding, at))
         return len(self.slots) - 1
 
     def use(
@@ -104,10 +104,9 @@ class SlotTable:
 
         ``sharding`` is the layout the reader needs (None: any); the first
         reader fixes the layout of a value that has none yet. A reader that
-        needs another layout than the one the rank holds reads a resharded
-        copy, made on the rank's devices just before the first such reader
-        and shared by the later ones (one process holds every device of a
-        rank, so a reshard is a ``jax.device_put``).
+        needs another layout than the one the rank holds reads a copy
+        (``copy.resolve``), made just before the first such reader and shared
+        by the later ones.
         """
         slot = self.where.get((rank, value))
         if slot is None:
@@ -121,24 +120,9 @@ class SlotTable:
             if info.sharding is None:
                 info.sharding = sharding
             elif not _transfer.same_layout(info.sharding, sharding, len(spec.shape)):
-                return self._reshard(slot, sharding, at)
+                return copy.resolve(self, slot, sharding, at)
         self.last_direct_read[slot] = at
         return slot
-
-    def _reshard(self, slot: int, sharding: Sharding, at: int) -> int:
-        """The slot of ``slot``'s value laid out as ``sharding``, read by instruction ``at``."""
-        info = self.slots[slot]
-        key = (slot, jc.hlo_sharding(sharding, len(info.spec.shape)))
-        copy = self.resharded.get(key)
-        if copy is None:
-            copy = len(self.slots)
-            self.slots.append(Slot(info.key, info.spec, sharding, at))
-            self.resharded[key] = copy
-            self.reshards.setdefault(at, []).append(Reshard(slot, copy, sharding))
-            self.last_direct_read[slot] = at  # the copy reads it here
-            self.copied.add(slot)
-        self.slots[copy].last_use = at
-        return copy
 
 
 def free_after(slots: list[Slot], num_instructions: int) -> list[list[int]]:

@@ -2,11 +2,13 @@
 
 A slot holds one value on one rank, or one value in flight on a channel.
 ``resolve_slots`` walks the plan's instructions once, in the global order, and
-decides everything a call needs: the slots each run reads and writes (a reader
-that needs another layout reads a resharded copy), the channel slot each send
-fills and each receive empties, the layout of every slot and the slots that
-die after each instruction (a value's last use on its rank). A malformed plan
-raises ``PlanError`` naming the instruction.
+decides everything a call needs: each instruction's kind (``instructions.registry``)
+resolves it into a step (the slots a run reads and writes, a reader that needs
+another layout reading a copy; the channel slot a send fills and its receive
+empties); here are the program's inputs and outputs, the executables' layouts,
+the channels, the donation checks and the slots that die after each instruction
+(a value's last use on its rank, ``liveness``). A malformed plan raises
+``PlanError`` naming the instruction.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Protocol
 
 import jax
 from jax.sharding import Mesh, Sharding
@@ -23,48 +25,18 @@ from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..errors import PlanError
 from ..executable import Executable
+from ..instructions import registry
 from ..liveness import last_uses
 from ..named_shardings import as_named, layout_sharding
-from ..plan import ExecutionPlan, Instruction, Recv, RunStage, Send, TensorSpec
-from .slot_table import (
-    ChannelKey,
-    Reshard,
-    Slot,
-    SlotTable,
-    ValueKey,
-    free_after,
-)
+from ..plan import ExecutionPlan, Instruction, TensorSpec
+from .slot_table import ChannelKey, Slot, SlotTable, ValueKey, free_after
 
 
-@dataclasses.dataclass(frozen=True)
-class RunStep:
-    """A resolved ``RunStage``: the reshards made just before it, its input and output slots."""
+class Step(Protocol):
+    """An instruction resolved to slots, as its kind's ``resolve`` makes it."""
 
-    inst: RunStage
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    reshards: tuple[Reshard, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class SendStep:
-    """A resolved ``Send``: the sent slot and the channel slot it fills."""
-
-    inst: Send
-    source: int
-    channel: int
-
-
-@dataclasses.dataclass(frozen=True)
-class CopyStep:
-    """A resolved ``Recv``: the channel slot it empties into slot ``destination``."""
-
-    inst: Recv
-    channel: int
-    destination: int
-
-
-Step = RunStep | SendStep | CopyStep
+    inst: Instruction
+    consumed: tuple[tuple[int, int], ...]  # (input position, slot) of each input it donates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,12 +60,50 @@ def resolve_slots(
 
     With ``rank_meshes`` (rank r's submesh), values carry ``NamedSharding``s on them.
     """
-    resolver = _Resolver(plan, rank_devices, executables, rank_meshes)
+    resolver = Resolver(plan, rank_devices, executables, rank_meshes)
     return resolver.resolve()
 
 
-class _Resolver:
-    """One pass over a plan's instructions, in the global order."""
+class Channels:
+    """Values in flight: each send's channel slot, until the next receive on its channel."""
+
+    def __init__(self, table: SlotTable):
+        self.table = table
+        self.pending: dict[int, deque[tuple[Instruction, int]]] = {}  # channel -> in flight
+        self.source: dict[int, int] = {}  # channel slot -> the sent slot
+
+    def put(self, send: Instruction, source: int, spec: TensorSpec, at: int) -> int:
+        """A new channel slot holding slot ``source`` (of ``spec``), filled by ``send``."""
+        slot = self.table.add_slot(ChannelKey(send.sends_on), spec, None, at)
+        self.source[slot] = source
+        self.pending.setdefault(send.sends_on, deque()).append((send, slot))
+        return slot
+
+    def take(self, receive: Instruction, at: int) -> tuple[Instruction, int]:
+        """The send and channel slot the next receive on ``receive``'s channel empties."""
+        queue = self.pending.get(receive.receives_on)
+        if not queue:
+            raise PlanError(
+                f"instruction {at} ({receive.describe()}) waits on channel "
+                f"{receive.receives_on}, but no send on it precedes it"
+            )
+        return queue.popleft()
+
+    def check_all_received(self) -> None:
+        for channel, queue in self.pending.items():
+            if queue:
+                send, _ = queue[0]
+                (value,) = send.reads()
+                raise PlanError(
+                    f"the send of value {value} from rank {send.rank} on channel "
+                    f"{channel} is never received"
+                )
+
+
+class Resolver:
+    """One pass over a plan's instructions, in the global order: what each kind's
+    ``resolve`` reads and updates (the slot table, the channels, the executables'
+    shardings)."""
 
     def __init__(
         self,
@@ -107,8 +117,7 @@ class _Resolver:
         self.executables = executables
         self.rank_meshes = rank_meshes
         self.table = SlotTable(plan)
-        self.pending: dict[int, deque[tuple[Send, int]]] = {}  # channel -> sends in flight
-        self.channel_source: dict[int, int] = {}  # channel slot -> the sent slot
+        self.channels = Channels(self.table)
         self.in_shardings: dict[str, list[Sharding]] = {}
         self.out_shardings: dict[str, list[Sharding]] = {}
 
@@ -117,7 +126,7 @@ class _Resolver:
         self._define_inputs()
         self._executable_shardings()
         steps = [self._resolve(at, inst) for at, inst in enumerate(plan.instructions)]
-        self._check_all_received()
+        self.channels.check_all_received()
         output_slots = self._output_slots()
         dies = last_uses(plan)
         for key, slot in table.where.items():
@@ -136,7 +145,7 @@ class _Resolver:
             free_after=free_after(table.slots, len(plan.instructions)),
         )
 
-    def _check_rank(self, rank: int, what: str) -> None:
+    def check_rank(self, rank: int, what: str) -> None:
         if not 0 <= rank < len(self.rank_devices):
             raise PlanError(
                 f"{what} refers to rank {rank}, but the plan runs on {len(self.rank_devices)} ranks"
@@ -148,7 +157,7 @@ class _Resolver:
             if binding.index != i:
                 raise PlanError(f"plan.inputs[{i}] binds input {binding.index}, not {i}")
             for rank in binding.ranks:
-                self._check_rank(rank, f"input {i}")
+                self.check_rank(rank, f"input {i}")
                 self.table.define(rank, i, binding.spec, None, -1)
 
     def _executable_shardings(self) -> None:
@@ -192,102 +201,10 @@ class _Resolver:
             ]
 
     def _resolve(self, at: int, inst: Instruction) -> Step:
-        self._check_rank(inst.rank, f"instruction {at}")
-        resolve = self._resolvers.get(getattr(inst, "kind", None))
-        if resolve is None:
-            raise PlanError(f"instruction {at} is not an instruction: {inst!r}")
-        return resolve(self, at, inst)
-
-    def _resolve_run(self, at: int, inst: RunStage) -> RunStep:
-        stage = self.plan.executables.get(inst.executable)
-        if stage is None:
-            raise PlanError(f"instruction {at} runs unknown executable {inst.executable!r}")
-        if stage.rank != inst.rank:
-            raise PlanError(
-                f"instruction {at} runs {inst.executable!r} on rank {inst.rank}, "
-                f"but it is compiled for rank {stage.rank}"
-            )
-        if len(inst.inputs) != len(stage.input_specs) or len(inst.outputs) != len(
-            stage.output_specs
-        ):
-            raise PlanError(
-                f"instruction {at} ({inst.describe()}) has {len(inst.inputs)} inputs "
-                f"and {len(inst.outputs)} outputs; the executable takes "
-                f"{len(stage.input_specs)} and gives {len(stage.output_specs)}"
-            )
-        use, define = self.table.use, self.table.define
-        ins = [
-            use(inst.rank, v, at, spec, sh)
-            for v, spec, sh in zip(
-                inst.inputs, stage.input_specs, self.in_shardings[inst.executable], strict=True
-            )
-        ]
-        outs = [
-            define(inst.rank, v, spec, sh, at)
-            for v, spec, sh in zip(
-                inst.outputs,
-                stage.output_specs,
-                self.out_shardings[inst.executable],
-                strict=True,
-            )
-        ]
-        return RunStep(inst, tuple(ins), tuple(outs), tuple(self.table.reshards.get(at, [])))
-
-    def _resolve_send(self, at: int, inst: Send) -> SendStep:
-        self._check_rank(inst.peer, f"instruction {at}")
-        slots = self.table.slots
-        src = self.table.where.get((inst.rank, inst.value))
-        if src is None:
-            raise PlanError(
-                f"instruction {at} ({inst.describe()}) sends a value that rank "
-                f"{inst.rank} does not hold"
-            )
-        info = slots[src]
-        self.table.use(inst.rank, inst.value, at, info.spec, None)
-        chan = len(slots)
-        slots.append(Slot(ChannelKey(inst.channel), info.spec, None, at))
-        self.channel_source[chan] = src
-        self.pending.setdefault(inst.channel, deque()).append((inst, chan))
-        return SendStep(inst, src, chan)
-
-    def _resolve_recv(self, at: int, inst: Recv) -> CopyStep:
-        slots = self.table.slots
-        queue = self.pending.get(inst.channel)
-        if not queue:
-            raise PlanError(
-                f"instruction {at} ({inst.describe()}) waits on channel "
-                f"{inst.channel}, but no send on it precedes it"
-            )
-        send, chan = queue.popleft()
-        if send.rank != inst.peer or send.peer != inst.rank:
-            raise PlanError(
-                f"channel {inst.channel} carries a send from rank {send.rank} to "
-                f"rank {send.peer}, but instruction {at} receives on rank "
-                f"{inst.rank} from rank {inst.peer}"
-            )
-        if slots[chan].spec != inst.spec:
-            raise PlanError(
-                f"instruction {at} ({inst.describe()}) expects {inst.spec} on channel "
-                f"{inst.channel}, but the send carries {slots[chan].spec}"
-            )
-        slots[chan].last_use = at
-        dst = self.table.define(inst.rank, inst.value, inst.spec, None, at)
-        return CopyStep(inst, chan, dst)
-
-    _resolvers: dict[str, Any] = {
-        RunStage.kind: _resolve_run,
-        Send.kind: _resolve_send,
-        Recv.kind: _resolve_recv,
-    }
-
-    def _check_all_received(self) -> None:
-        for channel, queue in self.pending.items():
-            if queue:
-                send, _ = queue[0]
-                raise PlanError(
-                    f"the send of value {send.value} from rank {send.rank} on channel "
-                    f"{channel} is never received"
-                )
+        kind = registry.KINDS.get(getattr(inst, "kind", None)) or registry.kind_of(inst, at)
+        if not 0 <= inst.rank < len(self.rank_devices):
+            self.check_rank(inst.rank, f"instruction {at}")
+        return kind.resolve(self, at, inst)
 
     def _output_slots(self) -> list[int]:
         """The outputs' slots, which stay alive to the end."""
@@ -315,26 +232,18 @@ class _Resolver:
         return output_slots
 
     def _check_donations(self, steps: list[Step]) -> None:
-        """An input a run consumes (its executable aliases it to an output) must die there:
-        no later reader, no send still in flight, not a program output."""
+        """An input a step consumes (a run's executable aliases it to an output) must die
+        there: no later reader, no send still in flight, not a program output."""
         slots, plan = self.table.slots, self.plan
         for at, step in enumerate(steps):
-            if not isinstance(step, RunStep):
-                continue
-            for position, _ in plan.executables[step.inst.executable].aliases:
-                slot = step.inputs[position]
+            for position, slot in step.consumed:
+                value = step.inst.reads()[position]
                 in_flight = [
                     slots[c].last_use
-                    for c, source in self.channel_source.items()
+                    for c, source in self.channels.source.items()
                     if source == slot and slots[c].last_use > at
                 ]
                 last = max([slots[slot].last_use, *in_flight])
-                if step.inputs.count(slot) > 1:
-                    raise PlanError(
-                        f"instruction {at} ({step.inst.describe()}) consumes input {position} "
-                        f"(value {step.inst.inputs[position]}, donated to its output), but "
-                        "reads the same value as another input too"
-                    )
                 if last != at:
                     later = (
                         "the program's outputs"
@@ -343,7 +252,7 @@ class _Resolver:
                     )
                     raise PlanError(
                         f"instruction {at} ({step.inst.describe()}) consumes input {position} "
-                        f"(value {step.inst.inputs[position]}, donated to its output), but "
+                        f"(value {value}, donated to its output), but "
                         f"{later} still reads that value"
                     )
 
@@ -353,7 +262,7 @@ class _Resolver:
         for info in slots:
             if info.sharding is None and isinstance(info.key, ValueKey):
                 info.sharding = _transfer.replicated_sharding(self.rank_devices[info.key.rank])
-        for chan, src in self.channel_source.items():
+        for chan, src in self.channels.source.items():
             slots[chan].sharding = slots[src].sharding
 
 

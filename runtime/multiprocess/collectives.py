@@ -2,9 +2,10 @@
 
 A transfer of values from rank A (devices a_0..a_{k-1}, in one process) to
 rank B (devices b_0..b_{k-1}, in another) is a StableHLO module over the 2k
-devices ``[a_0..a_{k-1}, b_0..b_{k-1}]`` holding one ``collective_permute``
-per value with source-target pairs ``(i, k + i)``: shard i of the value moves
-from a_i to b_i. Both processes compile the same module for the same device
+devices ``[a_0..a_{k-1}, b_0..b_{k-1}]`` holding one ``collective_permute`` per
+value with source-target pairs ``(i, k + i)``: shard i of the value moves from
+a_i to b_i. Its modules are built with the MLIR Python bindings (as the passes
+build IR), never as text. Both processes compile the same module for the same device
 assignment and execute it on their own devices: the sender feeds the value
 (its output there is a discarded buffer), the receiver feeds a buffer of zeros
 made once per call by a small executable (its output is the value). XLA runs
@@ -16,74 +17,95 @@ transfer.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.interpreters.mlir as jax_mlir
 import numpy as np
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import func, stablehlo
 
 from .. import _jax_compat as jc
-from ..dtypes import element_type
+from ..dtypes import ELEMENT_TYPES
 from ..errors import RuntimeFailure
 from ..failure.exit_hooks import note_peer_caused_failure
 from ..plan import TensorSpec
-
-
-def tensor_type(shape: Sequence[int], dtype: str) -> str:
-    """The MLIR tensor type of ``shape`` and numpy dtype name ``dtype``."""
-    element = element_type(dtype)
-    if element is None:
-        raise RuntimeFailure(f"cannot transfer dtype {dtype} between processes")
-    dims = "".join(f"{d}x" for d in shape)
-    return f"tensor<{dims}{element}>"
 
 
 def permute_module(shards: Sequence[TensorSpec], group_size: int) -> str:
     """A module over ``2 * group_size`` partitions moving shard i of each operand
     from partition i to partition ``group_size + i``."""
     k = group_size
-    types = [tensor_type(s.shape, s.dtype) for s in shards]
-    pairs = ", ".join(f"[{i}, {k + i}]" for i in range(k))
-    args = ", ".join(f"%arg{n}: {t}" for n, t in enumerate(types))
-    body = [
-        f'    %{n} = "stablehlo.collective_permute"(%arg{n}) {{channel_handle = '
-        f"#stablehlo.channel_handle<handle = {n + 1}, type = 1>, source_target_pairs = "
-        f"dense<[{pairs}]> : tensor<{k}x2xi64>}} : ({t}) -> {t}"
-        for n, t in enumerate(types)
-    ]
-    results = ", ".join(f"%{n}" for n in range(len(types)))
-    return (
-        f"module @jaxpp_transfer attributes {{mhlo.num_partitions = {2 * k} : i32, "
-        f"mhlo.num_replicas = 1 : i32}} {{\n"
-        f"  func.func public @main({args}) -> ({', '.join(types)}) {{\n"
-        + "\n".join(body)
-        + f"\n    return {results} : {', '.join(types)}\n  }}\n}}\n"
-    )
+    pairs = np.array([[i, k + i] for i in range(k)], dtype=np.int64)
+
+    def body(arguments: Sequence[ir.Value]) -> list[ir.Value]:
+        return [
+            stablehlo.CollectivePermuteOp(
+                argument,
+                ir.DenseIntElementsAttr.get(pairs),
+                channel_handle=stablehlo.ChannelHandle.get(n + 1, _DEVICE_TO_DEVICE),
+            ).result
+            for n, argument in enumerate(arguments)
+        ]
+
+    return _module("jaxpp_transfer", 2 * k, shards, shards, body)
 
 
 def zeros_module(shards: Sequence[TensorSpec], size: int) -> str:
     """A module over ``size`` partitions without arguments giving, on every device,
     zeros of each of ``shards``: the receive buffers of the permutes."""
-    types = [tensor_type(s.shape, s.dtype) for s in shards]
-    body = []
-    for n, (spec, t) in enumerate(zip(shards, types, strict=True)):
-        if spec.dtype == "bool":
-            zero = "false"
-        elif spec.dtype.startswith("complex"):
-            zero = "(0.000000e+00, 0.000000e+00)"
-        elif "float" in spec.dtype:
-            zero = "0.000000e+00"
-        else:
-            zero = "0"
-        body.append(f"    %{n} = stablehlo.constant dense<{zero}> : {t}")
-    names = ", ".join(f"%{n}" for n in range(len(types)))
-    return (
-        f"module @jaxpp_receive_buffers attributes {{mhlo.num_partitions = {size} : i32, "
-        f"mhlo.num_replicas = 1 : i32}} {{\n"
-        f"  func.func public @main() -> ({', '.join(types)}) {{\n"
-        + "\n".join(body)
-        + f"\n    return {names} : {', '.join(types)}\n  }}\n}}\n"
-    )
+
+    def body(arguments: Sequence[ir.Value]) -> list[ir.Value]:
+        return [jax_mlir.ir_constant(_zeros_like_shard(s)) for s in shards]
+
+    return _module("jaxpp_receive_buffers", size, (), shards, body)
+
+
+# stablehlo's ChannelType DEVICE_TO_DEVICE: a collective between devices.
+_DEVICE_TO_DEVICE = 1
+
+
+def _module(
+    name: str,
+    partitions: int,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    body: Callable[[Sequence[ir.Value]], list[ir.Value]],
+) -> str:
+    """The printed module ``name`` of ``partitions`` partitions whose public ``@main``
+    takes ``inputs`` and returns what ``body`` builds from its arguments (``outputs``)."""
+    with jax_mlir.make_ir_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        attributes = module.operation.attributes
+        i32 = ir.IntegerType.get_signless(32)
+        attributes["sym_name"] = ir.StringAttr.get(name)
+        attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, partitions)
+        attributes["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, 1)
+        types = ([_tensor_type(s) for s in inputs], [_tensor_type(s) for s in outputs])
+        with ir.InsertionPoint(module.body):
+            main = func.FuncOp("main", types)
+            main.attributes["sym_visibility"] = ir.StringAttr.get("public")
+            with ir.InsertionPoint(main.add_entry_block()):
+                func.ReturnOp(body(list(main.arguments)))
+        module.operation.verify()
+        return str(module)
+
+
+def _numpy_dtype(spec: TensorSpec) -> np.dtype:
+    if spec.dtype not in ELEMENT_TYPES:
+        raise RuntimeFailure(f"cannot transfer dtype {spec.dtype} between processes")
+    return jax.numpy.dtype(spec.dtype)
+
+
+def _tensor_type(spec: TensorSpec) -> ir.RankedTensorType:
+    """The MLIR tensor type of ``spec``."""
+    return ir.RankedTensorType.get(spec.shape, jax_mlir.dtype_to_ir_type(_numpy_dtype(spec)))
+
+
+def _zeros_like_shard(spec: TensorSpec) -> np.ndarray:
+    """Zeros of ``spec`` as a broadcast scalar (lowered as a constant and a broadcast)."""
+    return np.broadcast_to(np.zeros((), dtype=_numpy_dtype(spec)), tuple(spec.shape))
 
 
 class Lane:

@@ -2,9 +2,9 @@
 
 ``set_up`` runs the steps in order: check the cross-process transfers, compare
 plan fingerprints, compile this process's stages, read the layouts of
-transferred values and outputs from the plan (exchanging only those it leaves
-to XLA), build the local plan with its transfer executables and
-compile those. Every step that talks to the other processes does so through
+transferred values and outputs from the plan's value table (exchanging, as
+``Layout`` data, only those it leaves to XLA), build the local plan with its
+transfer executables and compile those. Every step that talks to the other processes does so through
 the ``Exchange`` it is given, with its timeouts.
 """
 
@@ -19,14 +19,14 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, Sharding
 
-from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..compilation import compile as _compile
 from ..errors import MeshError, RuntimeFailure
 from ..executable import Executable
 from ..execution.executor import CompiledPlan
-from ..named_shardings import as_named, layout_sharding
-from ..plan import ExecutionPlan, Layout, RunStage
+from ..instructions import run
+from ..named_shardings import as_named, layout_sharding, sharding_layout
+from ..plan import ExecutionPlan, Layout
 from . import collectives, ordering
 from .coordination import Exchange
 from .local_plan import Extra, Feed, HeldLayout, LocalPlanBuilder, Use
@@ -70,8 +70,7 @@ def plan_transfers(
     """
     transfers = ordering.cross_transfers(plan, process_of)
     groups = ordering.group_transfers(transfers)
-    input_ranks = {b.index: set(b.ranks) for b in plan.inputs}
-    ordering.check_sender_holds_values(plan, groups, input_ranks)
+    ordering.check_sender_holds_values(plan, groups)
     ordering.check_deadlock(groups, num_processes)
     return groups
 
@@ -178,16 +177,18 @@ def value_sharding(
     rank: int,
     value: int,
 ) -> Sharding:
-    """How ``rank`` holds ``value``: its producer's output layout, else its first
-    reader's input layout, else replicated (read from the compiled executables)."""
+    """How ``rank`` holds ``value``: the layout of the run that fixes it (its producer's
+    output, else its first reader's input), read from the compiled executable; else
+    replicated."""
     devices = rank_devices[rank]
     if len(devices) == 1:
         return jax.sharding.SingleDeviceSharding(devices[0])
-    found = _defining_stage(plan, rank, value)
-    if found is None:
+    info = plan.values.get((rank, value))
+    if info is None or info.layout_at is None:
         return _transfer.replicated_sharding(devices)
-    inst, outputs = found
-    values = inst.outputs if outputs else inst.inputs
+    inst = plan.instructions[info.layout_at]
+    outputs = info.layout_at == info.defined_at
+    values = inst.writes() if outputs else inst.reads()
     shardings = _transfer.executable_shardings(
         exes[inst.executable], devices, len(values), outputs=outputs
     )
@@ -195,26 +196,11 @@ def value_sharding(
 
 
 def plan_layout(plan: ExecutionPlan, rank: int, num_devices: int, held: Held) -> Layout | None:
-    """The layout ``value_sharding`` finds, read from the plan (None: XLA chooses)."""
-    found = _defining_stage(plan, rank, held.value)
-    if found is None:
+    """The layout ``value_sharding`` finds, as the plan states it (None: XLA chooses)."""
+    info = plan.values.get((rank, held.value))
+    if info is None or info.layout_at is None:
         return Layout((("replicated", num_devices),), ((),) * held.ndim)
-    inst, outputs = found
-    stage = plan.executables[inst.executable]
-    if outputs:
-        return stage.output_specs[inst.outputs.index(held.value)].layout
-    return stage.input_specs[inst.inputs.index(held.value)].layout
-
-
-def _defining_stage(plan: ExecutionPlan, rank: int, value: int) -> tuple[RunStage, bool] | None:
-    """The run on ``rank`` that fixes ``value``'s layout, and whether as an output:
-    its producer, else its first reader."""
-    runs = [i for i in plan.instructions if isinstance(i, RunStage) and i.rank == rank]
-    for outputs in (True, False):
-        for inst in runs:
-            if value in (inst.outputs if outputs else inst.inputs):
-                return inst, outputs
-    return None
+    return info.layout
 
 
 def held_layouts(
@@ -225,7 +211,8 @@ def held_layouts(
     exchange: Exchange,
 ) -> dict[str, HeldLayout]:
     """Each held value's layout (by key), from the plan; the ones the plan leaves to
-    XLA on ranks of several devices are exchanged, in one round, as HLO text."""
+    XLA on ranks of several devices are read from the compiled executable by the process
+    holding them and exchanged, in one round, as ``Layout`` data."""
     result: dict[str, HeldLayout] = {}
     unknown, mine = [], {}
     for key, h in held.items():
@@ -238,11 +225,35 @@ def held_layouts(
             unknown.append(key)
             if where.process_of[h.rank] == where.process:
                 sharding = value_sharding(plan, where.rank_devices, exes, h.rank, h.value)
-                mine[key] = str(jc.hlo_sharding(sharding, h.ndim))
+                mine[key] = layout_data(_layout_of(sharding, devices, h))
     if unknown:
         for part in exchange.gather("layouts", json.dumps(mine)):
-            result.update(json.loads(part))
+            result.update({key: layout_from_data(data) for key, data in json.loads(part).items()})
     return result
+
+
+def _layout_of(sharding: Sharding, devices: Sequence[jax.Device], held: Held) -> Layout:
+    layout = sharding_layout(sharding, devices, held.ndim)
+    if layout is None:
+        raise MeshError(
+            f"rank {held.rank} holds value {held.value} as {sharding}, which no mesh layout "
+            "over its devices describes, so other processes cannot be told: give the value "
+            "a sharding in the step (jax.lax.with_sharding_constraint)"
+        )
+    return layout
+
+
+def layout_data(layout: Layout) -> dict[str, list]:
+    """``layout`` as JSON data: ``{"mesh_axes": [[name, size]...], "dims": [[axis...]...]}``."""
+    return {"mesh_axes": [list(axis) for axis in layout.mesh_axes], "dims": list(layout.dims)}
+
+
+def layout_from_data(data: dict[str, list]) -> Layout:
+    """The ``Layout`` that ``layout_data`` gave."""
+    return Layout(
+        tuple((str(name), int(size)) for name, size in data["mesh_axes"]),
+        tuple(tuple(map(str, dim)) for dim in data["dims"]),
+    )
 
 
 def held_values(
@@ -267,8 +278,6 @@ def sharding_on(rank_devices: RankDevices, rank: int, layout: HeldLayout) -> Sha
     devices = rank_devices[rank]
     if layout is None or len(devices) == 1:
         return jax.sharding.SingleDeviceSharding(devices[0])
-    if isinstance(layout, str):
-        return jc.sharding_from_hlo_text(devices, layout)
     sharding = layout_sharding(layout, devices)
     if sharding is None:
         raise MeshError(f"rank {rank}'s {len(devices)} devices cannot hold layout {layout}")
@@ -362,7 +371,7 @@ def warm_up_order(setup: Setup, process: int) -> list[tuple[str, int]]:
     order = [
         (inst.executable, inst.rank)
         for inst in setup.local_plan.instructions
-        if isinstance(inst, RunStage) and inst.executable in first
+        if inst.kind == run.KIND and inst.executable in first
     ]
     seen = {name for name, _ in order}
     for feed in setup.feeds:

@@ -25,21 +25,14 @@ from typing import Any
 import jax
 from jax.sharding import Sharding
 
-from ..plan import (
-    ExecutionPlan,
-    Instruction,
-    Layout,
-    RunStage,
-    StageExecutable,
-    TensorSpec,
-)
+from ..instructions.run import RunStage
+from ..plan import ExecutionPlan, Layout, StageExecutable, TensorSpec
 from . import collectives, ordering
 
 # (name, stage, devices, receive-buffer layouts or None for a transfer)
 Extra = tuple[str, StageExecutable, tuple[jax.Device, ...], Any]
-# How a sender holds a value, alike in every process: the plan's layout, HLO
-# sharding text where XLA chose it, None on a rank of one device.
-HeldLayout = Layout | str | None
+# How a sender holds a value, alike in every process (None on a rank of one device).
+HeldLayout = Layout | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +82,9 @@ class LocalPlanBuilder:
         self._issued: dict[int, list[RunStage]] = {}  # plan position -> transfer runs
         self._cross_at: set[int] = set()
         self._next_id = 1 + max(
-            [b.index for b in plan.inputs] + [v for i in plan.instructions for v in _values(i)]
+            [b.index for b in plan.inputs]
+            + [v for _, v in plan.values]
+            + [v for i in plan.instructions for v in i.reads()]
         )
 
     # ------------------------------------------------------------ transfers
@@ -152,7 +147,7 @@ class LocalPlanBuilder:
                 name,
                 tuple(t.value for t in group.transfers),
                 tuple(self._fresh() for _ in specs),
-                f"send to process {group.dst_process}",
+                note=f"send to process {group.dst_process}",
             )
         else:
             local = [self.sharding(group.dst_rank, x) for x in held]
@@ -178,7 +173,7 @@ class LocalPlanBuilder:
                 name,
                 tuple(buffers),
                 tuple(t.recv_value for t in group.transfers),
-                f"receive from process {group.src_process}",
+                note=f"receive from process {group.src_process}",
             )
         self._issued.setdefault(group.issue_at(me), []).append(run)
 
@@ -225,7 +220,8 @@ class LocalPlanBuilder:
             module = collectives.zeros_module(shards, len(self.rank_devices[rank]))
             stage = StageExecutable(name, rank, module, (), tuple(specs))
             self.extra.append((name, stage, self.rank_devices[rank], layouts))
-            runs.append(RunStage(rank, name, (), tuple(v for _, _, v in items), "receive buffers"))
+            outputs = tuple(v for _, _, v in items)
+            runs.append(RunStage(rank, name, (), outputs, note="receive buffers"))
         return runs
 
     def build(self) -> ExecutionPlan:
@@ -257,7 +253,3 @@ class LocalPlanBuilder:
             ),
             instructions=tuple(prologue + instructions),
         )
-
-
-def _values(inst: Instruction) -> tuple[int, ...]:
-    return (*inst.reads(), *inst.writes())

@@ -1,7 +1,8 @@
 """Cross-process transfers of a plan: where each process issues them, and a deadlock check.
 
-When the ranks of a plan live in several processes, a ``Send``/``Recv`` pair
-whose ranks are in different processes is one point-to-point collective that
+When the ranks of a plan live in several processes, a send and its receive
+(the instructions that put a value on a channel and take it off, whatever their
+kind) whose ranks are in different processes is one point-to-point collective that
 both processes execute. A process runs its collectives one at a time, in the
 order it issues them (the PJRT CPU client launches collectives in issue order;
 NCCL point-to-point calls block their stream likewise), and a collective
@@ -27,10 +28,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ..errors import PlanError
-from ..plan import ExecutionPlan, Recv, Send, TensorSpec
+from ..plan import ExecutionPlan, Instruction, TensorSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,13 +112,13 @@ def cross_transfers(plan: ExecutionPlan, process_of: Sequence[int]) -> list[Cros
     The k-th send on a channel pairs with the k-th receive on it (in plan
     order). Pairs inside one process are left to the single-process executor.
     """
-    sends: dict[int, deque[tuple[int, Send]]] = defaultdict(deque)
-    recvs: dict[int, deque[tuple[int, Recv]]] = defaultdict(deque)
+    sends: dict[int, deque[tuple[int, Instruction]]] = defaultdict(deque)
+    recvs: dict[int, deque[tuple[int, Instruction]]] = defaultdict(deque)
     for at, inst in enumerate(plan.instructions):
-        if isinstance(inst, Send):
-            sends[inst.channel].append((at, inst))
-        elif isinstance(inst, Recv):
-            recvs[inst.channel].append((at, inst))
+        if inst.sends_on is not None:
+            sends[inst.sends_on].append((at, inst))
+        if inst.receives_on is not None:
+            recvs[inst.receives_on].append((at, inst))
     result = []
     for channel in sorted(set(sends) | set(recvs)):
         s_queue, r_queue = sends[channel], recvs[channel]
@@ -135,12 +136,13 @@ def cross_transfers(plan: ExecutionPlan, process_of: Sequence[int]) -> list[Cros
             src, dst = process_of[send.rank], process_of[recv.rank]
             if src == dst:
                 continue
+            (value,), (recv_value,) = send.reads(), recv.writes()
             result.append(
                 CrossTransfer(
                     channel=channel,
-                    value=send.value,
-                    recv_value=recv.value,
-                    spec=recv.spec,
+                    value=value,
+                    recv_value=recv_value,
+                    spec=plan.values[(recv.rank, recv_value)].spec,
                     src_rank=send.rank,
                     dst_rank=recv.rank,
                     src_process=src,
@@ -231,21 +233,12 @@ def check_deadlock(groups: Sequence[TransferGroup], num_processes: int) -> None:
     raise PlanError("\n".join(lines))
 
 
-def check_sender_holds_values(
-    plan: ExecutionPlan, groups: Sequence[TransferGroup], input_ranks: Mapping[int, set[int]]
-) -> None:
+def check_sender_holds_values(plan: ExecutionPlan, groups: Sequence[TransferGroup]) -> None:
     """Each sent value must be defined on its sender before the sender issues it."""
-    defined_at: dict[tuple[int, int], int] = {}
-    for value, ranks in input_ranks.items():
-        for rank in ranks:
-            defined_at[(rank, value)] = -1
-    for at, inst in enumerate(plan.instructions):
-        for v in inst.writes():
-            defined_at.setdefault((inst.rank, v), at)
     for group in groups:
         for t in group.transfers:
-            at = defined_at.get((t.src_rank, t.value))
-            if at is None or at > group.src_issue_at:
+            info = plan.values.get((t.src_rank, t.value))
+            if info is None or info.defined_at > group.src_issue_at:
                 raise PlanError(
                     f"the {group.describe()} is issued by process {t.src_process} at "
                     f"instruction {group.src_issue_at}, but rank {t.src_rank} does not hold "

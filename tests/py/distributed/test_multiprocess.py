@@ -22,8 +22,8 @@ import time
 import jax
 import numpy as np
 import pytest
+from jaxpp_mlir.runtime.instructions import receive, run, send
 from jaxpp_mlir.runtime.multiprocess.distributed import plan_transfers, rank_processes
-from jaxpp_mlir.runtime.plan import Recv, RunStage, Send
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.distributed.child_setup import child_env, free_port
@@ -383,12 +383,14 @@ def test_send_issued_before_its_value_exists_is_rejected(std1f1b_plan):
     # A plan listing a cross-process send and its receive before the run that
     # produces the value: the sender would issue the transfer without the value.
     plan = std1f1b_plan
-    send = next(i for i in plan.instructions if isinstance(i, Send) and (i.rank, i.peer) == (1, 2))
-    recv = next(i for i in plan.instructions if isinstance(i, Recv) and i.channel == send.channel)
-    rest = [i for i in plan.instructions if i is not send and i is not recv]
-    assert any(isinstance(i, RunStage) and send.value in i.outputs for i in rest)
-    bad = dataclasses.replace(plan, instructions=(send, recv, *rest))
-    with pytest.raises(pp.ScheduleError, match=f"rank 1 does not hold value {send.value}"):
+    sent = next(i for i in plan.instructions if i.kind == send.KIND and (i.rank, i.peer) == (1, 2))
+    received = next(
+        i for i in plan.instructions if i.kind == receive.KIND and i.channel == sent.channel
+    )
+    rest = [i for i in plan.instructions if i is not sent and i is not received]
+    assert any(i.kind == run.KIND and sent.value in i.outputs for i in rest)
+    bad = dataclasses.replace(plan, instructions=(sent, received, *rest))
+    with pytest.raises(pp.ScheduleError, match=f"rank 1 does not hold value {sent.value}"):
         plan_transfers(bad, (0, 0, 1, 1), 2)
 
 

@@ -13,7 +13,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jaxpp_mlir.runtime.errors import PlanError
 from jaxpp_mlir.runtime.execution.executor import compile_plan
-from jaxpp_mlir.runtime.plan import Layout, Recv
+from jaxpp_mlir.runtime.instructions import receive
+from jaxpp_mlir.runtime.plan import Layout
 from toolkit import mpmd_mesh
 from transfer_layouts import unlaid_transfers
 
@@ -221,7 +222,7 @@ def tensor_parallel():
 
 def test_every_transferred_value_has_its_layout_in_the_plan(tensor_parallel):
     _, program = tensor_parallel
-    receives = [i for i in program.plan.instructions if isinstance(i, Recv)]
+    receives = [i for i in program.plan.instructions if i.kind == receive.KIND]
     assert receives and unlaid_transfers(program.plan) == []
     assert {dict(r.spec.layout.mesh_axes)["model"] for r in receives} == {2}
 

@@ -8,6 +8,7 @@ import numpy as np
 import optax
 import pytest
 import toolkit
+from jaxpp_mlir.runtime.instructions import receive
 from toolkit import make_mesh
 
 import jaxpp_mlir as pp
@@ -165,7 +166,7 @@ def test_tied_weights_across_two_stages():
     weight_moves = [
         inst
         for inst in program.plan.instructions
-        if type(inst).__name__ == "Recv" and inst.spec.shape == (WIDTH, WIDTH)
+        if inst.kind == receive.KIND and inst.spec.shape == (WIDTH, WIDTH)
     ]
     assert [(inst.peer, inst.rank) for inst in weight_moves] == [(2, 0)]
     new_params, grads, losses = program.compile()(params, batch)

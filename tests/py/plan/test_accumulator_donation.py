@@ -23,6 +23,9 @@ from jax.extend.mlir import ir
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.runtime.execution.arguments import place_arguments
 from jaxpp_mlir.runtime.execution.executor import compile_plan
+from jaxpp_mlir.runtime.instructions import run
+from jaxpp_mlir.runtime.instructions.run import RunStage
+from jaxpp_mlir.runtime.instructions.send import Send
 from toolkit import make_mesh
 
 import jaxpp_mlir as pp
@@ -118,7 +121,7 @@ def test_each_alias_pairs_an_accumulator_with_its_next_version(lowered):
         name = f"stage{stage}_bwd"
         aliases = _aliases(plan.executables[name].mlir_module)
         assert len(aliases) == 2  # the weight's and the bias's gradient
-        runs = [i for i in plan.instructions if isinstance(i, rt.RunStage) and i.executable == name]
+        runs = [i for i in plan.instructions if i.kind == run.KIND and i.executable == name]
         assert len(runs) == NUM_MICROBATCHES
         for before, after in zip(runs, runs[1:], strict=False):
             for position, output in aliases.items():
@@ -145,7 +148,7 @@ def test_the_runtime_consumes_exactly_the_aliased_buffers(packed_std, inputs):
     flat = compiled._flatten_inputs(inputs, {}) + list(compiled._index_arrays)
     env = [None] * plan_run.dispatch.num_slots
     place_arguments(flat, plan_run._inputs, env)
-    runs = iter(inst for inst in packed_std.plan.instructions if isinstance(inst, rt.RunStage))
+    runs = iter(inst for inst in packed_std.plan.instructions if inst.kind == run.KIND)
     checked = 0
     for op in plan_run.dispatch.ops:
         if op.kind != "run":
@@ -264,9 +267,9 @@ def _no_shardings(name):
 
 def _accumulating(*extra: rt.Instruction, at: int = 3) -> list[rt.Instruction]:
     instructions = [
-        rt.RunStage(0, "init", (), (10,)),
-        rt.RunStage(0, "acc", (10, 1), (11,)),
-        rt.RunStage(0, "acc", (11, 2), (12,)),
+        RunStage(0, "init", (), (10,)),
+        RunStage(0, "acc", (10, 1), (11,)),
+        RunStage(0, "acc", (11, 2), (12,)),
     ]
     return instructions[:at] + list(extra) + instructions[at:]
 
@@ -284,13 +287,13 @@ def test_the_rule_aliases_every_version_read_last():
 @pytest.mark.parametrize(
     "why, instructions, outputs",
     [
-        ("read by a later task", _accumulating(rt.RunStage(0, "read", (11,), (20,))), ((0, 12),)),
-        ("sent to another rank", _accumulating(rt.Send(0, 1, 0, 10), at=1), ((0, 12),)),
+        ("read by a later task", _accumulating(RunStage(0, "read", (11,), (20,))), ((0, 12),)),
+        ("sent to another rank", _accumulating(Send(0, 1, 0, 10), at=1), ((0, 12),)),
         ("returned by the step", _accumulating(), ((0, 12), (0, 11))),
-        ("the caller's buffer", [rt.RunStage(0, "acc", (0, 1), (11,))], ()),
+        ("the caller's buffer", [RunStage(0, "acc", (0, 1), (11,))], ()),
         (
             "read twice by the task",
-            [rt.RunStage(0, "init", (), (10,)), *[rt.RunStage(0, "acc", (10, 10), (11,))]],
+            [RunStage(0, "init", (), (10,)), *[RunStage(0, "acc", (10, 10), (11,))]],
             (),
         ),
     ],
@@ -304,7 +307,7 @@ def test_the_rule_consumes_no_buffer_that_lives_on(why, instructions, outputs):
 
 
 def test_a_donated_program_input_is_consumed_by_its_last_reader():
-    instructions = [rt.RunStage(0, "read", (0,), (20,))]
+    instructions = [RunStage(0, "read", (0,), (20,))]
     assert _aliases_of(instructions, outputs=(), donated=frozenset({0})) == {"read": {0: 0}}
     assert _aliases_of(instructions, outputs=(), donated=frozenset()) == {}
 
@@ -320,10 +323,11 @@ def test_the_update_after_the_loop_takes_the_final_accumulators_over(lowered):
     last_gradients = {
         value
         for inst in plan.instructions
-        if isinstance(inst, rt.RunStage) and inst.label.endswith(f"__{NUM_MICROBATCHES - 1}")
+        if inst.kind == run.KIND
+        and any(task.microbatch == NUM_MICROBATCHES - 1 for task in inst.tasks)
         for value in inst.outputs
     }
-    posts = [i for i in plan.instructions if isinstance(i, rt.RunStage) and "post" in i.label]
+    posts = [i for i in plan.instructions if i.kind == run.KIND and i.tasks[0].kind == jaxpp.POST]
     assert len(posts) == NUM_STAGES
     for inst in posts:
         aliases = plan.executables[inst.executable].aliases
@@ -350,7 +354,7 @@ def _two_step_plan(aliases: tuple[tuple[int, int], ...], *extra: rt.Instruction)
         "acc": rt.StageExecutable("acc", 0, TEXTS["acc"], (SPEC16,), (SPEC16,), aliases),
         "read": rt.StageExecutable("read", 0, TEXTS["read"], (SPEC16,), (SPEC16,)),
     }
-    instructions = (rt.RunStage(0, "init", (), (0,)), rt.RunStage(0, "acc", (0,), (1,)), *extra)
+    instructions = (RunStage(0, "init", (), (0,)), RunStage(0, "acc", (0,), (1,)), *extra)
     return rt.ExecutionPlan(1, executables, (), (rt.OutputBinding(1, 0, SPEC16),), instructions)
 
 
@@ -369,6 +373,6 @@ def test_the_runtime_refuses_to_consume_a_value_read_later():
     devices = [[jax.devices()[0]]]
     (out,) = compile_plan(_two_step_plan(((0, 0),)), devices)()
     np.testing.assert_array_equal(np.asarray(out), np.ones(4, np.float32))
-    bad = _two_step_plan(((0, 0),), rt.RunStage(0, "read", (0,), (2,)))
+    bad = _two_step_plan(((0, 0),), RunStage(0, "read", (0,), (2,)))
     with pytest.raises(PlanError, match=r"consumes input 0 \(value 0.*instruction 2 \(run 'read'"):
         compile_plan(bad, devices)

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.extend.mlir import ir
+from jaxpp_mlir.runtime.liveness import spec_bytes
 from jaxpp_mlir.runtime.plan import TensorSpec
 
 import jaxpp_mlir as pp
@@ -71,9 +72,9 @@ def test_compilations_logged_with_count_and_time(logged):
     assert all(" s (compilation " in m for m in compiled)
 
 
-def test_tensor_bytes_knows_bfloat16():
-    assert partition_log.tensor_bytes(TensorSpec((3, 5), "bfloat16")) == 30
-    assert partition_log.tensor_bytes(TensorSpec((), "float64")) == 8
+def test_spec_bytes_knows_bfloat16():
+    assert spec_bytes(TensorSpec((3, 5), "bfloat16")) == 30
+    assert spec_bytes(TensorSpec((), "float64")) == 8
 
 
 @dataclasses.dataclass(frozen=True)

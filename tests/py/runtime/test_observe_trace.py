@@ -14,9 +14,10 @@ import pytest
 import toolkit
 from jaxpp_mlir.runtime.compilation import compile as runtime_compile
 from jaxpp_mlir.runtime.compilation.progress import CompileProgress
+from jaxpp_mlir.runtime.instructions import receive, registry, run
 from jaxpp_mlir.runtime.observation import trace as trace_module
-from jaxpp_mlir.runtime.observation.trace import merge_traces, program_trace, task_fields
-from jaxpp_mlir.runtime.plan import Recv, RunStage
+from jaxpp_mlir.runtime.observation.trace import program_trace
+from jaxpp_mlir.runtime.observation.trace_files import chrome_trace, merge_traces
 from toolkit import make_mesh, mlp_batch, mlp_params, mlp_train_step
 
 import jaxpp_mlir as pp
@@ -60,7 +61,7 @@ def traced(tmp_path_factory):
     level = progress_logger.level
     progress_logger.setLevel(logging.INFO)  # setLevel, not .level=: it clears the level cache
     disabled, progress_logger.disabled = progress_logger.disabled, False
-    with program_trace(path), pytest.MonkeyPatch.context() as patch:
+    with program_trace(path) as recorder, pytest.MonkeyPatch.context() as patch:
         patch.setenv("JAXPP_MLIR_PROGRESS_AFTER", "0")  # progress from the start, however fast
         compiled_before = runtime_compile.compile_count
         try:
@@ -77,6 +78,7 @@ def traced(tmp_path_factory):
         jax.block_until_ready(outputs)
     with open(path) as handle:
         events = json.load(handle)["traceEvents"]
+    step.recorder = recorder
     return program, step, params, batch, outputs, events, source_before
 
 
@@ -89,9 +91,13 @@ def test_trace_is_json_with_known_phases(traced):
             assert e["dur"] >= 0 and isinstance(e["ts"], float | int)
 
 
+def _runs(plan):
+    return [inst for inst in plan.instructions if inst.kind == run.KIND]
+
+
 def test_one_span_per_task_of_the_plan(traced):
     program, *_, events, _ = traced
-    runs = [inst for inst in program.plan.instructions if isinstance(inst, RunStage)]
+    runs = _runs(program.plan)
     spans = [e for e in events if e["ph"] == "X" and e.get("cat") == "task"]
     assert len(spans) == NUM_STEPS * len(runs)
     for step in range(NUM_STEPS):
@@ -104,17 +110,55 @@ def test_one_span_per_task_of_the_plan(traced):
 def test_task_spans_name_stage_kind_and_microbatch(traced):
     program, *_, events, _ = traced
     spans = [e for e in events if e["ph"] == "X" and e.get("cat") == "task"]
-    loop_tasks = [e for e in spans if task_fields(e["args"]["label"])]
+    loop_tasks = [e for e in spans if "kind" in e["args"]]
     assert {e["args"]["kind"] for e in loop_tasks} == {"fwd", "bwd"}
     assert {e["args"]["microbatch"] for e in loop_tasks} == set(range(4))
     schedule = program.schedule
     for e in loop_tasks:
         assert e["tid"] == schedule.stage_rank(e["args"]["stage"])
+    # Exactly the plan's tasks of a stage for a microbatch (not the code outside the loop).
+    recorded = Counter(
+        (e["tid"], e["args"]["stage"], e["args"]["kind"], e["args"]["microbatch"])
+        for e in loop_tasks
+    )
+    planned = Counter(
+        (inst.rank, task.stage, task.kind, task.microbatch)
+        for inst in _runs(program.plan)
+        for task in inst.tasks
+        if task.microbatch is not None
+    )
+    assert recorded == Counter({key: NUM_STEPS * n for key, n in planned.items()})
+    outer = [e for e in spans if "kind" not in e["args"]]
+    assert {e["args"]["label"] for e in outer} == {"pre_0__0", "post_0__0"}
+
+
+def test_typed_spans_carry_the_plans_tasks_and_are_what_the_file_holds(traced):
+    program, step, *_, events, _ = traced
+    timeline = step.recorder.timeline()
+    runs = _runs(program.plan)
+    assert len(timeline.tasks) == NUM_STEPS * len(runs)
+    for number in range(NUM_STEPS):
+        typed = Counter(
+            (span.rank, span.executable, span.tasks)
+            for span in timeline.tasks
+            if span.step == number
+        )
+        assert typed == Counter((inst.rank, inst.executable, inst.tasks) for inst in runs)
+    assert all(span.begin <= span.end for span in timeline.tasks)
+    assert chrome_trace(timeline)["traceEvents"] == events
+
+
+def test_task_labels_are_the_string_form_of_the_typed_tasks(traced):
+    program, *_ = traced
+    for inst in _runs(program.plan):
+        (task,) = inst.tasks
+        stage = f"{task.kind}_{task.stage}__{task.microbatch or 0}"
+        assert inst.label == str(task) == stage
 
 
 def test_one_flow_per_transfer_of_the_plan(traced):
     program, *_, events, _ = traced
-    recvs = [inst for inst in program.plan.instructions if isinstance(inst, Recv)]
+    recvs = [inst for inst in program.plan.instructions if inst.kind == receive.KIND]
     starts = [e for e in events if e["ph"] == "s"]
     ends = [e for e in events if e["ph"] == "f"]
     assert len(ends) == len(starts) == NUM_STEPS * len(recvs)
@@ -183,9 +227,7 @@ def test_works_inside_jax_profiler_trace(traced, tmp_path):
             jax.block_until_ready(step(params, batch))
     with open(path) as handle:
         events = json.load(handle)["traceEvents"]
-    assert sum(1 for e in events if e.get("cat") == "task") == sum(
-        isinstance(i, RunStage) for i in step.program.plan.instructions
-    )
+    assert sum(1 for e in events if e.get("cat") == "task") == len(_runs(step.program.plan))
     assert any(files for _, _, files in os.walk(tmp_path / "profile"))
 
 
@@ -238,8 +280,8 @@ def test_compile_progress_is_silent_when_switched_off(monkeypatch):
 
 def test_summary_and_repr(traced):
     program, step, *_ = traced
-    runs = sum(isinstance(i, RunStage) for i in program.plan.instructions)
-    recvs = [i for i in program.plan.instructions if isinstance(i, Recv)]
+    runs = registry.count(program.plan.instructions)[run.KIND]
+    recvs = [i for i in program.plan.instructions if i.kind == receive.KIND]
     moved = sum(int(np.prod(r.spec.shape)) * 4 for r in recvs)
     assert repr(program) == (
         f"PartitionedProgram(4 stages on 4 ranks, Std1F1B(num_stages=4), "

@@ -20,6 +20,7 @@ from jaxpp_mlir.runtime import (
     RunStage,
     Send,
     StageExecutable,
+    TaskRef,
     TensorSpec,
     compile_plan,
 )
@@ -100,14 +101,14 @@ def chain_plan() -> ExecutionPlan:
         InputBinding(SCALE, scalar, (2,)),
     )
     instructions = (
-        RunStage(0, "s0", (X, W0), (H0,), label="fwd_0"),
+        RunStage(0, "s0", (X, W0), (H0,), (TaskRef(0, "fwd", 0),)),
         Send(0, 1, 0, H0),
         Recv(1, 0, 0, H0_R1, mat),
-        RunStage(1, "s1", (H0_R1, W1), (H1, JUNK), label="fwd_1"),
+        RunStage(1, "s1", (H0_R1, W1), (H1, JUNK), (TaskRef(1, "fwd", 0),)),
         Send(1, 2, 1, H1),
         Recv(2, 1, 1, H1_R2, mat),
-        RunStage(2, "s2", (H1_R2, W2, B, SCALE), (Y, LOSS), label="fwd_2"),
-        RunStage(0, "s0_tail", (H0, B), (O0,), label="tail_0"),
+        RunStage(2, "s2", (H1_R2, W2, B, SCALE), (Y, LOSS), (TaskRef(2, "fwd", 0),)),
+        RunStage(0, "s0_tail", (H0, B), (O0,), (TaskRef(0, "post", None),)),
         Send(2, 0, 2, LOSS),
         Recv(0, 2, 2, LOSS_R0, scalar),
     )
@@ -228,7 +229,7 @@ def test_compile_counts_distinct_modules(devices):
 def test_values_freed_after_last_use(chain):
     n = len(chain.plan.instructions)
     lu = chain.last_uses
-    assert lu[(0, H0)] == 7  # sent at 1, read again by tail_0 at 7
+    assert lu[(0, H0)] == 7  # sent at 1, read again by s0_tail at 7
     assert lu[(1, H1)] == 4  # its send
     assert lu[(1, JUNK)] == 3  # never read: dies where it is born
     assert lu[(2, H1_R2)] == 6
@@ -329,17 +330,24 @@ def test_execution_failure_names_instruction(chain):
     exes = dict(chain.executables)
     exes["s1"] = FailingExecutable(exes["s1"])
     broken = CompiledPlan(chain.plan, chain.rank_devices, exes, chain.num_compiled)
-    with pytest.raises(RuntimeFailure, match=r"run 's1' \(fwd_1\) on rank 1 failed: INTERNAL"):
+    with pytest.raises(RuntimeFailure, match=r"run 's1' \(fwd_1__0\) on rank 1 failed: INTERNAL"):
         broken(*chain_args())
 
 
+# The one runtime module that builds IR (the transfer programs), through jax's own bindings.
+BUILDS_IR = ("multiprocess", "collectives.py")
+JAX_MLIR_BINDINGS = ("jax.extend.mlir", "jax.extend.mlir.dialects", "jax.interpreters.mlir")
+
+
 def test_runtime_imports_no_passes():
-    """The runtime depends on the plan's plain data, jax and the error types only."""
+    """The runtime depends on the plan's plain data, jax and the error types only; only
+    the transfer programs are built as IR, with jax's MLIR bindings."""
     import ast
     import pathlib
 
     import jaxpp_mlir.runtime as runtime
 
+    builders = []
     for path in pathlib.Path(runtime.__file__).parent.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
@@ -350,7 +358,10 @@ def test_runtime_imports_no_passes():
                 continue
             for name in names:
                 assert not name.startswith("jaxpp_mlir") or name == "jaxpp_mlir.errors", path
-                assert "mlir" not in name.replace("jaxpp_mlir", ""), (path, name)
+                if "mlir" in name.replace("jaxpp_mlir", ""):
+                    assert name in JAX_MLIR_BINDINGS and path.parts[-2:] == BUILDS_IR, (path, name)
+                    builders.append(path.name)
+    assert set(builders) == {BUILDS_IR[-1]}
 
 
 # -------------------------------------------------------------- plan errors

@@ -7,27 +7,25 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxpp_mlir.runtime.compilation.compile import compile_plan_executables
-from jaxpp_mlir.runtime.execution.slots import (
-    ChannelKey,
-    CopyStep,
-    RunStep,
-    SendStep,
-    resolve_slots,
-)
+from jaxpp_mlir.runtime.execution.slot_table import ChannelKey
+from jaxpp_mlir.runtime.execution.slots import resolve_slots
 from jaxpp_mlir.runtime.failure import exit_hooks
+from jaxpp_mlir.runtime.instructions.receive import ReceiveStep, Recv
+from jaxpp_mlir.runtime.instructions.run import RunStage, RunStep
+from jaxpp_mlir.runtime.instructions.send import Send, SendStep
 from jaxpp_mlir.runtime.multiprocess.distributed_setup import find_feeds
 from jaxpp_mlir.runtime.multiprocess.local_plan import Feed
 from jaxpp_mlir.runtime.plan import (
     ExecutionPlan,
     InputBinding,
     OutputBinding,
-    Recv,
-    RunStage,
-    Send,
     StageExecutable,
     TensorSpec,
+    ValueInfo,
 )
 
 from jaxpp_mlir.errors import ScheduleError
@@ -72,18 +70,29 @@ def test_two_modules_compile_twice(chain):
 def test_slots_resolve_into_typed_steps(chain):
     plan, devices, executables, _ = chain
     resolved = resolve_slots(plan, devices, executables)
-    run_f, send, copy, run_g = resolved.steps
-    assert isinstance(run_f, RunStep) and isinstance(run_g, RunStep)
-    assert isinstance(send, SendStep) and isinstance(copy, CopyStep)
+    run_f, send, receive, run_g = resolved.steps
+    assert type(run_f) is RunStep and type(run_g) is RunStep
+    assert type(send) is SendStep and type(receive) is ReceiveStep
     where = resolved.where
     assert run_f.inputs == (where[(0, 0)],) and run_f.outputs == (where[(0, 1)],)
-    assert send.source == where[(0, 1)] and copy.channel == send.channel
-    assert copy.destination == where[(1, 2)] and run_g.inputs == (where[(1, 2)],)
+    assert send.source == where[(0, 1)] and receive.channel == send.channel
+    assert receive.destination == where[(1, 2)] and run_g.inputs == (where[(1, 2)],)
     assert resolved.output_slots == (where[(1, 3)],)
     assert resolved.slots[send.channel].key == ChannelKey(0)
     # f's result dies after the send; the channel slot after the receive.
     assert where[(0, 1)] in resolved.free_after[1]
     assert send.channel in resolved.free_after[2]
+
+
+def test_the_value_table_says_where_each_value_is_defined_and_laid_out(chain):
+    plan, *_ = chain
+    assert dict(plan.values) == {
+        (0, 0): ValueInfo(SPEC, -1, None, 0),  # an input, laid out by its reader f
+        (0, 1): ValueInfo(SPEC, 0, None, 0),  # f's output
+        (1, 2): ValueInfo(SPEC, 2, None, 3),  # received, laid out by its reader g
+        (1, 3): ValueInfo(SPEC, 3, None, 3),  # g's output
+    }
+    assert plan.values is plan.values  # worked out once per plan
 
 
 def test_slot_resolution_names_an_unpaired_send(chain):
@@ -140,3 +149,29 @@ def test_an_abort_with_no_lost_peer_is_left_to_proceed(capfd):
     assert dog.kv_lost  # the key-value store is not used after an abort
     assert "jaxpp: process 3: aborted (SIGABRT" in err
     assert "no peer looks lost (last reports: process 0: program 0, call 2" in err
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "bool", "complex64"])
+def test_transfer_modules_built_with_the_bindings_move_and_zero_every_dtype(dtype):
+    """One process, two devices: the permute moves device 0's shard to device 1; the
+    receive-buffer module gives zeros (the multi-process transfers run the same modules)."""
+    from jaxpp_mlir.runtime.compilation.compile import compile_stages
+    from jaxpp_mlir.runtime.multiprocess.collectives import permute_module, zeros_module
+
+    spec = TensorSpec((2, 3), dtype)
+    devices = jax.devices()[:2]
+    permute, zeros = compile_stages(
+        [
+            ("permute", permute_module([spec], 1), devices),
+            ("zeros", zeros_module([spec], 1), devices[:1]),
+        ]
+    )
+    (buffer,) = zeros.execute_sharded([]).disassemble_into_single_device_arrays()[0]
+    np.testing.assert_array_equal(np.asarray(buffer), np.zeros((2, 3), jnp.dtype(dtype)))
+    value = (np.arange(6).reshape(2, 3) % 2).astype(jnp.dtype(dtype))
+    # Shard 0 (device 0) is the sent value, shard 1 (device 1) the receive buffer.
+    both = NamedSharding(Mesh(np.array(devices), ("p",)), PartitionSpec("p"))
+    sent = jax.device_put(np.concatenate([value, np.asarray(buffer)]), both)
+    (shards,) = permute.execute_sharded([sent]).disassemble_into_single_device_arrays()
+    assert shards[1].devices() == {devices[1]}
+    np.testing.assert_array_equal(np.asarray(shards[1]), value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import pytest
 import toolkit
-from jaxpp_mlir.runtime.plan import RunStage
+from jaxpp_mlir.runtime.instructions import run
 from toolkit import lower_cached, make_mesh, mlp_batch, mlp_params, mlp_train_step
 
 import jaxpp_mlir as pp
@@ -29,17 +29,13 @@ CASES = [
 ]
 
 
-def launch_labels(program: pp.PartitionedProgram) -> list[str]:
-    return [inst.label for inst in program.plan.instructions if isinstance(inst, RunStage)]
+def launches(program: pp.PartitionedProgram) -> list:
+    return [inst for inst in program.plan.instructions if inst.kind == run.KIND]
 
 
-def task_names(labels: list[str]) -> set[str]:
-    """The tasks the launches run (a fused launch is labelled ``FusedTask(a, b)``)."""
-    names = set()
-    for label in labels:
-        inner = label.removeprefix("FusedTask(").removesuffix(")")
-        names.update(inner.split(", ") if inner != label else [label])
-    return names
+def task_names(runs: list) -> set[str]:
+    """The tasks the launches run, by name (``fwd_1__0``; a fused launch runs several)."""
+    return {str(task) for inst in runs for task in inst.tasks}
 
 
 def launching_items(schedule: pp.Schedule, num_microbatches: int, program_tasks: set[str]) -> int:
@@ -61,13 +57,13 @@ def test_fused_pipeline_matches_jax_jit(schedule, num_ranks, num_microbatches):
     plain = pp.partition(lowered, mesh=mesh, schedule=schedule)
     fused = pp.partition(lowered, mesh=mesh, schedule=schedule, fuse_tasks=True)
     assert isinstance(fused.schedule, pp.AutoFused)
-    plain_labels = launch_labels(plain)
-    program_tasks = task_names(plain_labels)
+    plain_launches = launches(plain)
+    program_tasks = task_names(plain_launches)
     saved = launching_items(schedule, num_microbatches, program_tasks) - launching_items(
         fused.schedule, num_microbatches, program_tasks
     )
     assert saved > 0
-    assert len(plain_labels) - len(launch_labels(fused)) == saved
+    assert len(plain_launches) - len(launches(fused)) == saved
     toolkit.assert_matches_reference(
         fused.compile()(params, batch),
         jax.jit(mlp_train_step)(params, batch),
@@ -129,9 +125,9 @@ def test_fused_runs_return_only_what_is_read_after_them():
     fused = pp.partition(lowered, mesh=make_mesh(1), schedule=schedule, fuse_tasks=True)
     (name,) = [n for n, e in fused.plan.executables.items() if e.fused_parts]
     parts_outputs = 0
-    for run in plain.plan.instructions:
-        if isinstance(run, RunStage) and run.label not in ("pre_0__0", "post_0__0"):
-            parts_outputs += len(plain.plan.executables[run.executable].output_specs)
+    for launch in launches(plain):
+        if all(task.microbatch is not None for task in launch.tasks):  # not pre/post code
+            parts_outputs += len(plain.plan.executables[launch.executable].output_specs)
     assert len(fused.plan.executables[name].output_specs) < parts_outputs
     assert max(fused.peak_bytes_per_rank()) <= max(plain.peak_bytes_per_rank())
     toolkit.assert_matches_reference(

@@ -1,0 +1,62 @@
+"""The copy step: a value copied on its rank into another layout.
+
+Slot resolution makes one where a reader needs a value laid out otherwise than the
+rank holds it: a run whose executable takes another layout, or a receive whose
+value lands in another layout than the one it was sent in. One process holds every
+device of a rank, so the copy is a ``jax.device_put``. A copy is no instruction of
+the plan: it exists in resolved steps only, made just before its first reader and
+shared by the later ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import jax
+from jax.sharding import Sharding
+
+from .. import _jax_compat as jc
+
+if TYPE_CHECKING:
+    from ..execution.slot_table import Slot, SlotTable
+
+KIND = "copy"
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyStep:
+    """A copy of slot ``source`` into slot ``copy``, laid out as ``sharding``."""
+
+    source: int
+    copy: int
+    sharding: Sharding
+
+
+def resolve(table: SlotTable, slot: int, sharding: Sharding, at: int) -> int:
+    """The slot holding ``slot``'s value laid out as ``sharding``, read by instruction
+    ``at``: a new copy made just before ``at``, or the one an earlier reader made."""
+    info = table.slots[slot]
+    key = (slot, jc.hlo_sharding(sharding, len(info.spec.shape)))
+    copy = table.resharded.get(key)
+    if copy is None:
+        copy = table.add_slot(info.key, info.spec, sharding, at)
+        table.resharded[key] = copy
+        table.copies.setdefault(at, []).append(CopyStep(slot, copy, sharding))
+        table.last_direct_read[slot] = at  # the copy reads it here
+        table.copied.add(slot)
+    table.slots[copy].last_use = at
+    return copy
+
+
+def code(steps: Sequence[CopyStep], slots: list[Slot]) -> tuple[list[str], dict[str, Any]]:
+    """The statements making ``steps`` (to open an operation) and the names they use."""
+    lines = [
+        f"env[{c.copy}] = device_put(env[{c.source}], copy_{k})  # {slots[c.copy].name()}"
+        for k, c in enumerate(steps)
+    ]
+    namespace: dict[str, Any] = {f"copy_{k}": c.sharding for k, c in enumerate(steps)}
+    if steps:
+        namespace["device_put"] = jax.device_put
+    return lines, namespace
