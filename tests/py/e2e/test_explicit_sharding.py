@@ -87,6 +87,14 @@ def test_explicit_sharding_model_trains_like_jax_jit(example, case):
         assert ("@model" in str(jax.typeof(block["w_in"]))) == model_typed
 
 
+@pytest.mark.numerics
+def test_the_example_script_reports_its_check(example, capsys):
+    assert example.main(["--steps", "1", "--auto", "model", "--jit-shardings"]) == 0
+    out = capsys.readouterr().out
+    assert "axis types ('Explicit', 'Explicit', 'Auto')" in out
+    assert "OK: worst relative difference" in out and out.count("step ") == 1
+
+
 # ------------------------------------------------------------------ one compiled program
 
 
