@@ -8,7 +8,7 @@ from typing import overload
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from jaxpp_mlir.errors import MeshError
 
@@ -18,7 +18,11 @@ class MpmdMesh:
 
     ``unstack`` gives the submeshes (the mpmd axis kept with size 1);
     ``lowering_mesh()`` the mesh a step is lowered with (the mpmd axis of size
-    1), as in NVIDIA JaxPP.
+    1), as in NVIDIA JaxPP. Every mesh derived from this one keeps its axis types
+    (Explicit, Auto, or a mix, as ``jax.make_mesh`` or ``Mesh(..., axis_types=)``
+    gave them), the mpmd axis' own included: a step traced for explicit sharding on
+    the lowering mesh sees the types it was written for, and its outputs come back
+    as ``NamedSharding``s over a rank's submesh with the same types.
     """
 
     def __init__(self, jax_mesh: Mesh, mpmd_axis_name: str):
@@ -34,9 +38,18 @@ class MpmdMesh:
 
     @classmethod
     def from_devices(
-        cls, devices: list[jax.Device], axis_sizes: dict[str, int], mpmd_axis_name: str
+        cls,
+        devices: list[jax.Device],
+        axis_sizes: dict[str, int],
+        mpmd_axis_name: str,
+        *,
+        axis_types: tuple[AxisType, ...] | None = None,
     ) -> MpmdMesh:
-        """Builds the mesh from ``devices`` and axis sizes (one size may be -1: the rest)."""
+        """Builds the mesh from ``devices`` and axis sizes (one size may be -1: the rest).
+
+        ``axis_types`` (one per axis, in ``axis_sizes``' order) as ``jax.sharding.Mesh``
+        takes them; None gives Mesh's default (Auto).
+        """
         sizes = dict(axis_sizes)
         unknown = [name for name, size in sizes.items() if size == -1]
         known = int(np.prod([size for size in sizes.values() if size != -1]))
@@ -50,7 +63,7 @@ class MpmdMesh:
         if int(np.prod(list(sizes.values()))) != len(devices):
             raise MeshError(f"mesh axes {sizes} do not cover the {len(devices)} devices")
         grid = np.array(devices, dtype=object).reshape(tuple(sizes.values()))
-        return cls(Mesh(grid, tuple(sizes)), mpmd_axis_name)
+        return cls(Mesh(grid, tuple(sizes), axis_types=axis_types), mpmd_axis_name)
 
     @property
     def mpmd_dim(self) -> int:
@@ -79,7 +92,7 @@ class MpmdMesh:
             if not isinstance(rank, int) or not 0 <= rank < self.mpmd_dim:
                 raise MeshError(f"rank {rank!r} is outside [0, {self.mpmd_dim})")
         devices = np.take(self.jax_mesh.devices, indices, axis=self._axis)
-        return MpmdMesh(Mesh(devices, tuple(self.jax_mesh.axis_names)), self.mpmd_axis_name)
+        return MpmdMesh(self._mesh_like(devices), self.mpmd_axis_name)
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -104,8 +117,7 @@ class MpmdMesh:
         """Rank ``rank``'s submesh with every axis of the mesh, the mpmd axis of size 1."""
         if not 0 <= rank < self.mpmd_dim:
             raise MeshError(f"rank {rank} is outside [0, {self.mpmd_dim})")
-        devices = np.take(self.jax_mesh.devices, [rank], axis=self._axis)
-        return Mesh(devices, tuple(self.jax_mesh.axis_names))
+        return self._mesh_like(np.take(self.jax_mesh.devices, [rank], axis=self._axis))
 
     def rank_devices(self, rank: int) -> list[jax.Device]:
         """The devices of rank ``rank``'s submesh, in the submesh's order."""
@@ -119,13 +131,29 @@ class MpmdMesh:
         return np.take(devices, [rank], axis=self._axis).reshape(shape)
 
     def lowering_mesh(self) -> Mesh:
-        """The mesh to lower a step with: the mpmd axis kept with size 1 (rank 0's devices)."""
-        devices = np.take(self.jax_mesh.devices, [0], axis=self._axis)
-        return Mesh(devices, tuple(self.jax_mesh.axis_names))
+        """The mesh to lower a step with: the mpmd axis kept with size 1 (rank 0's devices).
+
+        It has the mesh's axis types, so a step written for JAX's explicit sharding
+        (``jax.make_mesh``'s Explicit axes, ``out_sharding=``) traces on it as on the
+        whole mesh; the mpmd axis keeps its type too, as every rank's submesh does.
+        """
+        return self.rank_mesh(0)
+
+    def _mesh_like(self, devices: np.ndarray) -> Mesh:
+        """A mesh over ``devices`` with this mesh's axis names and axis types."""
+        return Mesh(devices, tuple(self.jax_mesh.axis_names), axis_types=self.axis_types)
+
+    @property
+    def axis_types(self) -> tuple[AxisType, ...]:
+        """Each axis' type (Explicit, Auto or Manual), as in ``jax_mesh.axis_types``."""
+        return tuple(self.jax_mesh.axis_types)
 
     def __repr__(self) -> str:
         shape = dict(zip(self.jax_mesh.axis_names, self.jax_mesh.devices.shape, strict=True))
-        return f"MpmdMesh({shape}, mpmd_axis={self.mpmd_axis_name!r})"
+        types = ""
+        if any(t != AxisType.Auto for t in self.axis_types):
+            types = f", axis_types=({', '.join(t.name for t in self.axis_types)})"
+        return f"MpmdMesh({shape}, mpmd_axis={self.mpmd_axis_name!r}{types})"
 
 
 def parallel_ranks(mesh: MpmdMesh) -> int | None:

@@ -34,7 +34,27 @@ def device_put(
     The host data is copied before this returns (never aliased): a caller may
     overwrite its numpy buffer as soon as the step returns, while the step runs.
     """
-    return jc.batched_device_put(aval, sharding, shards, devices, force_copy=True)
+    return jc.batched_device_put(aval, sharding, _unshared(shards), devices, force_copy=True)
+
+
+def _unshared(shards: list[Any]) -> list[Any]:
+    """``shards`` where no two partly overlap or repeat one buffer across devices of a
+    sharded (not fully replicated) layout: a slice held by several devices (a batch split
+    over "data", replicated over "model") is copied for each repeat. jaxlib's
+    ``batched_device_put(..., force_copy=True)`` fails with ``bad_function_call`` on
+    repeated views (0.10.2 and 0.12.x); a fully replicated list of one array is fine."""
+    if len(shards) < 2 or all(s is shards[0] for s in shards):
+        return shards
+    seen: set[tuple[int, tuple[int, ...]]] = set()
+    result = []
+    for shard in shards:
+        if isinstance(shard, np.ndarray):
+            key = (shard.__array_interface__["data"][0], shard.shape)
+            if key in seen:
+                shard = shard.copy()
+            seen.add(key)
+        result.append(shard)
+    return result
 
 
 def replicated_sharding(devices: Sequence[jax.Device]) -> Sharding:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import abc
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from jaxpp_mlir.errors import MarkerError
 
@@ -19,7 +23,13 @@ class TreduceError(MarkerError, ValueError):
 
 
 class ReduceOp(abc.ABC):
-    """How the per-microbatch values of one result leaf are combined."""
+    """How the per-microbatch values of one result leaf are combined.
+
+    ``init`` gets the type of one microbatch's result (a ``jax.ShapeDtypeStruct`` or
+    the traced value's aval): where that type carries a sharding (JAX's explicit
+    sharding mode), the accumulator gets the same sharding-in-types, so the loop's
+    carry keeps one type from the first microbatch to the last.
+    """
 
     @property
     @abc.abstractmethod
@@ -49,7 +59,7 @@ class AddOp(ReduceOp):
                 "Add cannot sum boolean results: use Max (any microbatch) or Concat(), or "
                 "return them as integers"
             )
-        return jnp.zeros(value.shape, value.dtype)
+        return _typed(functools.partial(jnp.zeros, value.shape, value.dtype), _sharding_of(value))
 
     def update(self, state: jax.Array, value: jax.Array, index: jax.Array) -> jax.Array:
         return lax.add(state, value)
@@ -76,7 +86,7 @@ class MaxOp(ReduceOp):
             lowest = -np.inf
         else:
             raise TreduceError(f"Max cannot reduce results of dtype {dtype}")
-        return jnp.full(value.shape, lowest, dtype)
+        return _typed(functools.partial(jnp.full, value.shape, lowest, dtype), _sharding_of(value))
 
     def update(self, state: jax.Array, value: jax.Array, index: jax.Array) -> jax.Array:
         return lax.max(state, value)
@@ -117,11 +127,46 @@ class Concat(ReduceOp):
     def init(self, num_microbatches: int, value: jax.ShapeDtypeStruct) -> jax.Array:
         axis = self._axis(len(value.shape))
         shape = (*value.shape[:axis], num_microbatches, *value.shape[axis:])
-        return jnp.zeros(shape, value.dtype)
+        sharding = _sharding_of(value)
+        if sharding is not None:  # the stacked axis is not sharded
+            spec = _padded_spec(sharding.spec, len(value.shape))
+            sharding = NamedSharding(sharding.mesh, P(*spec[:axis], None, *spec[axis:]))
+        return _typed(functools.partial(jnp.zeros, shape, value.dtype), sharding)
 
     def update(self, state: jax.Array, value: jax.Array, index: jax.Array) -> jax.Array:
         axis = self._axis(value.ndim)
         return lax.dynamic_update_index_in_dim(state, value, index, axis)
+
+
+def _sharding_of(value: Any) -> NamedSharding | None:
+    """The sharding in ``value``'s type (JAX's sharding-in-types), None where it has none.
+
+    A traced value's aval always has one, over the abstract mesh its inputs were
+    typed on (empty without a mesh); it names only the mesh's Explicit axes, so on
+    an Auto mesh the accumulator is left unconstrained, as on no mesh at all.
+    """
+    sharding = getattr(value, "sharding", None)
+    if not isinstance(sharding, NamedSharding) or sharding.mesh.empty:
+        return None
+    return sharding
+
+
+def _typed(create: Callable[..., jax.Array], sharding: NamedSharding | None) -> jax.Array:
+    """``create()``, or ``create(out_sharding=sharding)`` typed with ``sharding``.
+
+    The sharding's abstract mesh is entered for the call: the step may be traced with
+    no mesh in context (shardings passed to ``jax.jit``, its values typed on their own
+    mesh), where jax 0.12 types an ``out_sharding`` result as unsharded on no mesh
+    (0.10.2 keeps the sharding), unlike the values the loop adds into it.
+    """
+    if sharding is None:
+        return create()
+    with jax.sharding.use_abstract_mesh(sharding.mesh.abstract_mesh):
+        return create(out_sharding=sharding)
+
+
+def _padded_spec(spec: P, ndim: int) -> tuple[Any, ...]:
+    return (*spec, *([None] * (ndim - len(spec))))
 
 
 #: Elementwise sum (a singleton; ``AddOp()`` is equal to it).

@@ -149,10 +149,13 @@ def treduce_i(
     index_struct = jax.ShapeDtypeStruct((), INDEX_DTYPE)
     with recording_markers() as stage_markers:
         jaxpr, out_shape = jax.make_jaxpr(fun, return_shape=True)(index_struct)
-    out_leaves, out_tree = jax.tree_util.tree_flatten(out_shape)
+    out_tree = jax.tree_util.tree_structure(out_shape)
     ops = _resolve_operations(operation, out_shape)
     _warn_if_marker_is_dead(jaxpr, ops)
-    init = [op.init(length, leaf) for op, leaf in zip(ops, out_leaves, strict=True)]
+    # The traced result types (jaxpr.out_avals) carry explicit sharding-in-types; the
+    # ShapeDtypeStructs of out_shape do not on a mesh with Auto axes.
+    result_types = jaxpr.out_avals
+    init = [op.init(length, aval) for op, aval in zip(ops, result_types, strict=True)]
     params = {
         "num_microbatches": length,
         "schedule": ScheduleParam.of(schedule),

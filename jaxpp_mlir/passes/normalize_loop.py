@@ -23,7 +23,9 @@ class NormalizeLoop(ModulePass):
     ``treduce`` lowers to one ``stablehlo.while`` whose body holds the loop
     marker. Its iteration arguments are of three sorts, told apart from the
     body alone: loop invariants (returned unchanged), microbatch counters
-    (start at 0 and are incremented by 1) and state (accumulators). The
+    (start at 0 and are incremented by 1, seen through the
+    ``sdy.sharding_constraint`` ops JAX's explicit sharding puts on every
+    result) and state (accumulators). The
     rewrite keeps only the state as operands and results of ``jaxpp.loop``:
     the body reads invariants straight from the enclosing function, receives
     the microbatch index as its first block argument and the state after it,
@@ -116,7 +118,7 @@ def _rewrite(loop: ir.Operation, marker: ir.Operation, num_microbatches: int) ->
     terminator = body_ops[-1]
     yielded = list(terminator.operands)
     arguments = list(body.arguments)
-    counter_arg = marker.operands[0]
+    counter_arg = _unconstrained(marker.operands[0])
     kinds = _argument_kinds(loop, arguments, yielded)
     if counter_arg not in arguments or kinds[arguments.index(counter_arg)] != "counter":
         raise diagnostics.error(
@@ -192,18 +194,28 @@ def _replace_results(
 
 def _is_counter(argument: ir.Value, value: ir.Value, init: ir.Value) -> bool:
     """``value`` is ``argument + 1`` and the loop starts it at constant 0."""
-    update = ir_utils.defining_op(value)
+    update = ir_utils.defining_op(_unconstrained(value))
     if update is None or update.name != "stablehlo.add":
         return False
-    operands = list(update.operands)
+    operands = [_unconstrained(operand) for operand in update.operands]
     if argument not in operands:
         return False
     other = operands[1] if operands[0] == argument else operands[0]
     return _constant_value(other) == 1 and _constant_value(init) == 0
 
 
-def _constant_value(value: ir.Value) -> int | None:
+def _unconstrained(value: ir.Value) -> ir.Value:
+    """``value`` before any ``sdy.sharding_constraint`` (JAX's explicit sharding mode puts
+    one on every result, the scalar counter's included, where it changes nothing)."""
     producer = ir_utils.defining_op(value)
+    while producer is not None and producer.name == _CONSTRAINT_OP:
+        value = producer.operands[0]
+        producer = ir_utils.defining_op(value)
+    return value
+
+
+def _constant_value(value: ir.Value) -> int | None:
+    producer = ir_utils.defining_op(_unconstrained(value))
     if producer is None or producer.name not in ir_utils.CONSTANT_OPS:
         return None
     attr = producer.attributes["value"]
@@ -217,13 +229,15 @@ def _constant_value(value: ir.Value) -> int | None:
 
 
 def _erase_dead_counter_updates(ops: list[ir.Operation]) -> None:
-    """Erases the adds and constants among ``ops`` (a block's, in order) left without
-    users (the old counter increments) and their constants. In reverse order an op's
-    users are seen, and erased, before the op: one pass leaves none without users."""
+    """Erases the adds, constants and sharding constraints among ``ops`` (a block's, in
+    order) left without users (the old counter increments, their constants and the
+    constraints explicit sharding put on them). In reverse order an op's users are seen,
+    and erased, before the op: one pass leaves none without users."""
     for op in reversed(ops):
-        # Adds and constants have one result and no region.
+        # Adds, constants and constraints have one result and no region.
         if op.name in _DEAD_CANDIDATE_OPS and next(iter(op.results[0].uses), None) is None:
             op.erase()
 
 
-_DEAD_CANDIDATE_OPS = ("stablehlo.add", *ir_utils.CONSTANT_OPS)
+_CONSTRAINT_OP = "sdy.sharding_constraint"
+_DEAD_CANDIDATE_OPS = ("stablehlo.add", _CONSTRAINT_OP, *ir_utils.CONSTANT_OPS)

@@ -104,3 +104,31 @@ module @marker_on_invariant {
     return %0#2 : tensor<f32>
   }
 }
+
+// -----
+
+// Through the sharding constraints explicit sharding adds, the marked iteration
+// argument is incremented by 2: not a microbatch counter.
+module @constrained_counter_incremented_by_two {
+  sdy.mesh @mesh = <["data"=2]>
+  func.func @main(%arg0: tensor<f32>) -> tensor<f32> {
+    %c = stablehlo.constant dense<0> : tensor<i32>
+    %0:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %arg0) : tensor<i32>, tensor<f32>
+    cond {
+      %c_1 = stablehlo.constant dense<3> : tensor<i32>
+      %1 = stablehlo.compare LT, %iterArg, %c_1, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %1 : tensor<i1>
+    } do {
+      %1 = sdy.sharding_constraint %iterArg <@mesh, []> : tensor<i32>
+      // expected-error @+1 {{the loop marker must mark the loop's microbatch counter (0, 1, 2, ...)}}
+      %2 = stablehlo.optimization_barrier {jaxpp.marker = "loop", jaxpp.num_microbatches = 2 : i64, jaxpp.reductions = "add", jaxpp.schedule = ""} %1 : tensor<i32>
+      %c_1 = stablehlo.constant dense<2> : tensor<i32>
+      %3 = sdy.sharding_constraint %c_1 <@mesh, []> : tensor<i32>
+      %4 = stablehlo.add %1, %3 : tensor<i32>
+      %5 = sdy.sharding_constraint %4 <@mesh, []> : tensor<i32>
+      %6 = stablehlo.sine %iterArg_0 : tensor<f32>
+      stablehlo.return %5, %6 : tensor<i32>, tensor<f32>
+    }
+    return %0#1 : tensor<f32>
+  }
+}
