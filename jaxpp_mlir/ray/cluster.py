@@ -298,7 +298,7 @@ class RayCluster:
             if isinstance(x, RayArray):
                 if x._owner is not self:
                     raise CallError(f"{x!r} belongs to another Ray cluster")
-                return HandleRef(x.id)
+                return HandleRef(x.id, x.key_impl)
             if isinstance(x, jax.Array):
                 if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
                     return np.asarray(jax.random.key_data(x))  # a step reads keys as data

@@ -34,7 +34,7 @@ class RayArray:
     arrives with the step's answer, so reading it costs nothing more. When the
     driver drops the handle, the workers drop the array (with the next message).
 
-    An array of typed PRNG keys (``key_impl``: its PRNG implementation) is held
+    An array of typed PRNG keys (``key_impl``: its PRNG implementation's name) is held
     as its ``uint32`` data (``shape`` and ``dtype`` are the data's; ``key_shape``
     and ``key_dtype`` the keys'); ``gather`` gives it back as a key array.
     """
@@ -60,7 +60,7 @@ class RayArray:
         worker: int,
         rank: int = -1,
         value: np.ndarray | None = None,
-        key_impl: Any = None,
+        key_impl: str | None = None,
     ):
         self._owner, self.id = owner, array_id
         self.shape, self.dtype = tuple(shape), as_dtype(dtype)
@@ -151,7 +151,7 @@ class RayArray:
     def __repr__(self) -> str:
         what = f"{self.dtype}[{','.join(map(str, self.shape))}]"
         if self.is_key:
-            what = f"key<{self.key_impl}>[{','.join(map(str, self.key_shape))}]"
+            what = f"{self.key_impl} keys[{','.join(map(str, self.key_shape))}]"
         return f"RayArray({what} on worker {self.worker}, rank {self.rank}, id {self.id})"
 
 

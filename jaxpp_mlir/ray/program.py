@@ -6,6 +6,7 @@ import itertools
 import time
 from typing import Any
 
+from jaxpp_mlir.checkpoint.leaves import impl_name
 from jaxpp_mlir.program import CompiledProgram
 from jaxpp_mlir.ray.handles import RayArray
 from jaxpp_mlir.runtime.liveness import spec_bytes
@@ -32,7 +33,10 @@ class RemoteExecutable:
     ):
         self.cluster, self.program_id, self.plan = cluster, program_id, plan
         # Per output, the PRNG implementation of a typed-key output (held as its data).
-        self.key_impls = key_impls or (None,) * len(plan.outputs)
+        self.key_impls = tuple(
+            None if impl is None else impl_name(impl)
+            for impl in (key_impls or (None,) * len(plan.outputs))
+        )
         self.process_of = tuple(process_of)
         self.calls = itertools.count()
         self.last_step_s = 0.0
