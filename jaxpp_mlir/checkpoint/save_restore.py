@@ -193,8 +193,9 @@ def _start(path: str, force: bool) -> None:
             raise CheckpointError(f"{path} exists; pass force=True to overwrite it")
         if not _is_checkpoint(path):
             raise CheckpointError(
-                f"{path} exists and is not a checkpoint (no {MARKER} or {METADATA} in it): "
-                f"force=True replaces only a checkpoint; remove it yourself or save elsewhere"
+                f"{path} exists and is not a checkpoint (no {MARKER} or {METADATA} of its own "
+                f"in it, links aside): force=True replaces only a checkpoint; remove it "
+                f"yourself or save elsewhere"
             )
         shutil.rmtree(path)
     os.makedirs(path)
