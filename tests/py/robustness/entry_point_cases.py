@@ -1,7 +1,7 @@
 """The corpus, part 3 (issue 37): JaxPP's entry points, typed PRNG keys, Ray's arguments,
 checkpoint paths from someone else, and the launcher's verdict on a stalled process. Same
 table as ``corpus_cases.py`` (``Case``: what each case must give), run by
-``test_entry_point_inputs.py`` through the same harness.
+``test_hostile_inputs.py`` through the same harness.
 """
 
 from __future__ import annotations
@@ -398,6 +398,12 @@ def _sign(path: pathlib.Path) -> None:
     (path / "manifest.json").write_text(json.dumps(manifest))
 
 
+def _link_to_a_copy(entry: pathlib.Path, copy: pathlib.Path) -> None:
+    """Moves the file or folder ``entry`` to ``copy`` and leaves a link to it in its place."""
+    shutil.move(entry, copy)
+    entry.symlink_to(copy, target_is_directory=copy.is_dir())
+
+
 @contextlib.contextmanager
 def _never_opened(target: str):
     """Fails the block if this process opens ``target`` (Python's ``open`` audit event)."""
@@ -446,21 +452,27 @@ def _():
     _restore(path, state)
 
 
-@case(
-    "checkpoint_chunk_linked_to_a_copy_outside",
-    "error",
-    "CheckpointError",
-    ("leaf ['b'] of the checkpoint", "is a symbolic link to", "outside the checkpoint directory"),
+def _linked_outside_case(name: str, leaf: str, entry_of) -> None:
+    """A case: the entry ``entry_of(checkpoint path)`` of ``leaf`` moved outside the
+    checkpoint, a link to it left in its place."""
+    pinned = (f"leaf {leaf} of the checkpoint", "is a symbolic link to", "outside the checkpoint")
+
+    @case(name, "error", "CheckpointError", pinned)
+    def _():
+        folder = scratch()
+        path, state = _saved(folder)
+        _link_to_a_copy(entry_of(path), folder / "moved_outside")
+        _restore(path, state)
+
+
+_linked_outside_case(
+    "checkpoint_chunk_linked_to_a_copy_outside", "['b']", lambda path: _chunk(path, "['b']")
 )
-def _():
-    folder = scratch()
-    path, state = _saved(folder)
-    chunk = _chunk(path, "['b']")
-    copy = folder / "copy_of_the_chunk"
-    shutil.copyfile(chunk, copy)
-    chunk.unlink()
-    chunk.symlink_to(copy)
-    _restore(path, state)
+_linked_outside_case(
+    "checkpoint_leaf_folder_linked_to_a_copy_outside",
+    "['w']",
+    lambda path: path / _leaf_folder(path, "['w']"),
+)
 
 
 @case(
@@ -480,23 +492,6 @@ def _():
 
 
 @case(
-    "checkpoint_leaf_folder_linked_to_a_copy_outside",
-    "error",
-    "CheckpointError",
-    ("leaf ['w'] of the checkpoint", "is a symbolic link to", "outside the checkpoint directory"),
-)
-def _():
-    folder = scratch()
-    path, state = _saved(folder)
-    leaf = path / _leaf_folder(path, "['w']")
-    copy = folder / "copy_of_the_leaf"
-    shutil.copytree(leaf, copy)
-    shutil.rmtree(leaf)
-    leaf.symlink_to(copy, target_is_directory=True)
-    _restore(path, state)
-
-
-@case(
     "checkpoint_metadata_linked_outside",
     "error",
     "CheckpointError",
@@ -506,9 +501,7 @@ def _():
     folder = scratch()
     path, state = _saved(folder)
     copy = folder / "metadata_copy.json"
-    shutil.copyfile(path / "metadata.json", copy)
-    (path / "metadata.json").unlink()
-    (path / "metadata.json").symlink_to(copy)
+    _link_to_a_copy(path / "metadata.json", copy)
     with _never_opened(str(copy)):
         _restore(path, state)
 
@@ -530,11 +523,7 @@ def _():
 @case("checkpoint_link_inside_the_checkpoint_is_followed", "correct")
 def _():
     path, state = _saved()
-    chunk = _chunk(path, "['b']")
-    moved = path / "host_copy"
-    shutil.copyfile(chunk, moved)
-    chunk.unlink()
-    chunk.symlink_to(moved)
+    _link_to_a_copy(_chunk(path, "['b']"), path / "host_copy")
     restored = _restore(path, state)
     np.testing.assert_array_equal(np.asarray(restored["b"]), np.asarray(state["b"]))
     return "same as jax.jit"
