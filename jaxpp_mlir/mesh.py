@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Collection, Mapping
 from typing import overload
@@ -50,10 +51,11 @@ class MpmdMesh:
         ``axis_types`` (one per axis, in ``axis_sizes``' order) as ``jax.sharding.Mesh``
         takes them; None gives Mesh's default (Auto).
         """
-        sizes = dict(axis_sizes)
+        sizes = _axis_sizes(axis_sizes)
+        devices = list(devices)
         unknown = [name for name, size in sizes.items() if size == -1]
         known = int(np.prod([size for size in sizes.values() if size != -1]))
-        if len(unknown) > 1 or known <= 0 or len(devices) % known:
+        if len(devices) % known:
             raise MeshError(
                 f"{len(devices)} devices do not split evenly along '{mpmd_axis_name}' and the "
                 f"other axes {sizes}"
@@ -87,10 +89,7 @@ class MpmdMesh:
 
     def mpmd_submesh(self, mpmd_indices: int | list[int]) -> MpmdMesh:
         """The mesh of ranks ``mpmd_indices`` (one rank or a list), the mpmd axis kept."""
-        indices = [mpmd_indices] if isinstance(mpmd_indices, int) else list(mpmd_indices)
-        for rank in indices:
-            if not isinstance(rank, int) or not 0 <= rank < self.mpmd_dim:
-                raise MeshError(f"rank {rank!r} is outside [0, {self.mpmd_dim})")
+        indices = _ranks(mpmd_indices, self.mpmd_dim)
         devices = np.take(self.jax_mesh.devices, indices, axis=self._axis)
         return MpmdMesh(self._mesh_like(devices), self.mpmd_axis_name)
 
@@ -161,6 +160,66 @@ def parallel_ranks(mesh: MpmdMesh) -> int | None:
     (as many as it has); None (all of them) for accelerators."""
     platforms = {device.platform for device in mesh.jax_mesh.devices.flat}
     return (os.cpu_count() or 1) if platforms == {"cpu"} else None
+
+
+def _axis_sizes(axis_sizes: Mapping[str, int]) -> dict[str, int]:
+    """``axis_sizes`` checked: axis names to positive ints, at most one -1 (the rest)."""
+    if not isinstance(axis_sizes, Mapping) or not axis_sizes:
+        raise MeshError(
+            f"MpmdMesh.from_devices: axis_sizes must be a dict of axis name to size, got "
+            f"{axis_sizes!r}"
+        )
+    sizes = {}
+    for name, size in axis_sizes.items():
+        if not isinstance(name, str) or not _is_int(size) or not (size == -1 or size >= 1):
+            raise MeshError(
+                f"MpmdMesh.from_devices: axis_sizes {dict(axis_sizes)} gives axis {name!r} the "
+                f"size {size!r}: each size is a positive int, or -1 for the one axis that "
+                f"takes the devices left over"
+            )
+        sizes[name] = int(size)
+    unknown = [name for name, size in sizes.items() if size == -1]
+    if len(unknown) > 1:
+        raise MeshError(
+            f"MpmdMesh.from_devices: axis_sizes {sizes} gives {len(unknown)} axes "
+            f"({', '.join(map(repr, unknown))}) the size -1; at most one axis may take the "
+            f"devices left over"
+        )
+    return sizes
+
+
+def _ranks(mpmd_indices: object, mpmd_dim: int) -> list[int]:
+    """``mpmd_indices`` (one rank or a collection of ranks) as a list of distinct ranks."""
+    wrong = MeshError(
+        f"mpmd_submesh: mpmd_indices must be a rank or a list of distinct ranks in "
+        f"[0, {mpmd_dim}), got {mpmd_indices!r}"
+    )
+    if _is_int(mpmd_indices):
+        indices = [mpmd_indices]
+    elif isinstance(mpmd_indices, Collection) and not isinstance(mpmd_indices, str | bytes):
+        indices = list(mpmd_indices)
+    else:
+        raise wrong
+    if not indices or not all(_is_int(r) for r in indices):
+        raise wrong
+    ranks = [operator.index(r) for r in indices]
+    if len(set(ranks)) != len(ranks):
+        raise wrong
+    for rank in ranks:
+        if not 0 <= rank < mpmd_dim:
+            raise MeshError(f"mpmd_submesh: rank {rank} is outside [0, {mpmd_dim})")
+    return ranks
+
+
+def _is_int(value: object) -> bool:
+    """Whether ``value`` is an integer (a Python or numpy one), not a bool."""
+    if isinstance(value, bool | np.bool_):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
 
 
 @overload

@@ -31,9 +31,15 @@ class ArrayPlacement:
 
     def __repr__(self) -> str:
         return (
-            f"MpmdArray(shape={self.shape}, dtype={np.dtype(self.dtype).name}, "
+            f"MpmdArray(shape={self.shape}, dtype={_dtype_name(self.dtype)}, "
             f"mpmd_idxs={self.mpmd_idxs}, sharding={self.sharding})"
         )
+
+
+def _dtype_name(dtype: Any) -> str:
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return str(dtype)
+    return np.dtype(dtype).name
 
 
 def ranks_of(array: jax.Array, mesh: MpmdMesh) -> tuple[int, ...]:
@@ -55,8 +61,9 @@ def placement(tree: Any, mesh: MpmdMesh) -> Any:
             return ArrayPlacement(leaf.shape, leaf.dtype, (leaf.rank,), leaf.sharding)
         if not isinstance(leaf, jax.Array):
             return leaf
-        return ArrayPlacement(
-            tuple(leaf.shape), np.dtype(leaf.dtype), ranks_of(leaf, mesh), leaf.sharding
-        )
+        dtype = leaf.dtype  # a typed PRNG key's dtype has no numpy equivalent: kept
+        if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            dtype = np.dtype(dtype)
+        return ArrayPlacement(tuple(leaf.shape), dtype, ranks_of(leaf, mesh), leaf.sharding)
 
     return jax.tree_util.tree_map(place, tree)

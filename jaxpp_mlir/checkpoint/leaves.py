@@ -9,11 +9,16 @@ A leaf is one of:
 - ``host``: a numpy array or scalar, written by process 0;
 - ``python``: a Python scalar (bool, int, float, str), kept in the metadata
   file itself (``None`` is an empty subtree to jax, not a leaf).
+
+An array of typed PRNG keys is written as its ``uint32`` data (``jax.random.key_data``),
+its metadata entry naming the PRNG implementation (``"key": "threefry2x32"``); it is
+restored as keys into a key leaf, or as that data into a ``uint32`` leaf.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from typing import Any
 
@@ -39,10 +44,16 @@ class Leaf:
     spec: list | None = None  # its PartitionSpec as JSON, when it has one
     rank: int | None = None  # "remote": the rank that holds it
     value: Any = None  # "array": the jax.Array; "host": the numpy array; "python": the value
+    key: str | None = None  # typed PRNG keys: the implementation (shape and dtype: the data's)
 
     def public(self) -> dict[str, Any]:
         """What other processes need to know about this leaf (JSON)."""
-        return {"devices": list(self.devices), "spec": self.spec, "rank": self.rank}
+        return {
+            "devices": list(self.devices),
+            "spec": self.spec,
+            "rank": self.rank,
+            "key": self.key,
+        }
 
 
 class LeafFile(typing.NamedTuple):
@@ -85,24 +96,23 @@ def _describe_leaf(path: str, x: Any) -> Leaf:
                 f"leaf {path} is an array that was deleted (donated to an earlier call, or "
                 f"deleted): save the arrays that call returned instead"
             )
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            raise CheckpointError(
-                f"leaf {path} is an array of typed PRNG keys; save jax.random.key_data(key) instead"
-            )
         if not x.is_fully_addressable:
             raise CheckpointError(
                 f"leaf {path} spans the devices of several processes; a stage-local checkpoint "
                 f"holds arrays that live on one rank's submesh (save global arrays with orbax)"
             )
         devices = tuple(sorted(d.id for d in x.sharding.device_set))
+        key = key_name(x.dtype)
+        value = jax.random.key_data(x) if key is not None else x
         return Leaf(
             path,
             "array",
-            tuple(x.shape),
-            np.dtype(x.dtype).name,
+            tuple(value.shape),
+            np.dtype(value.dtype).name,
             devices=devices,
             spec=spec_json(x.sharding),
-            value=x,
+            value=value,
+            key=key,
         )
     if isinstance(x, np.ndarray | np.generic):
         host = np.asarray(x)
@@ -115,18 +125,45 @@ def _describe_leaf(path: str, x: Any) -> Leaf:
     )
 
 
+def key_name(dtype: Any) -> str | None:
+    """The PRNG implementation of a typed-key ``dtype`` (``"threefry2x32"``); None for
+    another dtype."""
+    if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return None
+    from jaxpp_mlir import _jax_compat
+
+    return impl_name(_jax_compat.prng_key_impl(dtype))
+
+
+@functools.cache
+def impl_name(impl: Any) -> str:
+    """The name ``jax.random.key(..., impl=name)`` knows the PRNG implementation ``impl`` by
+    (``"threefry2x32"``; its dtype says ``key<fry>``)."""
+    return str(jax.random.key_impl(jax.random.key(0, impl=impl)))
+
+
+@functools.cache
+def key_data_shape(key: str) -> tuple[int, ...]:
+    """The ``uint32`` data shape of one key of the implementation ``key``."""
+    one = jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0, impl=key)))
+    return tuple(one.shape)
+
+
 def entry(leaf: Leaf, file: str | None) -> dict[str, Any]:
     """The metadata entry of ``leaf`` (``file``: where its data is, under the checkpoint)."""
     if leaf.kind == "python":
         return {"path": leaf.path, "kind": "python", "type": type(leaf.value).__name__,
                 "value": leaf.value}  # fmt: skip
-    return {
+    item = {
         "path": leaf.path,
         "kind": "host" if leaf.kind == "host" else "array",
         "file": file,
         "shape": list(leaf.shape),
         "dtype": leaf.dtype,
     }
+    if leaf.key is not None:
+        item["key"] = leaf.key
+    return item
 
 
 def python_value(item: dict[str, Any]) -> Any:
@@ -179,9 +216,32 @@ def _check_like(item: dict[str, Any], x: Any, where: str) -> None:
             f"leaf {path} of the checkpoint {where} is an array, but the tree to restore into "
             f"has a {type(x).__name__} there"
         )
+    saved = _saved_as(item)
+    key = key_name(x.dtype)
+    if key is not None:
+        if item.get("key") != key:
+            raise CheckpointError(
+                f"leaf {path} of the checkpoint {where} is {saved}, but the tree to restore "
+                f"into has typed PRNG keys ({key}) there"
+            )
+        shape = (*x.shape, *key_data_shape(key))
+        if shape != tuple(item["shape"]):
+            raise CheckpointError(
+                f"leaf {path} of the checkpoint {where} is {saved}, but the tree to restore "
+                f"into has {key} keys of shape {tuple(x.shape)} there"
+            )
+        return
     shape, dtype = tuple(x.shape), np.dtype(x.dtype).name
     if shape != tuple(item["shape"]) or dtype != item["dtype"]:
         raise CheckpointError(
             f"leaf {path} of the checkpoint {where} has shape {tuple(item['shape'])} and dtype "
             f"{item['dtype']}, but the tree to restore into has shape {shape} and dtype {dtype}"
         )
+
+
+def _saved_as(item: dict[str, Any]) -> str:
+    """What a checkpointed array leaf holds, in words."""
+    shape = tuple(item["shape"])
+    if item.get("key") is not None:
+        return f"{item['key']} keys saved as their data ({item['dtype']}{list(shape)})"
+    return f"an array of shape {shape} and dtype {item['dtype']}"

@@ -15,6 +15,7 @@ import json
 import os
 from typing import Any
 
+from jaxpp_mlir.checkpoint import confine
 from jaxpp_mlir.errors import CheckpointError
 
 MANIFEST = "manifest.json"
@@ -50,6 +51,7 @@ def write(path: str, files: dict[str, str], metadata: str) -> None:
 def read(path: str) -> dict[str, Any]:
     """The manifest of the checkpoint at ``path``; raises ``CheckpointError`` when it has none."""
     file = os.path.join(path, MANIFEST)
+    confine.checkpoint_file(path, MANIFEST, f"the checkpoint {path}")
     if not os.path.exists(file):
         what = "an incomplete checkpoint" if os.path.isdir(path) else "no checkpoint"
         raise CheckpointError(
@@ -67,30 +69,34 @@ def read(path: str) -> dict[str, Any]:
 
 
 def verify_metadata(path: str, manifest: dict[str, Any], metadata: str) -> None:
-    if _digest(os.path.join(path, metadata)) != manifest.get("metadata"):
+    real = confine.checkpoint_file(path, metadata, f"the checkpoint {path}")
+    if _digest(real) != manifest.get("metadata"):
         raise CheckpointError(
             f"{os.path.join(path, metadata)} does not match its checksum in {MANIFEST}: the "
             f"checkpoint {path} was changed or damaged after it was saved"
         )
 
 
-def verify_leaf(path: str, manifest: dict[str, Any] | None, item: dict[str, Any]) -> None:
-    """Every file the save wrote for leaf ``item`` is there, unchanged, and no other (a
-    version-1 checkpoint has no manifest: ``None``, nothing to check against)."""
+def verify_leaf(
+    path: str, manifest: dict[str, Any] | None, item: dict[str, Any], present: dict[str, str]
+) -> None:
+    """Every file the save wrote for leaf ``item`` is there, unchanged, and no other
+    (``present``: the files of its folder, by path relative to ``path``, each resolved
+    inside the checkpoint). A version-1 checkpoint has no manifest (``None``): nothing to
+    check against."""
     if manifest is None:
         return
-    folder = item["file"].rstrip("/") + "/"
+    folder = os.path.normpath(item["file"]) + "/"
     expected = {f: c for f, c in manifest["files"].items() if f.startswith(folder)}
     leaf = f"leaf {item['path']} of the checkpoint {path}"
     if not expected:
         raise CheckpointError(f"{leaf}: {MANIFEST} lists no file of it ({folder})")
-    present = checksums(path, [item["file"]])
     for file, checksum in expected.items():
         if file not in present:
             raise CheckpointError(
                 f"{leaf}: its file {file} is missing ({len(expected)} files were saved for it)"
             )
-        if present[file] != checksum:
+        if _digest(present[file]) != checksum:
             raise CheckpointError(
                 f"{leaf}: its file {file} does not match its checksum in {MANIFEST} (changed "
                 f"or damaged after the save)"

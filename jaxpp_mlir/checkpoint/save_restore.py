@@ -52,9 +52,19 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.sharding import NamedSharding, SingleDeviceSharding
 
+from jaxpp_mlir.checkpoint import confine
 from jaxpp_mlir.checkpoint import manifest as manifests
-from jaxpp_mlir.checkpoint.leaves import CheckpointError, Leaf, LeafFile, describe, entry, match
+from jaxpp_mlir.checkpoint.leaves import (
+    CheckpointError,
+    Leaf,
+    LeafFile,
+    describe,
+    entry,
+    key_name,
+    match,
+)
 from jaxpp_mlir.checkpoint.leaves import python_value as _python_value
 from jaxpp_mlir.placement import ArrayPlacement
 from jaxpp_mlir.runtime import options as _options
@@ -150,24 +160,25 @@ def restore(path: str | os.PathLike, like: Any) -> Any:
     pairs, treedef = match(metadata["leaves"], like, path)
     reads, result = [], []
     for index, (item, target) in enumerate(pairs):
+        key = key_name(target.dtype) if item["kind"] != "python" else None
         if item["kind"] == "python":
             result.append(_python_value(item))
         elif _sharding(target) is None:  # a numpy array (or shape) wanted: on the host
-            result.append(_host(path, manifest, item))
+            result.append(_as_keys(_host(path, manifest, item), key))
         elif not _here(_sharding(target)):
             result.append(_placeholder(path, manifest, item, target, index))
         else:
-            manifests.verify_leaf(path, manifest, item)
-            reads.append((index, item, _sharding(target)))
+            sharding = _data_sharding(_sharding(target), key, item)
+            reads.append((index, item, sharding, _leaf_file(path, manifest, item), key))
             result.append(None)
     if reads:
         from jaxpp_mlir.checkpoint import store as checkpoint_store
 
         arrays = checkpoint_store.read_arrays(
-            [(_where(path, item), tuple(item["shape"]), item["dtype"], sh) for _, item, sh in reads]
+            [(file, tuple(item["shape"]), item["dtype"], sh) for _, item, sh, file, _ in reads]
         )
-        for (index, _, _), array in zip(reads, arrays, strict=True):
-            result[index] = array
+        for (index, _, _, _, key), array in zip(reads, arrays, strict=True):
+            result[index] = _as_keys(array, key)
     return jax.tree_util.tree_unflatten(treedef, result)
 
 
@@ -182,8 +193,9 @@ def _start(path: str, force: bool) -> None:
             raise CheckpointError(f"{path} exists; pass force=True to overwrite it")
         if not _is_checkpoint(path):
             raise CheckpointError(
-                f"{path} exists and is not a checkpoint (no {MARKER} or {METADATA} in it): "
-                f"force=True replaces only a checkpoint; remove it yourself or save elsewhere"
+                f"{path} exists and is not a checkpoint (no {MARKER} or {METADATA} of its own "
+                f"in it, links aside): force=True replaces only a checkpoint; remove it "
+                f"yourself or save elsewhere"
             )
         shutil.rmtree(path)
     os.makedirs(path)
@@ -192,10 +204,16 @@ def _start(path: str, force: bool) -> None:
 
 
 def _is_checkpoint(path: str) -> bool:
+    """Whether ``path`` is a checkpoint that ``save(force=True)`` may replace: a folder (no
+    link) that is empty or holds the marker or the metadata as files of its own (a link is
+    never followed, so nothing outside ``path`` is read, and removing the folder removes
+    links, never what they point to)."""
     if os.path.islink(path) or not os.path.isdir(path):
         return False
-    if not os.listdir(path) or os.path.isfile(os.path.join(path, MARKER)):
+    if not os.listdir(path) or confine.replaceable(path, MARKER):
         return True
+    if not confine.replaceable(path, METADATA):
+        return False
     try:
         with open(os.path.join(path, METADATA), "rb") as handle:
             return json.loads(handle.read()).get("format") == FORMAT
@@ -282,12 +300,15 @@ def _write_metadata(
         item = entry(leaf, _file(leaves, groups, i))
         if i in owners:
             ranks = [part["ranks"][str(i)] for part in parts if str(i) in part["ranks"]]
+            held = parts[owners[i]]["held"][str(i)]
             item.update(
                 process=owners[i],
                 group=names[groups[i]],
-                spec=parts[owners[i]]["held"][str(i)]["spec"],
+                spec=held["spec"],
                 rank=ranks[0] if ranks else None,
             )
+            if held.get("key") is not None:  # the holder knows it holds keys
+                item["key"] = held["key"]
         items.append(item)
     metadata = {
         "format": FORMAT,
@@ -307,10 +328,11 @@ def _write_metadata(
 def _saved_without_manifest(path: str) -> bool:
     """Whether ``path`` is a complete checkpoint of version 1 (saved before manifests:
     its metadata, written last, is there and says so; it has no manifest)."""
-    if os.path.exists(os.path.join(path, manifests.MANIFEST)):
+    if os.path.lexists(os.path.join(path, manifests.MANIFEST)):
         return False
+    metadata = confine.checkpoint_file(path, METADATA, f"the checkpoint {path}")
     try:
-        with open(os.path.join(path, METADATA), "rb") as handle:
+        with open(metadata, "rb") as handle:
             old = json.loads(handle.read().decode("utf-8")).get("version") == 1
     except (OSError, ValueError, AttributeError):
         return False  # manifests.read names what is missing
@@ -325,6 +347,7 @@ def _saved_without_manifest(path: str) -> bool:
 
 def _read_metadata(path: str, manifest: dict[str, Any] | None) -> dict[str, Any]:
     file = os.path.join(path, METADATA)
+    confine.checkpoint_file(path, METADATA, f"the checkpoint {path}")
     if not os.path.exists(file):
         raise CheckpointError(f"{path} is an incomplete checkpoint: it has no {METADATA}")
     if manifest is not None:
@@ -354,6 +377,22 @@ def _sharding(target: Any) -> Any:
     return None
 
 
+def _as_keys(data: Any, key: str | None) -> Any:
+    """``data`` (a leaf read from the checkpoint) as keys of the implementation ``key``."""
+    return data if key is None else jax.random.wrap_key_data(data, impl=key)
+
+
+def _data_sharding(sharding: Any, key: str | None, item: dict) -> Any:
+    """Where the data of a leaf goes: the target's sharding (for keys, the same placement
+    of their data, whose trailing dimensions are whole on every device)."""
+    if key is None or isinstance(sharding, NamedSharding | SingleDeviceSharding):
+        return sharding  # a NamedSharding's spec leaves the data's trailing dimensions whole
+    raise CheckpointError(
+        f"leaf {item['path']}: keys are restored onto a NamedSharding or a single device, "
+        f"not a {type(sharding).__name__}"
+    )
+
+
 class _Elsewhere:
     """The sharding of a ``RemoteOutput`` whose sharding is unknown: not this process."""
 
@@ -365,18 +404,20 @@ def _here(sharding: Any) -> bool:
     return any(d.process_index == me for d in sharding.device_set)
 
 
-def _where(path: str, item: dict) -> LeafFile:
-    """Where leaf ``item`` is, with what names it in errors."""
-    return LeafFile(
-        os.path.join(path, item["file"]), f"leaf {item['path']} of the checkpoint {path}"
-    )
+def _leaf_file(path: str, manifest: dict | None, item: dict) -> LeafFile:
+    """Where leaf ``item`` is (with what names it in errors), once every file of its folder
+    resolves inside the checkpoint and matches the manifest."""
+    name = f"leaf {item['path']} of the checkpoint {path}"
+    present = confine.leaf_files(path, item.get("file"), name)
+    manifests.verify_leaf(path, manifest, item, present)
+    return LeafFile(os.path.join(path, item["file"]), name)
 
 
 def _host(path: str, manifest: dict, item: dict) -> np.ndarray:
     from jaxpp_mlir.checkpoint import store as checkpoint_store
 
-    manifests.verify_leaf(path, manifest, item)
-    return checkpoint_store.read_host_array(_where(path, item), tuple(item["shape"]), item["dtype"])
+    file = _leaf_file(path, manifest, item)
+    return checkpoint_store.read_host_array(file, tuple(item["shape"]), item["dtype"])
 
 
 def _placeholder(path: str, manifest: dict, item: dict, target: Any, index: int) -> RemoteOutput:

@@ -17,9 +17,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from jaxpp_mlir.compat.arrays import MpmdArray, MpmdSharding, as_jax_array, as_mpmd_arrays
+from jaxpp_mlir.compat.arrays import (
+    MpmdArray,
+    MpmdSharding,
+    as_jax_array,
+    as_mpmd_arrays,
+    check_mpmd_mesh,
+)
 from jaxpp_mlir.errors import CallError, MarkerError
 from jaxpp_mlir.frontend.treduce import Concat, treduce_i
 from jaxpp_mlir.mesh import MpmdMesh, filter_axes
@@ -55,7 +62,9 @@ class MpmdCompiled:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The step's outputs as ``MpmdArray``s (as JaxPP returns them)."""
         args, kwargs = _plain_arrays((args, kwargs))
-        return as_mpmd_arrays(self.compiled(*args, **kwargs), self.compiled.program.mesh)
+        program = self.compiled.program
+        outputs = self.compiled(*args, **kwargs)
+        return as_mpmd_arrays(outputs, program.mesh, program.output_key_impls)
 
     @property
     def in_shardings(self) -> tuple[Any, Any]:
@@ -94,8 +103,8 @@ class MpmdJitted:
         schedule: Any = None,
         target_num_stages: int | None = None,
     ):
-        if not isinstance(mpmd_mesh, MpmdMesh):
-            raise TypeError(f"mpmd_mesh must be a jaxpp_mlir MpmdMesh, got {type(mpmd_mesh)}")
+        check_mpmd_mesh(mpmd_mesh, "mpmd_jit")
+        target_num_stages = _checked_stage_count(target_num_stages)
         if in_specs is not None and in_shardings is not None:
             raise ValueError("give in_specs or in_shardings, not both")
         if out_specs is not None and out_shardings is not None:
@@ -186,8 +195,7 @@ def mpmd_jit_with_loop(
         out_shardings=out_shardings,
         donate_argnums=donate_argnums,
     )
-    if mpmd_mesh is None:
-        raise TypeError("mpmd_jit_with_loop needs mpmd_mesh")
+    check_mpmd_mesh(mpmd_mesh, "mpmd_jit_with_loop")
     if fun is None:
         return lambda f: MpmdJitted(f, **options)
     return MpmdJitted(fun, **options)
@@ -229,9 +237,25 @@ def mpmd_jit_by_yield(
             target_num_stages=target_num_stages,
         )
 
-    if mpmd_mesh is None:
-        raise TypeError("mpmd_jit_by_yield needs mpmd_mesh")
+    check_mpmd_mesh(mpmd_mesh, "mpmd_jit_by_yield")
+    _checked_stage_count(target_num_stages)  # before the step is given, when a decorator
     return wrap if fun is None else wrap(fun)
+
+
+def _checked_stage_count(target_num_stages: Any) -> int | None:
+    """``target_num_stages`` as an int (None stays None); a positive integer or refused."""
+    if target_num_stages is None:
+        return None
+    if (
+        isinstance(target_num_stages, bool | np.bool_)
+        or not isinstance(target_num_stages, int | np.integer)
+        or target_num_stages < 1
+    ):
+        raise CallError(
+            f"target_num_stages must be a positive int (or None), got {target_num_stages!r} "
+            f"(a {type(target_num_stages).__name__})"
+        )
+    return int(target_num_stages)
 
 
 def _on_mesh(tree: Any, mpmd_mesh: MpmdMesh) -> Any:

@@ -17,16 +17,35 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxpp_mlir.compat.arrays import kind_of
+from jaxpp_mlir.errors import CallError
 from jaxpp_mlir.runtime.observation import trace
 
 
 def cross_mpmd_all_reduce(*arrays: jax.Array) -> jax.Array:
-    """The sum of ``arrays`` (say one partial result from each of several stages)."""
+    """The sum of ``arrays`` (say one partial result from each of several stages): arrays
+    of one shape and dtype, each a separate argument (JaxPP's checks; nothing broadcasts)."""
     if not arrays:
-        raise ValueError("cross_mpmd_all_reduce needs at least one array")
+        raise CallError("cross_mpmd_all_reduce needs at least one array")
+    for position, array in enumerate(arrays):
+        if isinstance(array, list | tuple):
+            raise CallError(
+                f"cross_mpmd_all_reduce: argument {position} is {kind_of(array)}; it takes the "
+                f"arrays as separate arguments: cross_mpmd_all_reduce(*arrays)"
+            )
+        if not (hasattr(array, "shape") and hasattr(array, "dtype")):
+            raise CallError(
+                f"cross_mpmd_all_reduce: argument {position} is {kind_of(array)}, not an array"
+            )
+    shapes = [tuple(a.shape) for a in arrays]
+    if any(shape != shapes[0] for shape in shapes):
+        raise CallError(
+            f"cross_mpmd_all_reduce needs arrays of one shape, got {shapes}: it sums one "
+            f"partial result per stage and broadcasts nothing"
+        )
     dtypes = [jnp.result_type(a) for a in arrays]
     if any(dtype != dtypes[0] for dtype in dtypes):
-        raise ValueError(f"cross_mpmd_all_reduce needs arrays of one dtype, got {dtypes}")
+        raise CallError(f"cross_mpmd_all_reduce needs arrays of one dtype, got {dtypes}")
     return functools.reduce(jnp.add, arrays)
 
 

@@ -56,6 +56,7 @@ class Launch:
         self.procs: list[subprocess.Popen] = []
         self.ends: dict[int, _End] = {}  # filled by the reaper threads
         self._signalled: dict[int, int] = {}  # process -> signal the launcher sent
+        self.stalled: list[int] = []  # named as stalled by the verdict (exit code 124)
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._notes = tempfile.mkdtemp(prefix="jaxpp_launch_")  # options.FAILURE_NOTES
@@ -109,11 +110,28 @@ class Launch:
                 for i, e in self.ends.items()
                 if e.code != 0 and e.killed_by_launcher is None
             ]
+        failed = [(at, i) for at, i in failed if i not in self.finished_waiting()]
         own = [(at, i) for at, i in failed if not self._peer_caused(i)]
         return min(own or failed)[1] if failed else None
 
     def _peer_caused(self, process: int) -> bool:
         return os.path.exists(os.path.join(self._notes, f"peer_caused.{process}"))
+
+    def finished_waiting(self) -> dict[int, list[int]]:
+        """The processes that finished their work, waited ``JAXPP_MLIR_SHUTDOWN_TIMEOUT``
+        for peers that still ran, and then exited with the watchdog's code (their note,
+        ``FAILURE_NOTES``): each with those peers. Their exit code is no failure of theirs."""
+        with self._lock:
+            ended = [i for i, e in self.ends.items() if e.code != 0]
+        waited = {}
+        for i in ended:
+            try:
+                with open(os.path.join(self._notes, f"stalled_peers.{i}")) as handle:
+                    text = handle.read()
+            except OSError:
+                continue
+            waited[i] = [int(p) for p in text.split(",") if p.strip().isdigit()]
+        return waited
 
     def kill(self, grace_s: float | None = None) -> None:
         """SIGTERM, then SIGKILL after ``grace_s`` (default ``JAXPP_MLIR_KILL_GRACE``, 3 s),
@@ -162,11 +180,21 @@ class Launch:
             while True:
                 codes = self.poll()
                 now = time.monotonic()
-                if failed_at is None and any(c not in (None, 0) for c in codes):
+                waited = self.finished_waiting()
+                if failed_at is None and any(
+                    c not in (None, 0) and i not in waited for i, c in enumerate(codes)
+                ):
                     failed_at = now
-                if finished_at is None and 0 in codes:
+                if finished_at is None and (0 in codes or waited):
                     finished_at = now
                 if all(c is not None for c in codes):
+                    break
+                # A process that waited for its peers already gave them the shutdown timeout.
+                stalled = sorted({p for peers in waited.values() for p in peers})
+                if failed_at is None and any(codes[p] is None for p in stalled):
+                    say(self._stalled_peers(codes, waited, stall_s))
+                    timed_out = True
+                    self.kill()
                     break
                 if failed_at is None and finished_at is not None and now - finished_at > stall_s:
                     say(self._stalled(codes, stall_s))
@@ -188,6 +216,9 @@ class Launch:
                 time.sleep(0.05)
         finally:
             self.kill()
+        if not self.stalled:  # a stalled peer that ended by itself before it was seen
+            self.stalled = sorted({p for peers in self.finished_waiting().values() for p in peers})
+            timed_out = timed_out or bool(self.stalled)
         for line in self.summary():
             say(line)
         first = self.first_failure()
@@ -200,19 +231,35 @@ class Launch:
         return 128 - code if code < 0 else code
 
     def _stalled(self, codes: list[int | None], stall_s: float) -> str:
-        running = [str(i) for i, code in enumerate(codes) if code is None]
+        running = [i for i, code in enumerate(codes) if code is None]
+        self.stalled = running
         done = codes.index(0)
         return (
-            f"process {', '.join(running)} still running {stall_s:.0f} s after process {done} "
-            f"exited with 0 (limit {options.SHUTDOWN_TIMEOUT.env}): stalled, maybe before its "
+            f"process {', '.join(map(str, running))} still running {stall_s:.0f} s after "
+            f"process {done} exited with 0 (limit {options.SHUTDOWN_TIMEOUT.env}): stalled, "
+            f"maybe before its first jaxpp call; killing it"
+        )
+
+    def _stalled_peers(
+        self, codes: list[int | None], waited: dict[int, list[int]], stall_s: float
+    ) -> str:
+        """The verdict when a finished process waited for peers still running: they stalled."""
+        self.stalled = sorted({p for peers in waited.values() for p in peers if codes[p] is None})
+        done = min(waited)
+        return (
+            f"process {', '.join(map(str, self.stalled))} still running {stall_s:.0f} s after "
+            f"process {done} finished (limit {options.SHUTDOWN_TIMEOUT.env}; process {done} "
+            f"waited for it, then exited with code {codes[done]}): stalled, maybe before its "
             f"first jaxpp call; killing it"
         )
 
     def summary(self) -> list[str]:
-        """What became of every process: the first failure, then the others."""
-        first = self.first_failure()
+        """What became of every process: the first failure (or the stalled ones), then the
+        others."""
+        first = None if self.stalled else self.first_failure()
+        waited = self.finished_waiting()
         lines = []
-        order = sorted(range(len(self.procs)), key=lambda i: (i != first, i))
+        order = sorted(range(len(self.procs)), key=lambda i: (i not in self.stalled, i != first, i))
         for i in order:
             proc, end = self.procs[i], self.ends.get(i)
             who = f"process {i} (pid {proc.pid})"
@@ -226,14 +273,25 @@ class Launch:
                     how = f"killed by the launcher ({sent})"
                 else:
                     how = f"{how} (after the launcher sent {sent})"
-            if i == first:
+            if i in self.stalled:
+                lines.append(f"{who} stalled: still running after its peers finished; {how}")
+            elif i in waited:
+                peers = ", ".join(map(str, waited[i]))
+                lines.append(
+                    f"{who} finished, waited for process {peers} (limit "
+                    f"{options.SHUTDOWN_TIMEOUT.env}), then {how} after {end.at:.1f} s"
+                )
+            elif i == first:
                 lines.append(f"{who} failed first: {how} after {end.at:.1f} s")
             elif first is None:
                 lines.append(f"{who}: {how} after {end.at:.1f} s")
             else:
                 after = end.at - self.ends[first].at
                 lines.append(f"{who}: {how}, {after:.1f} s after process {first} failed")
-        if first is not None:
+        if self.stalled:
+            stalled = ", ".join(map(str, self.stalled))
+            lines.append(f"exit code 124: process {stalled} stalled")
+        elif first is not None:
             code = self.ends[first].code
             exit_code = 128 - code if code < 0 else code
             lines.append(f"exit code {exit_code}: process {first} {describe_exit(code)}")

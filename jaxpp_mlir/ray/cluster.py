@@ -22,6 +22,7 @@ import numpy as np
 from jaxpp_mlir.errors import CallError, JaxppError, RuntimeFailure
 from jaxpp_mlir.ray.handles import RayArray
 from jaxpp_mlir.ray.layout import MeshLayout
+from jaxpp_mlir.ray.start_args import check_start_args
 from jaxpp_mlir.ray.waiting import WorkerFailure, probe, wait_all
 from jaxpp_mlir.ray.worker import HandleRef, Worker
 from jaxpp_mlir.runtime import options
@@ -30,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 FETCH_MAX_BYTES = 4096  # outputs at most this big come back with the step's answer
 _PROBE_TIMEOUT_S = 2.0  # after a failure, how long the other workers get to answer a ping
+_SHUT_DOWN = "the cluster was shut down"  # the stop that is no failure
 
 
 def _import_ray() -> Any:
@@ -45,7 +47,7 @@ def _import_ray() -> Any:
 def start(
     num_workers: int,
     *,
-    devices_per_worker: int = 1,
+    devices_per_worker: int | None = None,
     platform: str | None = "cpu",
     address: str | None = None,
     start_timeout_s: float = 120.0,
@@ -57,15 +59,24 @@ def start(
     ``address`` joins a running Ray cluster (``"auto"``, ``"host:port"``); without
     it, a Ray instance local to this machine starts (on 127.0.0.1, no dashboard)
     unless this process already joined one. ``platform="cpu"`` gives each worker
-    ``devices_per_worker`` CPU devices (``XLA_FLAGS``); ``None`` leaves the
-    workers' devices to their host (GPUs). ``start_timeout_s`` bounds each wait of
+    ``devices_per_worker`` CPU devices (``XLA_FLAGS``; 1 by default); ``None`` leaves
+    the workers' devices to their host (GPUs). ``start_timeout_s`` bounds each wait of
     the start-up; ``step_timeout_s`` (default: ``JAXPP_MLIR_TRANSFER_TIMEOUT``, the
     longest a multi-controller process waits in a transfer) each wait of a step.
     ``worker_options`` go to Ray's ``.options`` of every worker actor (resources,
-    scheduling strategy); by default a worker reserves no CPU.
+    scheduling strategy); by default a worker reserves no CPU. Every argument is
+    checked before anything starts (``CallError`` naming it); when the start fails
+    later, a Ray instance it started is stopped.
     """
-    if num_workers < 1:
-        raise ValueError(f"num_workers must be at least 1, got {num_workers}")
+    num_workers, devices_per_worker, start_timeout_s, step_timeout_s = check_start_args(
+        num_workers,
+        devices_per_worker,
+        platform,
+        address,
+        start_timeout_s,
+        step_timeout_s,
+        worker_options,
+    )
     ray = _import_ray()
     started_ray = False
     if not ray.is_initialized():
@@ -82,21 +93,38 @@ def start(
             ray.init(address=address, configure_logging=False, log_to_driver=True)
         started_ray = True
         logger.info("ray started in %.2f s", time.perf_counter() - start)
-    env = {}
-    if platform == "cpu":
-        env = {
-            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices_per_worker}",
-            "JAX_PLATFORMS": "cpu",
-        }
-    # Two threads: a ping (after a failure) is answered next to a step blocked in XLA.
-    actor_options = {"num_cpus": 0, "max_concurrency": 2, **(worker_options or {})}
-    actor_options.setdefault("runtime_env", {}).setdefault("env_vars", {}).update(env)
-    remote_worker = ray.remote(Worker)
-    workers = [
-        remote_worker.options(**actor_options).remote(i, num_workers) for i in range(num_workers)
-    ]
+    try:
+        env = {}
+        if devices_per_worker is not None:
+            env = {
+                "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices_per_worker}",
+                "JAX_PLATFORMS": "cpu",
+            }
+        # Two threads: a ping (after a failure) is answered next to a step blocked in XLA.
+        actor_options = {"num_cpus": 0, "max_concurrency": 2, **(worker_options or {})}
+        actor_options.setdefault("runtime_env", {}).setdefault("env_vars", {}).update(env)
+        remote_worker = ray.remote(Worker)
+        workers = [
+            remote_worker.options(**actor_options).remote(i, num_workers)
+            for i in range(num_workers)
+        ]
+    except BaseException:
+        if started_ray:
+            ray.shutdown()
+        raise
     timeout = options.TRANSFER_TIMEOUT.value() if step_timeout_s is None else step_timeout_s
     return RayCluster(workers, start_timeout_s, timeout, owns_ray=started_ray)
+
+
+def _host_value(leaf: Any) -> Any:
+    """A leaf as ``gather`` gives it: host data (keys stay jax key arrays)."""
+    import jax
+
+    if isinstance(leaf, RayArray):
+        return leaf.as_host_value()
+    if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        return leaf
+    return np.asarray(leaf)
 
 
 class RayCluster:
@@ -150,7 +178,7 @@ class RayCluster:
     def wait(self, refs: Sequence[Any], what: str, timeout_s: float) -> list[Any]:
         """The workers' answers; on any failure the cluster stops and the error names the
         worker."""
-        self._check()
+        self.check_running()
         try:
             return wait_all(refs, self.names, what, timeout_s)
         except WorkerFailure as e:
@@ -168,12 +196,22 @@ class RayCluster:
         self._failure = f"{type(error).__name__}: {error}"
         self._kill_workers()
 
-    def _check(self) -> None:
-        if self._failure is not None:
-            raise RuntimeFailure(f"the Ray cluster stopped after a failure: {self._failure}")
+    def check_running(self) -> None:
+        """Raises ``RuntimeFailure`` once the cluster stopped (before any call reaches Ray,
+        whose own error for a stopped worker names no cause)."""
+        if self._failure is None:
+            return
+        if self._failure == _SHUT_DOWN:
+            raise RuntimeFailure(
+                "the Ray cluster stopped: it was shut down (cluster.shutdown(), or the end of "
+                "its with block), and its workers and the arrays they held are gone; start a "
+                "new cluster with pp.ray.start"
+            )
+        raise RuntimeFailure(f"the Ray cluster stopped after a failure: {self._failure}")
 
     def everyone(self, method: str, *args: Any) -> list[Any]:
         """Calls ``method`` on every worker (not waiting)."""
+        self.check_running()
         return [getattr(w, method).remote(*args) for w in self.workers]
 
     # ------------------------------------------------------------------ programs
@@ -194,7 +232,9 @@ class RayCluster:
             f"compiling program {program_id}",
             options.SETUP_TIMEOUT.value(),
         )
-        executable = RemoteExecutable(self, program_id, program.plan, answers[0]["process_of"])
+        executable = RemoteExecutable(
+            self, program_id, program.plan, answers[0]["process_of"], program.output_key_impls
+        )
         logger.info(
             "program %d compiled on the workers in %.2f s",
             program_id,
@@ -222,6 +262,7 @@ class RayCluster:
 
     def fetch(self, handles: list[RayArray]) -> list[np.ndarray]:
         """The data of ``handles`` (arrays of this cluster), from the workers holding them."""
+        self.check_running()
         by_worker: dict[int, list[int]] = collections.defaultdict(list)
         for h in handles:
             if h._owner is not self:
@@ -238,7 +279,8 @@ class RayCluster:
         return [found[h.id] for h in handles]
 
     def gather(self, tree: Any) -> Any:
-        """``tree`` with every ``RayArray`` leaf fetched (host numpy arrays)."""
+        """``tree`` with every ``RayArray`` leaf fetched (host numpy arrays; an array of
+        typed PRNG keys as a jax key array)."""
         import jax
 
         leaves, treedef = jax.tree_util.tree_flatten(tree)
@@ -246,7 +288,7 @@ class RayCluster:
         if wanted:
             for h, value in zip(wanted, self.fetch(wanted), strict=True):
                 h._value = value
-        return jax.tree_util.tree_unflatten(treedef, [np.asarray(x) for x in leaves])
+        return jax.tree_util.tree_unflatten(treedef, [_host_value(x) for x in leaves])
 
     def to_workers(self, tree: Any) -> Any:
         """``tree`` as shipped: each ``RayArray`` of this cluster as the id the workers know."""
@@ -256,8 +298,10 @@ class RayCluster:
             if isinstance(x, RayArray):
                 if x._owner is not self:
                     raise CallError(f"{x!r} belongs to another Ray cluster")
-                return HandleRef(x.id)
+                return HandleRef(x.id, x.key_impl)
             if isinstance(x, jax.Array):
+                if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+                    return np.asarray(jax.random.key_data(x))  # a step reads keys as data
                 return np.asarray(x)
             return x
 
@@ -292,7 +336,7 @@ class RayCluster:
         for i, leaf in enumerate(leaves):
             process, value = answers[0][i]
             if isinstance(leaf, RayArray):
-                result.append(RayArray(self, first + i, leaf.shape, leaf.dtype, process, leaf.rank))
+                result.append(leaf.renamed(first + i, process))
             else:
                 self.release(first + i)
                 result.append(value)
@@ -311,7 +355,7 @@ class RayCluster:
         """Stops the workers (and the local Ray instance this cluster started)."""
         self._kill_workers()
         if self._failure is None:
-            self._failure = "the cluster was shut down"
+            self._failure = _SHUT_DOWN
         if self._owns_ray:
             _import_ray().shutdown()
             self._owns_ray = False

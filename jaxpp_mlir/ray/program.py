@@ -6,6 +6,7 @@ import itertools
 import time
 from typing import Any
 
+from jaxpp_mlir.checkpoint.leaves import impl_name
 from jaxpp_mlir.program import CompiledProgram
 from jaxpp_mlir.ray.handles import RayArray
 from jaxpp_mlir.runtime.liveness import spec_bytes
@@ -22,8 +23,20 @@ class RemoteExecutable:
     optimizer state that the next step takes back, which stays on the workers).
     """
 
-    def __init__(self, cluster: Any, program_id: int, plan: ExecutionPlan, process_of: list):
+    def __init__(
+        self,
+        cluster: Any,
+        program_id: int,
+        plan: ExecutionPlan,
+        process_of: list,
+        key_impls: tuple[Any, ...] | None = None,
+    ):
         self.cluster, self.program_id, self.plan = cluster, program_id, plan
+        # Per output, the PRNG implementation of a typed-key output (held as its data).
+        self.key_impls = tuple(
+            None if impl is None else impl_name(impl)
+            for impl in (key_impls or (None,) * len(plan.outputs))
+        )
         self.process_of = tuple(process_of)
         self.calls = itertools.count()
         self.last_step_s = 0.0
@@ -40,6 +53,7 @@ class RemoteExecutable:
         import ray
 
         cluster = self.cluster
+        cluster.check_running()  # before Ray is asked anything: it may be shut down
         call = next(self.calls)
         start = time.perf_counter()
         shipped = ray.put([cluster.to_workers(x) for x in flat])
@@ -54,7 +68,15 @@ class RemoteExecutable:
         outputs = []
         for j, out in enumerate(self.plan.outputs):
             worker = self.process_of[out.rank]
-            handle = RayArray(cluster, first + j, out.spec.shape, out.spec.dtype, worker, out.rank)
+            handle = RayArray(
+                cluster,
+                first + j,
+                out.spec.shape,
+                out.spec.dtype,
+                worker,
+                out.rank,
+                key_impl=self.key_impls[j],
+            )
             handle._value = small.get(first + j)
             outputs.append(handle)
         self.last_step_s = time.perf_counter() - start

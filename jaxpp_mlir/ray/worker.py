@@ -28,15 +28,16 @@ logger = logging.getLogger(__name__)
 
 
 class HandleRef:
-    """A stand-in for a ``RayArray`` in what the driver ships: the id of a stored array."""
+    """A stand-in for a ``RayArray`` in what the driver ships: the id of a stored array
+    (``key``: the PRNG implementation when it holds typed keys, stored as their data)."""
 
-    __slots__ = ("id",)
+    __slots__ = ("id", "key")
 
-    def __init__(self, id: int):
-        self.id = id
+    def __init__(self, id: int, key: str | None = None):
+        self.id, self.key = id, key
 
     def __reduce__(self) -> tuple:
-        return (HandleRef, (self.id,))
+        return (HandleRef, (self.id, self.key))
 
 
 class Worker:
@@ -128,6 +129,16 @@ class Worker:
                 small[first_id + j] = np.asarray(outputs[j])
         return small
 
+    def _as_keys(self, x: Any) -> Any:
+        """``x`` resolved, an array of keys (held as its data) as keys: what a checkpoint
+        records as keys."""
+        import jax
+
+        value = self._resolve(x)
+        if isinstance(x, HandleRef) and x.key is not None and isinstance(value, jax.Array):
+            return jax.random.wrap_key_data(value, impl=x.key)
+        return value  # held here as data, or by another worker (a RemoteOutput)
+
     def _resolve(self, x: Any) -> Any:
         if isinstance(x, HandleRef):
             if x.id not in self.store:
@@ -168,7 +179,7 @@ class Worker:
         from jaxpp_mlir import checkpoint
 
         checkpoint.save(
-            path, jax.tree_util.tree_map(self._resolve, tree), force=force, timeout_s=timeout_s
+            path, jax.tree_util.tree_map(self._as_keys, tree), force=force, timeout_s=timeout_s
         )
 
     def restore(self, path: str, like: Any, first_id: int) -> list[tuple[int, Any]]:
@@ -182,9 +193,13 @@ class Worker:
         from jaxpp_mlir import checkpoint
         from jaxpp_mlir.runtime.multiprocess.remote_output import RemoteOutput
 
-        restored = checkpoint.restore(path, jax.tree_util.tree_map(self._resolve, like))
+        restored = checkpoint.restore(path, jax.tree_util.tree_map(self._as_keys, like))
         answer = []
         for i, leaf in enumerate(jax.tree_util.tree_leaves(restored)):
+            if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(
+                leaf.dtype, jax.dtypes.prng_key
+            ):
+                leaf = jax.random.key_data(leaf)  # held as data, as a step's key outputs
             self.store[first_id + i] = leaf
             if isinstance(leaf, RemoteOutput):
                 answer.append((leaf.process, None))

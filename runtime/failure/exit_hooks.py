@@ -68,12 +68,22 @@ def note_peer_caused_failure(process: int) -> None:
     """Tells the launcher (``FAILURE_NOTES``) that this process fails because a peer did:
     two processes can end within milliseconds of each other, in either order, when one's
     failure breaks the other's transfer, and the launcher must name the cause."""
+    _note(f"peer_caused.{process}", "")
+
+
+def note_stalled_peers(process: int, peers: list[int]) -> None:
+    """Tells the launcher that this process finished but ``peers`` still ran after
+    ``JAXPP_MLIR_SHUTDOWN_TIMEOUT``: its exit code ``EXIT_CODE`` is theirs to answer for."""
+    _note(f"stalled_peers.{process}", ",".join(map(str, peers)))
+
+
+def _note(name: str, text: str) -> None:
     directory = options.FAILURE_NOTES.value()
     if not directory:
         return
     try:
-        with open(os.path.join(directory, f"peer_caused.{process}"), "w"):
-            pass
+        with open(os.path.join(directory, name), "w") as handle:
+            handle.write(text)
     except OSError:  # the launcher is gone or its directory too: nothing to tell
         return
 
@@ -139,6 +149,7 @@ def _at_exit(dog: Watchdog) -> None:
             f"{dog.options.shutdown_timeout_s:.0f} s (limit JAXPP_MLIR_SHUTDOWN_TIMEOUT): "
             f"{names}\njaxpp: process {dog.process} exits with code {EXIT_CODE}\n"
         )
+        note_stalled_peers(dog.process, running)
         os._exit(EXIT_CODE)
 
 

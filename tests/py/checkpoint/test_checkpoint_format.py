@@ -215,3 +215,43 @@ def test_a_format_2_checkpoint_without_its_manifest_is_incomplete(state, tmp_pat
     (tmp_path / "c" / "manifest.json").unlink()
     with pytest.raises(checkpoint.CheckpointError, match="incomplete checkpoint: it has no"):
         checkpoint.restore(tmp_path / "c", state)
+
+
+def test_a_format_1_checkpoint_is_confined_too(tmp_path):
+    """Without a manifest there is nothing to check files against, but a leaf's file must
+    still lie inside the checkpoint."""
+    copy = tmp_path / "format1"
+    shutil.copytree(FORMAT_1, copy)
+    shutil.copytree(FORMAT_1, tmp_path / "elsewhere")
+    metadata = json.loads((copy / "metadata.json").read_text())
+    for item in metadata["leaves"]:
+        if item["path"] == "['w']":
+            item["file"] = "../elsewhere/" + item["file"]
+    (copy / "metadata.json").write_text(json.dumps(metadata))
+    like = {
+        "w": jax.ShapeDtypeStruct((3, 4), jnp.float32, sharding=rank_sharding(0, P())),
+        "host": np.zeros((2, 3), np.int16),
+        "step": 0,
+        "lr": 0.0,
+    }
+    with pytest.raises(checkpoint.CheckpointError, match=r"leaf \['w'\].*is not a folder inside"):
+        checkpoint.restore(copy, like)
+
+
+def test_checksums_guard_against_damage_not_against_edits(state, tmp_path):
+    """What docs/checkpoints.md says: an edit with a matching manifest restores the edit."""
+    from jaxpp_mlir.checkpoint import manifest, store
+
+    path = tmp_path / "c"
+    checkpoint.save(path, state)
+    metadata = json.loads((path / "metadata.json").read_text())
+    host = next(item for item in metadata["leaves"] if item["path"] == "['host']")
+    edited = np.full((2, 3), 42, np.int16)
+    shutil.rmtree(path / host["file"])
+    store.write_host_arrays([(str(path / host["file"]), edited)])
+    with pytest.raises(checkpoint.CheckpointError, match="does not match its checksum"):
+        checkpoint.restore(path, state)
+    record = json.loads((path / "manifest.json").read_text())
+    record["files"].update(manifest.checksums(str(path), [host["file"]]))
+    (path / "manifest.json").write_text(json.dumps(record))
+    np.testing.assert_array_equal(checkpoint.restore(path, state)["host"], edited)

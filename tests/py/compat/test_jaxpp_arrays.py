@@ -9,6 +9,7 @@ import toolkit
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import jaxpp_mlir
 import jaxpp_mlir.jaxpp as jaxpp
 
 
@@ -50,11 +51,11 @@ def test_spmd_to_mpmd_and_back(mesh):
 
 def test_array_on_a_rank_outside_its_sharding_is_refused(mesh):
     on_rank0 = jax.device_put(np.zeros(2, np.float32), NamedSharding(mesh.unstack[0], P()))
-    with pytest.raises(ValueError, match="is on rank 0, which is not in mpmd_idxs"):
+    with pytest.raises(jaxpp_mlir.CallError, match="is on rank 0, which is not in mpmd_idxs"):
         jaxpp.MpmdArray([on_rank0], jaxpp.MpmdSharding(mesh, {1}, P()))
     empty = jaxpp.MpmdArray([], jaxpp.MpmdSharding(mesh, {1}, P()), shape=(2,), dtype=np.float32)
     assert empty.to_mpmd_local_array is None and empty.first_mpmd_replica is None
-    with pytest.raises(ValueError, match="holds no copy of the array on ranks"):
+    with pytest.raises(jaxpp_mlir.CallError, match="holds no copy of the array on ranks"):
         np.asarray(empty)
 
 

@@ -94,10 +94,14 @@ def test_typed_prng_keys_as_arguments_results_and_per_microbatch():
     toolkit.assert_matches_reference(
         (loss, grads), (expected_loss, expected_grads), toolkit.SEPARATE_PROGRAMS
     )
+    # A key result is the key itself (jax.random takes no MpmdArray), a valid argument.
+    assert jax.dtypes.issubdtype(new_key.dtype, jax.dtypes.prng_key), new_key
+    np.testing.assert_array_equal(jax.random.key_data(new_key), jax.random.key_data(expected_key))
     np.testing.assert_array_equal(
-        jax.random.key_data(new_key.to_mpmd_local_array), jax.random.key_data(expected_key)
+        jax.random.key_data(jax.random.split(new_key)),
+        jax.random.key_data(jax.random.split(expected_key)),
     )
-    pipelined(params, xs, new_key.to_mpmd_local_array)  # a key result is a valid argument
+    pipelined(params, xs, new_key)
 
 
 def test_shardings_naming_the_mpmd_axis_are_accepted():

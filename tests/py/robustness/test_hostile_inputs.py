@@ -1,18 +1,27 @@
-"""The corpus, part 2 (``hostile_cases.py``): run like the first part, each case in a child
-process with a timeout, each pinned to its error type and message or to the right result."""
+"""The corpus, parts 2 and 3 (``hostile_cases.py``, ``entry_point_cases.py``): run like the
+first part, each case in a child process with a timeout, each pinned to its error type and
+message or to the right result."""
 
 from __future__ import annotations
 
+import entry_point_cases
+import hostile_cases
 import pytest
-from hostile_cases import CASES
 from test_corpus import _run_batches, assert_gives
+
+MODULES = {"hostile_cases": hostile_cases.CASES, "entry_point_cases": entry_point_cases.CASES}
 
 
 @pytest.fixture(scope="module")
-def results(python_server) -> dict[str, dict]:
-    return _run_batches(python_server, list(CASES), module="hostile_cases")
+def results(python_server) -> dict[str, dict[str, dict]]:
+    return {
+        module: _run_batches(python_server, list(cases), module=module)
+        for module, cases in MODULES.items()
+    }
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_case_gives_what_the_corpus_says(results, name):
-    assert_gives(CASES[name], results[name])
+@pytest.mark.parametrize(
+    "module, name", [(module, name) for module, cases in MODULES.items() for name in cases]
+)
+def test_case_gives_what_the_corpus_says(results, module, name):
+    assert_gives(MODULES[module][name], results[module][name])
