@@ -24,6 +24,7 @@ from jaxpp_mlir.passes.pipelines import (
 )
 from jaxpp_mlir.program import PartitionedProgram, TreeInfo
 from jaxpp_mlir.runtime import options as _options
+from jaxpp_mlir.runtime.observation import phases
 from jaxpp_mlir.schedules import Schedule, Std1F1B
 from jaxpp_mlir.schedules.autofuse import AutoFused
 from jaxpp_mlir.schedules.base import uses_split_backward
@@ -117,7 +118,8 @@ def _partition(
         )
     if schedule is not None and not auto and not isinstance(schedule, Schedule):
         raise TypeError(f"schedule must be a jaxpp_mlir schedule, got {type(schedule).__name__}")
-    module, tree_info = _import(x)
+    with phases.timed("partition: import the module"):
+        module, tree_info = _import(x)
     treduce_schedule = _treduce_schedule_text(module)
     dump_dir = options.dump_dir
     runner = _Runner(module, dump_dir, strict=strict)
@@ -175,16 +177,18 @@ def _partition(
             replicate_max_bytes=options.replicate_max_bytes,
         )
     )
-    program = PartitionedProgram(module, mesh, tree=tree_info, schedule=schedule)
+    with phases.timed("partition: build the plan"):
+        program = PartitionedProgram(module, mesh, tree=tree_info, schedule=schedule)
     program.stage_estimate = estimate
     if options.setup_warnings:
-        setup_advice.warn_about_setup(
-            num_stages=num_stages,
-            num_microbatches=num_microbatches,
-            stage_ranks=placement or [s % mesh.mpmd_dim for s in range(num_stages)],
-            num_ranks=mesh.mpmd_dim,
-            stage_functions=[program.stage_functions(s) for s in range(num_stages)],
-        )
+        with phases.timed("partition: setup advice"):
+            setup_advice.warn_about_setup(
+                num_stages=num_stages,
+                num_microbatches=num_microbatches,
+                stage_ranks=placement or [s % mesh.mpmd_dim for s in range(num_stages)],
+                num_ranks=mesh.mpmd_dim,
+                stage_functions=[program.stage_functions(s) for s in range(num_stages)],
+            )
     partition_log.log_summary(program.plan, program.num_stages)
     if dump_dir is not None:
         program.dump(os.path.join(dump_dir, "program"))

@@ -33,6 +33,7 @@ from jax.sharding import Mesh, Sharding
 from ..compilation import compile as _compile
 from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
 from ..executable import Executable
+from ..observation import phases
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, RunStage
 from .arguments import input_checks, place_arguments
@@ -228,7 +229,9 @@ def compile_plan(
                 f"executable {name!r} is for rank {stage.rank}, but the plan has "
                 f"{len(devices)} ranks"
             )
-    executables, num_compiled = _compile.compile_plan_executables(
-        plan, devices, list(plan.executables)
-    )
-    return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes)
+    with phases.timed("compile: stage programs"):
+        executables, num_compiled = _compile.compile_plan_executables(
+            plan, devices, list(plan.executables)
+        )
+    with phases.timed("compile: dispatch"):
+        return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes)
