@@ -318,15 +318,16 @@ class _Resolver:
         """An input a run consumes (its executable aliases it to an output) must die there:
         no later reader, no send still in flight, not a program output."""
         slots, plan = self.table.slots, self.plan
+        channels_of: dict[int, list[int]] = {}
+        for channel, source in self.channel_source.items():
+            channels_of.setdefault(source, []).append(channel)
         for at, step in enumerate(steps):
             if not isinstance(step, RunStep):
                 continue
             for position, _ in plan.executables[step.inst.executable].aliases:
                 slot = step.inputs[position]
                 in_flight = [
-                    slots[c].last_use
-                    for c, source in self.channel_source.items()
-                    if source == slot and slots[c].last_use > at
+                    slots[c].last_use for c in channels_of.get(slot, ()) if slots[c].last_use > at
                 ]
                 last = max([slots[slot].last_use, *in_flight])
                 if step.inputs.count(slot) > 1:
