@@ -27,7 +27,7 @@ from ..errors import RuntimeFailure
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, TensorSpec
 from . import executable_cache, executable_memo
-from .progress import COMPILED, LOADED, CompileProgress
+from .progress import COMPILED, LOADED, REUSED, CompileProgress
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compilation.compile")
 
@@ -55,9 +55,9 @@ def compile_or_load(
     persistent cache then too, as a compilation would be). Each call counts in
     ``compile_count``, however the executable was made.
 
-    Returns the executable and how it was made: ``progress.COMPILED`` or ``progress.LOADED``
-    (from the persistent cache or from memory). Raises ``RuntimeFailure`` naming the
-    executable when XLA rejects it.
+    Returns the executable and how it was made: ``progress.COMPILED``, ``progress.LOADED``
+    (from the persistent cache) or ``progress.REUSED`` (from memory). Raises
+    ``RuntimeFailure`` naming the executable when XLA rejects it.
     """
     global compile_count
     devices = tuple(devices)
@@ -65,14 +65,14 @@ def compile_or_load(
     options = _options(devices)
     started = time.time_ns() / 1000.0
     exe, slot = executable_cache.lookup(name, mlir_module, devices, options)
-    how = "loaded" if exe is not None else "compiled"
+    how = LOADED if exe is not None else COMPILED
     memo_key = executable_memo.key(mlir_module, devices) if executable_memo.capacity() else None
     if exe is not None:
         if memo_key is not None:
             _remember_loaded(memo_key, mlir_module, devices, options, exe)
     elif memo_key is not None and (found := executable_memo.load(name, memo_key, devices, options)):
         exe, entry = found
-        how = "reused"
+        how = REUSED
         if slot is not None:
             executable_cache.store(slot, name, exe, entry.compile_seconds, entry.serialized)
     if exe is None:
@@ -106,7 +106,7 @@ def compile_or_load(
         )
     if _trace.ACTIVE is not None:  # tracing hook: a compile span
         _trace.ACTIVE.record_compile(name, started, time.time_ns() / 1000.0)
-    return exe, COMPILED if how == "compiled" else LOADED
+    return exe, how
 
 
 def _remember_loaded(
