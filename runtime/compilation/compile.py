@@ -151,7 +151,10 @@ def compile_stages(
     else:
         workers = min(len(unique), max(2, 2 * (os.cpu_count() or 1)), 16)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jaxpp-compile") as pool:
-            futures = {i: pool.submit(compile_one, *jobs[i]) for i in unique}
+            # Largest module first (its text's length standing for its compile time), so
+            # that the longest compile does not start last and set the makespan alone.
+            largest_first = sorted(unique, key=lambda i: -len(jobs[i][1]))
+            futures = {i: pool.submit(compile_one, *jobs[i]) for i in largest_first}
             compiled = {i: futures[i].result() for i in unique}
     if progress is not None:
         progress.finish()
