@@ -332,6 +332,15 @@ def print_table(summary: dict, title: str) -> None:
             out.append(f"{table[key]:.3f}" if key in table else "-")
         return out
 
+    def untimed(phase: str, passes: list[str]) -> list[str]:
+        """``phase`` less its timed parts (from the medians)."""
+        out = []
+        for r in rows:
+            parts = sum(v for k, v in r["phases"].items() if k.startswith(phase + ":"))
+            parts += sum(r["passes"].get(p, 0.0) for p in passes)
+            out.append(f"{r[phase] - parts:.3f}")
+        return out
+
     line("pipelined: import (lazy modules) s", seconds("import"))
     line("  trace s", seconds("trace"))
     line("  lower s", seconds("lower"))
@@ -342,9 +351,11 @@ def print_table(summary: dict, title: str) -> None:
     pass_rows = list(dict.fromkeys(p for r in rows for p in r["passes"]))
     for p in pass_rows:
         line(f"    pass {p.removeprefix('jaxpp-')} s", seconds(p, "passes"))
+    line("    untimed (Python between them, GC) s", untimed("partition", pass_rows))
     line("  compile s", seconds("compile"))
     for p in (p for p in phase_rows if p.startswith("compile")):
         line(f"    {p.split(': ', 1)[1]} s", seconds(p, "phases"))
+    line("    untimed (Python between them, GC) s", untimed("compile", []))
     line(
         "    executables / distinct texts",
         [f"{r['executables']}/{r['distinct_programs']}" for r in rows],
@@ -354,7 +365,6 @@ def print_table(summary: dict, title: str) -> None:
         [f"{r['programs_made']:.0f}/{r['programs_compiled']:.0f}" for r in rows],
     )
     line("  first step s", seconds("first_step"))
-    line("  other (between phases) s", seconds("other"))
     line("  time to first step s", seconds("total"))
     line("jax.jit: trace s", seconds("jit_trace"))
     line("  lower s", seconds("jit_lower"))
