@@ -6,26 +6,15 @@ compiled twice, none skipped) and that the phases it reports fit in the time to 
 first step.
 """
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+import toolkit
 
 pytestmark = pytest.mark.slow  # fresh processes, a real compile
-
-BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def first_step():
-    spec = importlib.util.spec_from_file_location(
-        "benchmark_first_step", BENCHMARKS / "first_step.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return toolkit.load_benchmark("first_step")
 
 
 @pytest.fixture(scope="module")
