@@ -2,7 +2,7 @@
 next to plain ``jax.jit``'s lower + compile + first step.
 
 Run: python benchmarks/first_step.py [--workloads W1,W2,W2x64,S16,GPT2] [--rounds 5]
-                                     [--cache cold|warm|both]
+                                     [--cache cold|warm|both] [--baseline CHECKOUT]
 
 Every figure comes from a fresh process: per round and workload, one process runs the
 pipelined step and one runs plain ``jax.jit``, in alternating order (the pipelined one
@@ -39,6 +39,10 @@ and ``jaxpp_mlir.runtime.compilation.compile`` at DEBUG give them):
 - first step: the first call until its results are ready;
 - other: the time to first step less the phases above (Python between them).
 
+``--baseline CHECKOUT`` adds a third process per round: the same pipelined step with the
+library of another checkout of the project (``git worktree add /tmp/before <rev>``), the
+before of an A/B, printed as its own table against the same ``jax.jit`` processes.
+
 ``--cache warm`` points JAX's persistent compilation cache (``jax_compilation_cache_dir``,
 every program cached whatever its compile time) of both sides at a fresh directory, fills
 it with one untimed process each, then times processes that load from it; ``both`` times
@@ -48,6 +52,8 @@ cold and warm.
 from __future__ import annotations
 
 import argparse
+import importlib.abc
+import importlib.util
 import json
 import logging
 import os
@@ -63,6 +69,8 @@ ROOT = os.path.dirname(HERE)
 WORKLOADS = ("W1", "W2", "W2x64", "S16", "GPT2")
 DEVICES = {"S16": 16}  # CPU devices a workload's process needs (default 8)
 SIDES = ("pp", "jit")
+#: The checkout whose library the "baseline" side imports (``--baseline``).
+BASELINE_ENV = "JAXPP_FIRST_STEP_BASELINE"
 
 
 # ------------------------------------------------------------------ in the child
@@ -145,9 +153,38 @@ def _model(workload: str):
     )
 
 
+class _RuntimeFrom(importlib.abc.MetaPathFinder):
+    """Finds ``jaxpp_mlir.runtime`` in ``<checkout>/runtime`` (its submodules follow)."""
+
+    def __init__(self, checkout: str):
+        self.folder = os.path.join(checkout, "runtime")
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "jaxpp_mlir.runtime":
+            return None
+        return importlib.util.spec_from_file_location(
+            name,
+            os.path.join(self.folder, "__init__.py"),
+            submodule_search_locations=[self.folder],
+        )
+
+
+def _use_library(checkout: str) -> None:
+    """Imports ``jaxpp_mlir`` (and ``jaxpp_mlir.runtime``) from ``checkout`` instead."""
+    sys.path.insert(0, checkout)
+    sys.meta_path.insert(0, _RuntimeFrom(checkout))
+    import jaxpp_mlir.runtime
+
+    for module in (jaxpp_mlir, jaxpp_mlir.runtime):
+        if not os.path.realpath(module.__file__).startswith(os.path.realpath(checkout) + os.sep):
+            raise SystemExit(f"{module.__name__} did not come from {checkout}: {module.__file__}")
+
+
 def run_child(workload: str, side: str, cache_dir: str | None) -> dict:
     """Times one side of one workload in this (fresh) process."""
     _setup_child(workload, cache_dir)
+    if side == "baseline":
+        _use_library(os.environ[BASELINE_ENV])
     import jax
     import numpy as np
 
@@ -249,16 +286,18 @@ def spawn(workload: str, side: str, cache_dir: str | None) -> dict:
     return json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
 
 
-def measure(workloads: list[str], rounds: int, cache_dir: str | None) -> dict:
-    """``{workload: {side: [record per round]}}``, sides alternating in order per round."""
+def measure(
+    workloads: list[str], rounds: int, cache_dir: str | None, sides: tuple[str, ...] = SIDES
+) -> dict:
+    """``{workload: {side: [record per round]}}``, the sides' order rotating per round."""
     if cache_dir:  # fill the persistent cache, untimed
         for workload in workloads:
-            for side in SIDES:
+            for side in sides:
                 spawn(workload, side, cache_dir)
-    runs: dict = {w: {s: [] for s in SIDES} for w in workloads}
+    runs: dict = {w: {s: [] for s in sides} for w in workloads}
     for k in range(rounds):
         for workload in workloads:
-            for side in SIDES if k % 2 == 0 else SIDES[::-1]:
+            for side in sides[k % len(sides) :] + sides[: k % len(sides)]:
                 runs[workload][side].append(spawn(workload, side, cache_dir))
         print(f"  round {k + 1}/{rounds} done (load {os.getloadavg()[0]:.2f})", file=sys.stderr)
     return runs
@@ -395,6 +434,12 @@ def main() -> None:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cache", choices=("cold", "warm", "both"), default="cold")
+    parser.add_argument(
+        "--baseline",
+        metavar="CHECKOUT",
+        help="also time the pipelined step with the library of another checkout of the "
+        "project (say `git worktree add /tmp/before <rev>`), in a third process per round",
+    )
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "SIDE"), help=argparse.SUPPRESS)
     parser.add_argument("--cache-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -405,10 +450,21 @@ def main() -> None:
     for w in workloads:
         if w not in WORKLOADS:
             parser.error(f"unknown workload {w!r} (known: {', '.join(WORKLOADS)})")
+    sides = SIDES
+    if args.baseline:
+        os.environ[BASELINE_ENV] = os.path.abspath(args.baseline)
+        sides = (*SIDES, "baseline")
     modes = ("cold", "warm") if args.cache == "both" else (args.cache,)
     for mode in modes:
         with tempfile.TemporaryDirectory(prefix="jaxpp-first-step-") as cache:
-            runs = measure(workloads, args.rounds, cache if mode == "warm" else None)
+            runs = measure(workloads, args.rounds, cache if mode == "warm" else None, sides)
+        if args.baseline:
+            baseline = {w: {"pp": r["baseline"], "jit": r["jit"]} for w, r in runs.items()}
+            print_table(
+                summarize(baseline),
+                f"BASELINE ({args.baseline}), {mode} compilation cache: medians of "
+                f"{args.rounds} rounds (the same jax.jit processes as below)",
+            )
         summary = summarize(runs)
         print_table(
             summary,
