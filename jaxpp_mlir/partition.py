@@ -20,6 +20,7 @@ from jaxpp_mlir.passes.choose_stages import AUTO
 from jaxpp_mlir.passes.pipelines import default_pipeline, segment_pipeline
 from jaxpp_mlir.pipeline_run import PipelineRun
 from jaxpp_mlir.program import PartitionedProgram
+from jaxpp_mlir.runtime.observation import phases
 from jaxpp_mlir.schedules import Schedule
 from jaxpp_mlir.schedules.record import schedule_record
 from jaxpp_mlir.step_input import import_step, is_sharded
@@ -78,15 +79,18 @@ def _partition(
 ) -> PartitionedProgram:
     _check_mesh(mesh)
     option = _schedule_option(schedule)
-    module, tree_info = import_step(x)
+    with phases.timed("partition: import the module"):
+        module, tree_info = import_step(x)
     with module.context:
         target = _target(module, mesh, schedule, option)
     PipelineRun(module, options.dump_dir, strict=options.strict).run(
         default_pipeline(options, **target)
     )
-    program = PartitionedProgram(module, mesh, tree=tree_info)
+    with phases.timed("partition: build the plan"):
+        program = PartitionedProgram(module, mesh, tree=tree_info)
     if options.setup_warnings:
-        setup_advice.warn_about_program(program)
+        with phases.timed("partition: setup advice"):
+            setup_advice.warn_about_program(program)
     partition_log.log_summary(program.plan, program.num_stages)
     if options.dump_dir is not None:
         program.dump(os.path.join(options.dump_dir, "program"))

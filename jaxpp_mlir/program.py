@@ -22,6 +22,7 @@ from jaxpp_mlir.ir.utils import find_loop, find_main
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan import build_plan
 from jaxpp_mlir.runtime.executable import PlanExecutable
+from jaxpp_mlir.runtime.observation import phases
 from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank
 from jaxpp_mlir.schedules import Schedule
 from jaxpp_mlir.schedules.record import schedule_from_record
@@ -165,7 +166,9 @@ class PartitionedProgram:
             if jax.process_count() > 1:
                 return self._compile_distributed(devices, options)
             compiled = compile_plan(self.plan, devices, rank_meshes=self.mesh.unstack)
-            return CompiledProgram(self, compiled, compiled.place_constants())
+            with phases.timed("compile: place constants"):
+                constants = compiled.place_constants()
+            return CompiledProgram(self, compiled, constants)
 
     def _compile_distributed(
         self, devices: list, options: DistributedOptions | None

@@ -78,7 +78,9 @@ def executable_shardings(
 
 def same_layout(src: Sharding, dst: Sharding, ndim: int) -> bool:
     """Whether a batched copy moves an array from ``src`` to ``dst`` (shard k to device k)."""
-    if isinstance(src, SingleDeviceSharding) and isinstance(dst, SingleDeviceSharding):
+    if src is dst or (
+        isinstance(src, SingleDeviceSharding) and isinstance(dst, SingleDeviceSharding)
+    ):
         return True
     if len(src.device_set) != len(dst.device_set):
         return False

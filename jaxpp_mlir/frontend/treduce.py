@@ -76,6 +76,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.extend.core import jaxpr_as_fun
 from jax.interpreters import partial_eval as pe
 
 from jaxpp_mlir.frontend.loop_marker import ScheduleParam, loop_marker_p
@@ -163,11 +164,15 @@ def treduce_i(
         "stage_markers": tuple(stage_markers),
     }
 
+    run_fun = jaxpr_as_fun(jaxpr)
+
     def body(i: jax.Array, state: list[jax.Array]) -> list[jax.Array]:
         index = loop_marker_p.bind(i, **params)
-        result = fun(index)
+        # fun as traced above, replayed op by op (with its source locations): tracing fun
+        # a second time would cost as much as the first trace (a model's forward and
+        # backward), a large part of lowering the step.
         # Python scalars become weakly typed arrays, as jax.jit treats them.
-        leaves = [jnp.asarray(r) for r in out_tree.flatten_up_to(result)]
+        leaves = [jnp.asarray(r) for r in run_fun(index)]
         return [op.update(s, r, index) for op, s, r in zip(ops, state, leaves, strict=True)]
 
     final = lax.fori_loop(INDEX_DTYPE(0), INDEX_DTYPE(length), body, init)

@@ -1,15 +1,18 @@
 """Progress of compiling stage programs: silent when fast, told once it gets slow.
 
 A compile that ends within ``JAXPP_MLIR_PROGRESS_AFTER`` seconds (3 by default) says
-nothing. Past that, the ``jaxpp_mlir.runtime.compilation.progress`` logger reports at INFO: a line
-naming what is still compiling, one line per finished program (``compiled 3/12 stage
-programs: stage1_bwd (0.42 s)``, or ``loaded ... from the cache`` for a program taken
-from JAX's persistent compilation cache or from memory), a line every
-``HEARTBEAT_S`` seconds while nothing finishes, and a closing line naming the slowest.
+nothing. Past that, the ``jaxpp_mlir.runtime.compilation.progress`` logger reports at
+INFO one line saying how many programs are done and how many are left, naming those
+still compiling, and when all are ready one closing line: how many were compiled by
+XLA, reused from memory (a program identical to one this process compiled before, for
+these or other devices) or loaded from JAX's persistent compilation cache, and the
+slowest. So a slow compile writes two lines to a log or a file; each finished program
+(``compiled 3/12 stage programs: stage1_bwd (0.42 s)``) is a DEBUG record.
 
-When the application configured no logging, the records go to stderr; on a terminal they
-rewrite one line in place instead of scrolling. ``JAXPP_MLIR_PROGRESS=tqdm`` shows a
-tqdm bar (once slow, too), ``JAXPP_MLIR_PROGRESS=0`` (or the logger's level) nothing.
+When the application configured no logging, the records go to stderr; on a terminal
+they rewrite one line in place instead of scrolling, and that line also follows each
+finished program and refreshes every second. ``JAXPP_MLIR_PROGRESS=tqdm`` shows a tqdm
+bar (once slow, too), ``JAXPP_MLIR_PROGRESS=0`` (or the logger's level) nothing.
 """
 
 from __future__ import annotations
@@ -27,13 +30,19 @@ logger = logging.getLogger("jaxpp_mlir.runtime.compilation.progress")
 
 _T = TypeVar("_T")
 
-#: While nothing finishes, a "still compiling" line this often (log records; a terminal
-#: line is refreshed every second).
-HEARTBEAT_S = 30.0
+#: How often the terminal line is refreshed while nothing finishes.
 _TERMINAL_REFRESH_S = 1.0
-#: How a program came to be: compiled by XLA, or loaded (persistent cache or memory).
+#: How a program came to be: compiled by XLA, loaded from JAX's persistent compilation
+#: cache, or reused from memory (the same program compiled earlier in this process).
 COMPILED = "compiled"
 LOADED = "loaded"
+REUSED = "reused"
+#: How each way reads in the report.
+_SAID = {
+    COMPILED: "compiled",
+    LOADED: "loaded from the persistent compilation cache",
+    REUSED: "reused from memory (the same program compiled earlier in this process)",
+}
 
 
 class _OneLineHandler(logging.StreamHandler):
@@ -69,7 +78,7 @@ class CompileProgress:
     def __init__(self, total: int, *, show_after: float, use_tqdm: bool = False):
         self.total = total
         self.done = 0
-        self.loaded = 0
+        self.made: dict[str, int] = dict.fromkeys(_SAID, 0)  # how -> programs made so far
         self.slowest: tuple[float, str] = (0.0, "")
         self.started = time.perf_counter()
         self.shown = False
@@ -77,11 +86,15 @@ class CompileProgress:
         self._use_tqdm = use_tqdm
         self._bar: Any = None
         self._running: dict[str, float] = {}
-        self._last_said = self.started
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="jaxpp-progress", daemon=True)
         self._ticker.start()
+
+    @property
+    def loaded(self) -> int:
+        """Programs not compiled here: loaded from the persistent cache or reused."""
+        return self.done - self.made[COMPILED]
 
     @classmethod
     def start(cls, total: int) -> CompileProgress | None:
@@ -123,24 +136,22 @@ class CompileProgress:
     def finished(self, name: str, seconds: float, how: str = COMPILED) -> None:
         with self._lock:
             self.done += 1
-            self.loaded += how == LOADED
+            self.made[how] = self.made.get(how, 0) + 1
             self.slowest = max(self.slowest, (seconds, name))
             if not self.shown:
                 return
-            self._last_said = time.perf_counter()
             if self._bar is not None:
                 self._bar.update(1)
                 return
-            verb = "compiled" if how == COMPILED else "loaded"
-            origin = "" if how == COMPILED else " from the cache"
-            logger.info(
-                "%s %d/%d stage programs: %s (%.2f s)%s",
-                verb,
+            # One line on a terminal (rewritten in place); a DEBUG record in a log.
+            logger.log(
+                logging.INFO if _on_terminal() else logging.DEBUG,
+                "%s %d/%d stage programs: %s (%.2f s)",
+                _SAID.get(how, how),
                 self.done,
                 self.total,
                 name,
                 seconds,
-                origin,
             )
 
     def finish(self) -> str:
@@ -149,11 +160,11 @@ class CompileProgress:
         self._ticker.join(timeout=5.0)
         with self._lock:
             seconds, name = self.slowest
-            compiled = self.done - self.loaded
-            loaded = f", {self.loaded} loaded from the cache" if self.loaded else ""
+            ways = ", ".join(f"{n} {_SAID.get(how, how)}" for how, n in self.made.items() if n)
             line = (
-                f"{compiled} stage programs compiled{loaded} in "
-                f"{time.perf_counter() - self.started:.2f} s; slowest: {name} ({seconds:.2f} s)"
+                f"{self.done} stage programs ready in "
+                f"{time.perf_counter() - self.started:.2f} s: {ways or 'none'}; "
+                f"slowest: {name} ({seconds:.2f} s)"
             )
             if self._bar is not None:
                 self._bar.close()
@@ -172,24 +183,24 @@ class CompileProgress:
                 self._bar = tqdm(
                     total=self.total, initial=self.done, desc="compiling stage programs"
                 )
-            else:
-                self._say_running()
-        interval = _TERMINAL_REFRESH_S if _on_terminal() else HEARTBEAT_S
-        while not self._stop.wait(min(interval, 1.0)):
+                return
+            self._say_running()
+        if not _on_terminal():
+            return  # a log gets one line now and the closing line
+        while not self._stop.wait(_TERMINAL_REFRESH_S):
             with self._lock:
-                if self._bar is None and time.perf_counter() - self._last_said >= interval:
-                    self._say_running()
+                self._say_running()
 
     def _say_running(self) -> None:
         now = time.perf_counter()
-        self._last_said = now
         running = ", ".join(
             f"{name} ({now - since:.0f} s)" for name, since in sorted(self._running.items())
         )
         logger.info(
-            "compiling stage programs: %d/%d done after %.0f s%s",
-            self.done,
+            "compiling %d stage programs: %d done, %d left after %.0f s%s",
             self.total,
+            self.done,
+            self.total - self.done,
             now - self.started,
             f"; running: {running}" if running else "",
         )

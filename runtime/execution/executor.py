@@ -34,6 +34,7 @@ from ..compilation import compile as _compile
 from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
 from ..executable import Executable
 from ..instructions import registry, run
+from ..observation import phases
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan
 from .arguments import input_checks, place_arguments
@@ -230,7 +231,9 @@ def compile_plan(
                 f"executable {name!r} is for rank {stage.rank}, but the plan has "
                 f"{len(devices)} ranks"
             )
-    executables, num_compiled = _compile.compile_plan_executables(
-        plan, devices, list(plan.executables)
-    )
-    return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes)
+    with phases.timed("compile: stage programs"):
+        executables, num_compiled = _compile.compile_plan_executables(
+            plan, devices, list(plan.executables)
+        )
+    with phases.timed("compile: dispatch"):
+        return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes)

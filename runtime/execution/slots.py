@@ -235,13 +235,14 @@ class Resolver:
         """An input a step consumes (a run's executable aliases it to an output) must die
         there: no later reader, no send still in flight, not a program output."""
         slots, plan = self.table.slots, self.plan
+        channels_of: dict[int, list[int]] = {}
+        for channel, source in self.channels.source.items():
+            channels_of.setdefault(source, []).append(channel)
         for at, step in enumerate(steps):
             for position, slot in step.consumed:
                 value = step.inst.reads()[position]
                 in_flight = [
-                    slots[c].last_use
-                    for c, source in self.channels.source.items()
-                    if source == slot and slots[c].last_use > at
+                    slots[c].last_use for c in channels_of.get(slot, ()) if slots[c].last_use > at
                 ]
                 last = max([slots[slot].last_use, *in_flight])
                 if last != at:

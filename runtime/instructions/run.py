@@ -14,10 +14,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-import jax
-import numpy as np
-
-from .. import _jax_compat as jc
 from ..errors import PlanError
 from ..execution.codegen import CodeGen, OpFacts, compile_op, items
 from ..plan import Instruction, StageExecutable, TaskRef, TensorSpec
@@ -152,9 +148,7 @@ def generate(gen: CodeGen, steps: Sequence[RunStep], at: int) -> int:
     inst, ins, outs = step.inst, step.inputs, step.outputs
     output_specs = gen.plan.executables[inst.executable].output_specs
     handlers = [
-        jc.result_handler(
-            jax.core.ShapedArray(tuple(spec.shape), np.dtype(spec.dtype)), slots[s].sharding
-        )
+        gen.result_handler(tuple(spec.shape), spec.dtype, slots[s].sharding)
         for spec, s in zip(output_specs, outs, strict=True)
     ]
     dead = {s for s in outs if slots[s].last_use == -1}  # results nobody reads

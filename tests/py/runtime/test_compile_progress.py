@@ -1,10 +1,12 @@
-"""Compile progress: nothing for a fast compile, records once slow, "loaded" told apart."""
+"""Compile progress: nothing for a fast compile, two lines once slow (one while compiling,
+one at the end) off a terminal, compiled / reused / loaded told apart."""
 
 from __future__ import annotations
 
 import io
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -15,7 +17,7 @@ import jax
 import pytest
 from jaxpp_mlir.runtime.compilation import compile as runtime_compile
 from jaxpp_mlir.runtime.compilation import progress
-from jaxpp_mlir.runtime.compilation.progress import COMPILED, LOADED, CompileProgress
+from jaxpp_mlir.runtime.compilation.progress import COMPILED, LOADED, REUSED, CompileProgress
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[3]
 
@@ -41,38 +43,72 @@ def test_fast_compile_says_nothing(records):
     compile_one = reporter.wrap(_fake_compile(0.0, COMPILED))
     assert [compile_one(n) for n in "abc"] == ["exe:a", "exe:b", "exe:c"]
     line = reporter.finish()
-    assert line.startswith("3 stage programs compiled in ")
+    assert line.startswith("3 stage programs ready in ")
+    assert ": 3 compiled; slowest: " in line
     assert records.messages == []
 
 
-def test_slow_compile_names_what_runs_then_each_program(records):
-    reporter = CompileProgress(2, show_after=0.05)
+def test_slow_compile_off_a_terminal_says_what_is_left_then_a_summary(records):
+    reporter = CompileProgress(3, show_after=0.05)
     slow = reporter.wrap(_fake_compile(0.4, COMPILED))
+    reused = reporter.wrap(_fake_compile(0.0, REUSED))
     cached = reporter.wrap(_fake_compile(0.0, LOADED))
     slow("stage0_bwd")
-    cached("stage1_fwd")
+    reused("stage1_fwd")
+    cached("stage2_fwd")
     reporter.finish()
-    assert records.messages[0].startswith("compiling stage programs: 0/2 done after ")
-    assert records.messages[0].endswith("running: stage0_bwd (0 s)")
-    assert records.messages[1].startswith("compiled 1/2 stage programs: stage0_bwd (0.")
-    assert records.messages[2].startswith("loaded 2/2 stage programs: stage1_fwd (")
-    assert records.messages[2].endswith(" from the cache")
-    assert records.messages[3].startswith("1 stage programs compiled, 1 loaded from the cache in ")
-    assert "; slowest: stage0_bwd (0.4" in records.messages[3]
-    assert len(records.messages) == 4
+    info = [r.getMessage() for r in records.records if r.levelno == logging.INFO]
+    assert len(info) == 2, info
+    assert info[0].startswith("compiling 3 stage programs: 0 done, 3 left after ")
+    assert info[0].endswith("running: stage0_bwd (0 s)")
+    assert info[1].startswith("3 stage programs ready in ")
+    assert (
+        ": 1 compiled, 1 loaded from the persistent compilation cache, 1 reused from memory "
+        "(the same program compiled earlier in this process); slowest: stage0_bwd (0.4"
+    ) in info[1]
 
 
-def test_long_single_compile_keeps_saying_it_runs(records, monkeypatch):
-    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.2)
+def test_each_program_is_a_debug_record_off_a_terminal(records):
+    records.set_level(logging.DEBUG, logger=progress.logger.name)
+    reporter = CompileProgress(2, show_after=0.05)
+    slow = reporter.wrap(_fake_compile(0.3, COMPILED))
+    slow("stage0_bwd")
+    reporter.wrap(_fake_compile(0.0, REUSED))("stage1_fwd")
+    reporter.finish()
+    debug = [r.getMessage() for r in records.records if r.levelno == logging.DEBUG]
+    assert debug[0].startswith("compiled 1/2 stage programs: stage0_bwd (0.")
+    assert debug[1].startswith(
+        "reused from memory (the same program compiled earlier in this process) 2/2 stage "
+        "programs: stage1_fwd ("
+    )
+
+
+def test_long_compile_off_a_terminal_is_one_line_until_it_ends(records):
     reporter = CompileProgress(1, show_after=0.05)
     thread = threading.Thread(target=reporter.wrap(_fake_compile(1.3, COMPILED)), args=("big",))
     thread.start()
     thread.join()
     reporter.finish()
-    heartbeats = [
-        line for line in records.messages if line.startswith("compiling stage programs: 0/1")
-    ]
-    assert len(heartbeats) >= 2, records.messages
+    assert len(records.messages) == 2, records.messages
+    assert records.messages[0].startswith("compiling 1 stage programs: 0 done, 1 left after 0 s")
+
+
+def test_long_compile_on_a_terminal_keeps_its_line_fresh(monkeypatch):
+    stream = io.StringIO()
+    handler = progress._OneLineHandler(stream)
+    monkeypatch.setattr(progress.logger, "handlers", [handler])
+    monkeypatch.setattr(progress.logger, "disabled", False)
+    monkeypatch.setattr(progress.logger, "level", logging.INFO)
+    monkeypatch.setattr(progress, "_TERMINAL_REFRESH_S", 0.1)
+    reporter = CompileProgress(1, show_after=0.05)
+    thread = threading.Thread(target=reporter.wrap(_fake_compile(0.6, COMPILED)), args=("big",))
+    thread.start()
+    thread.join()
+    reporter.finish()
+    refreshed = stream.getvalue().count("compiling 1 stage programs: 0 done, 1 left")
+    assert refreshed >= 2, stream.getvalue()
+    assert "1 stage programs ready in " in stream.getvalue()
+    assert re.search(r"; slowest: big \(0\.\d\d s\)\n$", stream.getvalue()), stream.getvalue()
 
 
 def test_terminal_line_is_rewritten_in_place():
@@ -87,15 +123,16 @@ def test_terminal_line_is_rewritten_in_place():
     assert stream.getvalue() == "\r\x1b[2Kjaxpp_mlir: compiled 1/2\r\x1b[2Kjaxpp_mlir: done\n"
 
 
-def test_compile_or_load_tells_a_program_taken_from_memory():
+def test_compile_or_load_tells_a_program_taken_from_memory(monkeypatch):
+    monkeypatch.setenv("JAXPP_MLIR_COMPILATION_CACHE", "0")  # memory only, not the disk
     devices = jax.devices()[:1]
     module = "func.func public @main(%a: tensor<3xf32>) -> tensor<3xf32> {\n" + (
         "  %0 = stablehlo.sine %a : tensor<3xf32>\n  return %0 : tensor<3xf32>\n}\n"
     )
     first = runtime_compile.compile_or_load("sine_once", module, devices)[1]
     second = runtime_compile.compile_or_load("sine_again", module, devices)[1]
-    assert second == LOADED
-    assert first in (COMPILED, LOADED)  # an earlier test may have compiled it already
+    assert second == REUSED
+    assert first in (COMPILED, LOADED, REUSED)  # an earlier test may have compiled it already
 
 
 @pytest.mark.slow

@@ -42,7 +42,7 @@ def partition(schedule: pp.Schedule, num_ranks: int, num_microbatches: int):
 
 class _Records(logging.Handler):
     def __init__(self):
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -59,7 +59,8 @@ def traced(tmp_path_factory):
     progress_logger.addHandler(records)
     # Another module's logging.config may have disabled existing loggers: enable it here.
     level = progress_logger.level
-    progress_logger.setLevel(logging.INFO)  # setLevel, not .level=: it clears the level cache
+    # DEBUG: each finished program too. setLevel, not .level=: it clears the level cache.
+    progress_logger.setLevel(logging.DEBUG)
     disabled, progress_logger.disabled = progress_logger.disabled, False
     with program_trace(path) as recorder, pytest.MonkeyPatch.context() as patch:
         patch.setenv("JAXPP_MLIR_PROGRESS_AFTER", "0")  # progress from the start, however fast
@@ -257,20 +258,25 @@ def test_merge_rejects_a_file_that_is_not_a_trace(tmp_path):
 
 def test_compile_progress_names_every_program_and_the_slowest(traced):
     _, step, *_ = traced
-    lines = step.progress_lines
-    assert lines[0].startswith(f"compiling stage programs: 0/{step.compilations} done after ")
-    assert len(lines) == step.compilations + 2
-    assert re.match(f"(compiled|loaded) 1/{step.compilations} stage programs: ", lines[1])
-    counts = re.match(
-        r"(\d+) stage programs compiled(?:, (\d+) loaded from the cache)? in ", lines[-1]
+    lines, n = step.progress_lines, step.compilations
+    assert lines[0].startswith(f"compiling {n} stage programs: 0 done, {n} left after ")
+    assert len(lines) == n + 2
+    ways = r"(compiled|loaded from the persistent compilation cache|reused from memory \(.*\))"
+    assert re.match(f"{ways} 1/{n} stage programs: ", lines[1])
+    closing = re.match(
+        r"(\d+) stage programs ready in [\d.]+ s: (.*); slowest: (\S+) \(", lines[-1]
     )
-    assert int(counts.group(1)) + int(counts.group(2) or 0) == step.compilations
-    loaded = sum(line.startswith("loaded ") for line in lines[1:-1])
-    assert int(counts.group(2) or 0) == loaded
-    slowest = re.search(r"slowest: (\S+) \(", lines[-1]).group(1)
+    assert int(closing.group(1)) == n
+    counts = {
+        way: int(count)
+        for count, way in re.findall(r"(\d+) ([a-z][^,]*?)(?:, |$)", closing.group(2))
+    }
+    assert sum(counts.values()) == n
+    for way, count in counts.items():
+        assert count == sum(line.startswith(f"{way} ") for line in lines[1:-1]), (way, lines)
     found = [re.search(r": (\S+) \(([\d.]+) s\)", line) for line in lines[1:-1]]
     times = {m.group(1): float(m.group(2)) for m in found}
-    assert times[slowest] == max(times.values())
+    assert times[closing.group(3)] == max(times.values())
 
 
 def test_compile_progress_is_silent_when_switched_off(monkeypatch):

@@ -60,11 +60,21 @@ def launch_two_processes(
 def load_example(name: str):
     """``examples/<name>.py`` imported as a module (registered in ``sys.modules``: flax
     modules resolve their annotations through it)."""
+    return _load_script("examples", name)
+
+
+def load_benchmark(name: str):
+    """``benchmarks/<name>.py`` imported as a module (registered in ``sys.modules``: its
+    dataclasses look their module up there)."""
+    return _load_script("benchmarks", name)
+
+
+def _load_script(folder: str, name: str):
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[3] / "examples" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    path = pathlib.Path(__file__).resolve().parents[3] / folder / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{folder}_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

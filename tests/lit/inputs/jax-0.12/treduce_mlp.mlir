@@ -82,15 +82,14 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
   func.func private @dynamic_index_in_dim(%arg0: tensor<4x2x4xf32>, %arg1: tensor<i32>) -> tensor<2x4xf32> {
     %c = stablehlo.constant dense<0> : tensor<i32>
     %0 = stablehlo.compare LT, %arg1, %c, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
-    %1 = stablehlo.convert %arg1 : tensor<i32>
     %c_0 = stablehlo.constant dense<4> : tensor<i32>
-    %2 = stablehlo.add %1, %c_0 : tensor<i32>
-    %3 = stablehlo.select %0, %2, %arg1 : tensor<i1>, tensor<i32>
+    %1 = stablehlo.add %arg1, %c_0 : tensor<i32>
+    %2 = stablehlo.select %0, %1, %arg1 : tensor<i1>, tensor<i32>
     %c_1 = stablehlo.constant dense<0> : tensor<i32>
     %c_2 = stablehlo.constant dense<0> : tensor<i32>
-    %4 = stablehlo.dynamic_slice %arg0, %3, %c_1, %c_2, sizes = [1, 2, 4] : (tensor<4x2x4xf32>, tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<1x2x4xf32>
-    %5 = stablehlo.reshape %4 : (tensor<1x2x4xf32>) -> tensor<2x4xf32>
-    return %5 : tensor<2x4xf32>
+    %3 = stablehlo.dynamic_slice %arg0, %2, %c_1, %c_2, sizes = [1, 2, 4] : (tensor<4x2x4xf32>, tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<1x2x4xf32>
+    %4 = stablehlo.reshape %3 : (tensor<1x2x4xf32>) -> tensor<2x4xf32>
+    return %4 : tensor<2x4xf32>
   }
   func.func private @dynamic_update_index_in_dim(%arg0: tensor<4xf32>, %arg1: tensor<f32>, %arg2: tensor<i32>) -> tensor<4xf32> {
     %0 = stablehlo.broadcast_in_dim %arg1, dims = [] : (tensor<f32>) -> tensor<1xf32>

@@ -1,0 +1,62 @@
+"""benchmarks/first_step.py's code path: one fresh process per side, the phase table.
+
+The pipelined process of W1 runs with every compilation cache off, so it also checks
+that a fresh process compiles each distinct stage program exactly once (no program
+compiled twice, none skipped) and that the phases it reports fit in the time to the
+first step.
+"""
+
+import pytest
+import toolkit
+
+pytestmark = pytest.mark.slow  # fresh processes, a real compile
+
+
+@pytest.fixture(scope="module")
+def first_step():
+    return toolkit.load_benchmark("first_step")
+
+
+@pytest.fixture(scope="module")
+def w1_records(first_step):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+        patch.setenv("JAXPP_MLIR_COMPILATION_CACHE", "0")
+        patch.setenv("JAXPP_MLIR_EXECUTABLE_MEMORY_CACHE", "0")
+        return first_step.spawn("W1", "pp", None), first_step.spawn("W1", "jit", None)
+
+
+def test_a_fresh_process_compiles_each_distinct_program_once(w1_records):
+    ours, _ = w1_records
+    names = [name for name, _, _ in ours["programs"]]
+    assert len(names) == len(set(names)) == ours["distinct_programs"]
+    assert {how for _, how, _ in ours["programs"]} == {"compiled"}
+    assert ours["executables"] > ours["distinct_programs"]  # ranks share programs
+
+
+def test_phases_fit_in_the_time_to_the_first_step(w1_records):
+    ours, theirs = w1_records
+    top = ("import", "trace", "lower", "partition", "compile", "first_step")
+    assert sum(ours[key] for key in top) <= ours["total"] + 1e-6
+    phases = ours["phases"]
+    for name in ("partition: build the plan", "compile: stage programs", "compile: dispatch"):
+        assert 0 < phases[name]
+    assert phases["partition: build the plan"] < ours["partition"]
+    assert phases["compile: stage programs"] + phases["compile: dispatch"] < ours["compile"]
+    assert max(seconds for _, _, seconds in ours["programs"]) < phases["compile: stage programs"]
+    assert "jaxpp-outline-stages" in {name for name, _ in ours["passes"]}
+    assert sum(theirs[key] for key in ("trace", "lower", "compile", "first_step")) <= (
+        theirs["total"] + 1e-6
+    )
+
+
+def test_table_gives_the_ratio_of_the_rounds(first_step, w1_records, capsys):
+    ours, theirs = w1_records
+    summary = first_step.summarize({"W1": {"pp": [ours, ours], "jit": [theirs, theirs]}})
+    row = summary["W1"]
+    assert row["ratio"] == pytest.approx(ours["total"] / theirs["total"])
+    assert row["programs_compiled"] == ours["distinct_programs"]
+    first_step.print_table(summary, "test")
+    out = capsys.readouterr().out
+    assert "pipelined / jax.jit (median of rounds)" in out
+    assert f"{row['ratio']:.2f}" in out
