@@ -53,11 +53,6 @@ def jaxlib_version() -> str:
         return jax.__version__
 
 
-def prng_key_impl(dtype: Any) -> Any:
-    """The PRNG implementation of a typed key dtype (``key<fry>``), for ``wrap_key_data``."""
-    return dtype._impl
-
-
 def ignore_locations_equivalence() -> Any | None:
     """``ir.OperationEquivalenceFlags.IGNORE_LOCATIONS``, for ``Operation.structural_hash``
     and ``Operation.is_structurally_equivalent`` (bound from jaxlib 0.11: 0.11.2, 0.12.x);

@@ -38,6 +38,7 @@ def lowered_tree_info(lowered: Any) -> TreeInfo:
     """The pytrees, kept arguments and typed PRNG key outputs of a ``jax.stages.Lowered``."""
     in_tree = lowered.in_tree
     from jaxpp_mlir import _jax_compat
+    from jaxpp_mlir.runtime import _jax_compat as runtime_jax_compat
 
     compile_args = _jax_compat.lowered_compile_args(lowered)
     kept = compile_args.get("kept_var_idx")
@@ -48,7 +49,7 @@ def lowered_tree_info(lowered: Any) -> TreeInfo:
     key_impls = None
     if any(jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) for dtype in out_dtypes):
         key_impls = tuple(
-            _jax_compat.prng_key_impl(dtype)
+            runtime_jax_compat.prng_key_impl(dtype)
             if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
             else None
             for dtype in out_dtypes

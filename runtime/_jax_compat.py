@@ -52,6 +52,11 @@ _HANDLER_SKIPS_CHECKS = _accepts_skip_checks(_xc.array_result_handler)
 _ARRAY_SKIPS_CHECKS = _accepts_skip_checks(_xc.ArrayImpl.__init__)
 
 
+def prng_key_impl(dtype: Any) -> Any:
+    """The PRNG implementation of a typed key dtype (``key<fry>``), for ``wrap_key_data``."""
+    return dtype._impl
+
+
 def device_list(devices: Sequence[jax.Device]) -> Any:
     """``xla_client.DeviceList(tuple(devices))`` (0.10.2, 0.11.2, 0.12.x)."""
     return _xc.DeviceList(tuple(devices))

@@ -130,7 +130,7 @@ def key_name(dtype: Any) -> str | None:
     another dtype."""
     if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
         return None
-    from jaxpp_mlir import _jax_compat
+    from jaxpp_mlir.runtime import _jax_compat
 
     return impl_name(_jax_compat.prng_key_impl(dtype))
 
