@@ -36,11 +36,20 @@ def assert_trained_like_jax_jit(
     state_tolerance: toolkit.Tolerance = toolkit.SEVERAL_STEPS,
     comparable: Callable[[Any], Any] = lambda tree: tree,
 ) -> None:
-    """Each step's loss within ``SEVERAL_STEPS`` of ``jax.jit``'s, and the state after the
-    last step (parameters, optimizer and model state) within ``state_tolerance``, both
-    trees passed through ``comparable`` first (to set aside values that are rounding noise
-    in both programs, with the reason at the call)."""
+    """Against ``jax.jit``: each step's loss within ``SEVERAL_STEPS``; each single step
+    taken from ``jax.jit``'s state (its new state and loss) within ``SEVERAL_STEPS``; the
+    state after the last step (parameters, optimizer and model state) within
+    ``state_tolerance``, where training amplified the rounding of earlier steps. Trees
+    pass through ``comparable`` first (to set aside values that are rounding noise in
+    both programs, with the reason at the call)."""
     toolkit.assert_matches_reference(result.losses, result.reference_losses, toolkit.SEVERAL_STEPS)
+    for step, (ours, theirs) in enumerate(zip(result.steps, result.reference_steps, strict=True)):
+        try:
+            toolkit.assert_matches_reference(
+                comparable(ours), comparable(theirs), toolkit.SEVERAL_STEPS
+            )
+        except AssertionError as failure:
+            raise AssertionError(f"step {step} from jax.jit's state: {failure}") from None
     toolkit.assert_matches_reference(
         comparable(result.state), comparable(result.reference_state), state_tolerance
     )
