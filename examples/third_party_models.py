@@ -20,7 +20,7 @@ editing the library's code.
 
 (A model written for JAX's explicit sharding mode, ``jax.make_mesh`` axes of type
 Explicit and ``out_sharding=`` in its einsums, belongs in ``MODELS`` too once explicit
-meshes pipeline: a builder returning a ``Workload`` with its ``mesh``.)
+meshes pipeline: a builder returning a ``Workload`` with its ``mpmd_mesh``.)
 
 Each trains a few steps pipelined and under plain ``jax.jit`` from the same state and
 inputs, and prints the largest differences in ulps of each leaf's largest magnitude
@@ -75,8 +75,11 @@ class Workload:
     inputs: Callable[[int], tuple]
     num_stages: int
     schedule: pp.Schedule
+    mpmd_mesh: pp.MpmdMesh | None = None  # default: one device per stage
 
     def mesh(self) -> pp.MpmdMesh:
+        if self.mpmd_mesh is not None:
+            return self.mpmd_mesh
         devices = np.array(jax.devices()[: self.num_stages])
         return pp.MpmdMesh(Mesh(devices, ("stage",)), "stage")
 
@@ -93,6 +96,28 @@ def _treduce_gradients(loss_fn, params, batch):
         batch,
         operation=(pp.Add, pp.Add),
     )
+
+
+def _language_model(
+    name: str,
+    library: str,
+    loss_fn: Callable,
+    params: Any,
+    optimizer: optax.GradientTransformation,
+    tokens: jax.Array,
+    schedule: pp.Schedule,
+    num_stages: int,
+) -> Workload:
+    """A language model trained on the same ``tokens`` each step: the mean loss over the
+    microbatches, ``optimizer``'s update."""
+
+    def step(params, opt_state, tokens):
+        loss, grads = _treduce_gradients(loss_fn, params, tokens)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss / tokens.shape[0]
+
+    state = (params, jax.jit(optimizer.init)(params))
+    return Workload(name, library, step, state, lambda i: (tokens,), num_stages, schedule)
 
 
 # -- Hugging Face transformers: FlaxGPT2LMHeadModel (flax linen), dropout on ------------
@@ -188,22 +213,15 @@ def llama_penzai(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
         logits = bound(inputs, token_positions=positions).unwrap("batch", "seq", "vocabulary")
         return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
 
-    optimizer = optax.adam(1e-3)
-
-    def step(params, opt_state, tokens):
-        loss, grads = _treduce_gradients(loss_fn, params, tokens)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss / tokens.shape[0]
-
-    tokens = _tokens(num_microbatches, 2, 9, vocab, seed=2)
-    return Workload(
+    return _language_model(
         "llama_penzai",
         f"penzai {penzai.__version__}",
-        step,
-        (params, jax.jit(optimizer.init)(params)),
-        lambda i: (tokens,),
-        num_stages,
+        loss_fn,
+        params,
+        optax.adam(1e-3),
+        _tokens(num_microbatches, 2, 9, vocab, seed=2),
         pp.GPipe(num_stages),
+        num_stages,
     )
 
 
@@ -243,22 +261,15 @@ def mamba2_nnx(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
     def loss_fn(params, tokens):
         return nnx.merge(graph, params)(tokens, labels=tokens)["loss"]
 
-    optimizer = optax.adamw(1e-3)
-
-    def step(params, opt_state, tokens):
-        loss, grads = _treduce_gradients(loss_fn, params, tokens)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss / tokens.shape[0]
-
-    tokens = _tokens(num_microbatches, 2, 12, vocab, seed=3)
-    return Workload(
+    return _language_model(
         "mamba2_nnx",
         f"mamba2-jax {mamba2_jax.__version__} (flax nnx)",
-        step,
-        (params, jax.jit(optimizer.init)(params)),
-        lambda i: (tokens,),
-        num_stages,
+        loss_fn,
+        params,
+        optax.adamw(1e-3),
+        _tokens(num_microbatches, 2, 12, vocab, seed=3),
         pp.Std1F1B(num_stages),
+        num_stages,
     )
 
 
@@ -336,6 +347,9 @@ MODELS: dict[str, Callable[[], Workload]] = {
     "llama_penzai": llama_penzai,
     "mamba2_nnx": mamba2_nnx,
     "resnet_haiku": resnet_haiku,
+    # A model written for JAX's explicit sharding (jax.make_mesh's Explicit axes,
+    # out_sharding= in its einsums, jax.set_mesh) goes here once explicit meshes pipeline
+    # (issue 35, item 2): a builder whose Workload carries its MpmdMesh (mpmd_mesh=).
 }
 
 
