@@ -10,7 +10,7 @@ processes), ``failure`` (watchdog, exit hooks), ``observation`` (traces, memory)
 Each module has one name: its path in these subpackages.
 """
 
-from jaxpp_mlir.runtime.lazy_exports import lazy_getattr as _lazy_getattr
+from .lazy_exports import lazy_getattr as _lazy_getattr
 
 _SOURCES = {
     "CompiledPlan": f"{__name__}.execution.executor",
