@@ -4,13 +4,10 @@ Public names load on first use (PEP 562): ``import jaxpp_mlir.runtime`` or
 ``import jaxpp_mlir.errors`` loads neither the passes nor the frontend.
 """
 
-from __future__ import annotations
+import sys as _sys
+import types as _types
 
-import sys
-import types
-from typing import Any
-
-from jaxpp_mlir.runtime.lazy_exports import lazy_getattr
+from jaxpp_mlir.runtime.lazy_exports import lazy_getattr as _lazy_getattr
 
 _SOURCES = {
     "Add": "jaxpp_mlir.frontend.treduce",
@@ -60,20 +57,21 @@ _SOURCES = {
 __all__ = sorted([*_SOURCES, "ray"])  # ray: the subpackage jaxpp_mlir.ray, loaded on use
 
 
-__getattr__ = lazy_getattr(__name__, _SOURCES, globals())
+__getattr__ = _lazy_getattr(__name__, _SOURCES, globals())
 
 
-class _Package(types.ModuleType):
-    def __setattr__(self, name: str, value: Any) -> None:
+class _Package(_types.ModuleType):
+    def __setattr__(self, name: str, value: object) -> None:
         # Importing the submodule ``jaxpp_mlir.partition`` binds it on the package;
         # the public name ``partition`` stays the function, as with eager imports.
-        if isinstance(value, types.ModuleType) and _SOURCES.get(name) == value.__name__:
+        if isinstance(value, _types.ModuleType) and _SOURCES.get(name) == value.__name__:
             value = getattr(value, name)
         super().__setattr__(name, value)
 
 
-sys.modules[__name__].__class__ = _Package
+_sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public API only (``__all__``), loaded or not."""
+    return list(__all__)

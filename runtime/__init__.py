@@ -11,11 +11,7 @@ processes), ``failure`` (watchdog, exit hooks), ``observation`` (traces, memory)
 Each module has one name: its path in these subpackages.
 """
 
-from __future__ import annotations
-
-from typing import Any
-
-from .lazy_exports import lazy_getattr
+from .lazy_exports import lazy_getattr as _lazy_getattr
 
 _SOURCES = {
     "CompiledPlan": f"{__name__}.execution.executor",
@@ -34,12 +30,9 @@ _SOURCES = {
 
 __all__ = sorted(_SOURCES)
 
-_names = lazy_getattr(__name__, _SOURCES, globals())
-
-
-def __getattr__(name: str) -> Any:
-    return _names(name)
+__getattr__ = _lazy_getattr(__name__, _SOURCES, globals())
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public API only (``__all__``), loaded or not."""
+    return list(__all__)

@@ -25,7 +25,11 @@ class OutlineStages(ModulePass):
     reads from outside and whose results are the values other groups or the
     return of ``@main`` read. Constants and cheap ops computed from constants
     alone (iota, broadcast, reshape, convert) are copied into every group that
-    needs them instead of being passed around; nothing else is computed twice.
+    needs them instead of being passed around, also those defined in ``@main``
+    above the loop (JAX hoists a closed-over array such as a position table
+    there, read by the loop as an invariant); each copy is located at
+    ``loc("jaxpp.copied_constant"(<the original's location>))``, and an
+    original no longer read is erased. Nothing else is computed twice.
 
     Precondition: every top-level op of the stage block (``@main``, or the body
     of its ``jaxpp.loop``) but the terminator carries ``jaxpp.stage`` and
@@ -80,7 +84,8 @@ class OutlineStages(ModulePass):
                 result.replace_all_uses_with(operand)
             op.erase()
         terminator = block_ops[-1]
-        copyable = outlining.copyable_ops(kept, set(terminator.operands))
+        outside = outlining.constants_from_outside(kept)
+        copyable = outlining.copyable_ops(kept, set(terminator.operands), outside)
         members: dict[tuple[int, str], list[ir.Operation]] = {}
         # (stage, kind) by the attributes holding them: reading an attribute is cheaper
         # than converting it

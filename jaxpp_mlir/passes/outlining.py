@@ -17,15 +17,20 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings
 
 
-def copyable_ops(top_ops: list[ir.Operation], keep: set[ir.Value]) -> dict[ir.Operation, None]:
-    """Cheap ops computed from constants alone, whose results are not in ``keep``, in
-    the order of ``top_ops``.
+def copyable_ops(
+    top_ops: list[ir.Operation],
+    keep: set[ir.Value],
+    outside: dict[ir.Operation, None] | None = None,
+) -> dict[ir.Operation, None]:
+    """Cheap ops computed from constants alone, whose results are not in ``keep``: the
+    ops of ``outside`` (``constants_from_outside``) first, then those of ``top_ops``, in
+    their order.
 
     They are copied into every function that needs them rather than passed
     between functions.
     """
-    copyable: dict[ir.Operation, None] = {}
-    copyable_results: set[ir.Value] = set()
+    copyable: dict[ir.Operation, None] = dict(outside or {})
+    copyable_results: set[ir.Value] = {result for op in copyable for result in op.results}
     for op in top_ops:
         if op.name not in ir_utils.CHEAP_OPS or len(op.regions):  # is_pure_constant_like
             continue
@@ -34,6 +39,38 @@ def copyable_ops(top_ops: list[ir.Operation], keep: set[ir.Value]) -> dict[ir.Op
             copyable[op] = None
             copyable_results.update(results)
     return copyable
+
+
+def constants_from_outside(top_ops: list[ir.Operation]) -> dict[ir.Operation, None]:
+    """The cheap ops computed from constants alone, defined outside the block of
+    ``top_ops`` (the ops of one block), whose results ``top_ops`` read: a constant of
+    ``@main`` read inside the loop (JAX passes a closed-over array, such as a position
+    table, into the loop as an invariant). Operands come before their readers.
+    """
+    block = top_ops[0].block if top_ops else None
+    found: dict[ir.Operation, None] = {}
+    rejected: set[ir.Operation] = set()
+
+    def constant_chain(op: ir.Operation) -> bool:
+        if op in found:
+            return True
+        if op in rejected or op.name not in ir_utils.CHEAP_OPS or len(op.regions):
+            rejected.add(op)
+            return False
+        for operand in op.operands:
+            producer = ir_utils.defining_op(operand)
+            if producer is None or not constant_chain(producer):
+                rejected.add(op)
+                return False
+        found[op] = None
+        return True
+
+    for op in top_ops:
+        for value in ir_utils.external_operands(op):
+            producer = ir_utils.defining_op(value)
+            if producer is not None and producer.block != block:
+                constant_chain(producer)
+    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,19 +266,39 @@ def _read_operands(
     return [value for value in external if value not in inside]
 
 
+#: The name wrapped around the location of a copied constant (``loc("jaxpp.copied_constant"(
+#: <the original's location>))``): in a dump, the copies of one constant in each function
+#: that reads it.
+COPIED_CONSTANT_LOC = "jaxpp.copied_constant"
+
+
 def _clone_copies(needed_copies: list[ir.Operation]) -> dict[ir.Value, ir.Value]:
-    """Clones ``needed_copies`` at the insertion point, wired to each other."""
+    """Clones ``needed_copies`` (ops without regions) at the insertion point, wired to each
+    other, each located at ``COPIED_CONSTANT_LOC`` around its original's location."""
     copies: dict[ir.Value, ir.Value] = {}
     for original in needed_copies:
-        clone = original.clone()
-        _clear_tags(clone)
-        operands = clone.operands
-        for index, operand in enumerate(operands):
-            copy = copies.get(operand)
-            if copy is not None:
-                operands[index] = copy
+        attributes = original.attributes
+        clone = ir.Operation.create(
+            original.name,
+            results=[result.type for result in original.results],
+            operands=[copies.get(operand, operand) for operand in original.operands],
+            attributes={
+                attributes[index].name: attributes[index].attr
+                for index in range(len(attributes))
+                if attributes[index].name not in _TAGS
+            },
+            loc=_copy_location(original.location),
+        )
         copies.update(zip(original.results, clone.results, strict=True))
     return copies
+
+
+def _copy_location(location: ir.Location) -> ir.Location:
+    """``location`` named as a copy (once: a copy of a copy keeps one name)."""
+    typed = ir.Location.from_attr(location.attr, location.context)
+    if isinstance(typed, ir.NameLoc) and typed.name_str == COPIED_CONSTANT_LOC:
+        return location
+    return ir.Location.name(COPIED_CONSTANT_LOC, childLoc=location, context=location.context)
 
 
 def unused(op: ir.Operation) -> bool:
@@ -249,9 +306,12 @@ def unused(op: ir.Operation) -> bool:
     return all(next(iter(result.uses), None) is None for result in op.results)
 
 
+_TAGS = (STAGE_ATTR, KIND_ATTR, RANK_ATTR)
+
+
 def _clear_tags(op: ir.Operation) -> None:
     """``jaxpp.clear_stage``, reading the attributes once."""
     attributes = op.attributes
-    for name in (STAGE_ATTR, KIND_ATTR, RANK_ATTR):
+    for name in _TAGS:
         if name in attributes:
             del attributes[name]

@@ -112,7 +112,12 @@ def _check_op(
     rank_of: dict[ir.Value, int],
 ) -> None:
     if not jaxpp.is_jaxpp_op(op) or jaxpp.is_loop(op) or jaxpp.is_yield(op):
-        raise diagnostics.error(op, f"'{op.name}' in the task graph of a partitioned module")
+        raise diagnostics.error(
+            op,
+            f"'{op.name}' in the task graph of a partitioned module{_reader_note(op, symbols)}: "
+            "no pass placed it in a task; please report it with the IR dump "
+            "(partition(..., dump_dir=PATH))",
+        )
     if not jaxpp.has_rank(op):
         raise diagnostics.error(op, f"'{op.name}' has no jaxpp.rank")
     required = (jaxpp.CALLEE_ATTR,) if jaxpp.is_task(op) else (jaxpp.CHANNEL_ATTR, jaxpp.PEER_ATTR)
@@ -197,3 +202,23 @@ def _check_operands_on_rank(op: ir.Operation, rank: int, rank_of: dict[ir.Value,
                 f"operand defined on rank {rank_of[value]} is used on rank {rank} "
                 "without a transfer",
             )
+
+
+def _reader_note(op: ir.Operation, symbols: ir.SymbolTable) -> str:
+    """``" (<types>, read by '<op>' at <file:line> in @<function>)"`` for the first op
+    that reads a result of ``op``, looked for through a task into its function: the
+    model's line that reads it, where ``op``'s own location may be only the
+    ``.lower()`` call (JAX hoists closed-over arrays to the top of the step)."""
+    types = ", ".join(str(result.type) for result in op.results)
+    for result in op.results:
+        for use in result.uses:
+            reader, where = ir_utils.use_owner(use), ""
+            callee = jaxpp.task_callee(reader) if jaxpp.is_task(reader) else None
+            if callee is not None and callee in symbols:
+                entry = symbols[callee].regions[0].blocks[0]
+                inner = next(iter(entry.arguments[use.operand_number].uses), None)
+                if inner is not None:
+                    reader, where = ir_utils.use_owner(inner), f" in @{callee}"
+            location = diagnostics.format_location(reader.location)
+            return f" ({types}, read by '{reader.name}' at {location}{where})"
+    return f" ({types})"

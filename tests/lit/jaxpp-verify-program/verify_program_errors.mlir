@@ -28,6 +28,24 @@ module @non_jaxpp_op_in_main attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_st
 
 // -----
 
+// A constant left in the task graph: the error names the model's line that
+// reads it, inside the stage function (JAX locates a closed-over array it
+// hoists to the top of the step at the .lower() call).
+module @constant_left_in_main attributes {jaxpp.num_ranks = 1 : i64, jaxpp.num_stages = 1 : i64} {
+  func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'stablehlo.constant' in the task graph of a partitioned module (tensor<4xf32>, read by 'stablehlo.add' at model.py:7:12 in @stage0_fwd): no pass placed it in a task}}
+    %cst = stablehlo.constant dense<[0.0, 1.0, 2.0, 3.0]> : tensor<4xf32>
+    %0 = "jaxpp.task"(%arg0, %cst) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+  func.func private @stage0_fwd(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.add %arg0, %arg1 : tensor<4xf32> loc("model.py":7:12)
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
 module @task_without_rank attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     // expected-error @+1 {{'jaxpp.task' has no jaxpp.rank}}
