@@ -15,6 +15,15 @@ Ops
 ``%v = "jaxpp.recv"() {jaxpp.channel, jaxpp.rank, jaxpp.peer}``
     Receives on rank ``jaxpp.rank`` the value sent by rank ``jaxpp.peer`` on the
     same channel.
+``%c = "jaxpp.chunk"(%arg) {jaxpp.start, jaxpp.rows, jaxpp.rank?}``
+    Rows ``[start, start + rows)`` along axis 0 of ``%arg``, an argument of ``@main``
+    (a program input), as held by the rank that reads it: the caller's array arrives
+    there split, so the piece moves no data (a stacked layer parameter whose layers
+    are split into stages). Its result type is the argument's with ``rows`` leading.
+``%v = "jaxpp.assemble"(%pieces)``
+    The concatenation along axis 0 of ``%pieces``, each held by its own rank, in
+    order. Its only use is the return of ``@main``: that result is one array whose
+    rows live on the ranks of the pieces (the updated stacked parameters).
 ``%v = "jaxpp.replicated"(%copies) {jaxpp.ranks}``
     One value held on several ranks: operand i is its copy on rank
     ``jaxpp.ranks[i]`` (the copies are equal, each computed on its rank). Its
@@ -63,12 +72,16 @@ from jaxpp_mlir.dialect.op_access import as_operation as _operation  # noqa: E40
 from jaxpp_mlir.dialect.op_access import i64_attr as _i64  # noqa: E402
 from jaxpp_mlir.dialect.records import get_record, set_record  # noqa: E402
 from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: one vocabulary)
+    ASSEMBLE_OP,
     BACKWARD,
     BACKWARD_INPUT,
     BACKWARD_WEIGHT,
     CALLEE_ATTR,
     CALLS_INLINED_ATTR,
     CHANNEL_ATTR,
+    CHUNK_OP,
+    CHUNK_ROWS_ATTR,
+    CHUNK_START_ATTR,
     CUSTOM_CALL_OP,
     DIRECTION_ATTR,
     ENTER_STAGE_TARGET,
@@ -358,6 +371,42 @@ def create_replicated(
     )
     op.attributes[RANKS_ATTR] = ir.ArrayAttr.get([_i64(r) for r in ranks])
     return op
+
+
+def is_chunk(op: ir.Operation | ir.OpView) -> bool:
+    return _operation(op).name == CHUNK_OP
+
+
+def create_chunk(
+    argument: ir.Value, start: int, rows: int, loc: ir.Location | None = None
+) -> ir.Operation:
+    """Builds ``"jaxpp.chunk"``: rows ``[start, start + rows)`` of ``argument`` along axis 0."""
+    whole = ir.RankedTensorType(argument.type)
+    shape = [rows, *whole.shape[1:]]
+    result = ir.RankedTensorType.get(shape, whole.element_type, whole.encoding)
+    op = ir.Operation.create(CHUNK_OP, results=[result], operands=[argument], loc=loc)
+    op.attributes[CHUNK_START_ATTR] = _i64(start)
+    op.attributes[CHUNK_ROWS_ATTR] = _i64(rows)
+    return op
+
+
+def chunk_rows(op: ir.Operation | ir.OpView) -> tuple[int, int]:
+    """``(start, rows)`` of a ``jaxpp.chunk``."""
+    attributes = _operation(op).attributes
+    start = ir.IntegerAttr(attributes[CHUNK_START_ATTR]).value
+    return start, ir.IntegerAttr(attributes[CHUNK_ROWS_ATTR]).value
+
+
+def is_assemble(op: ir.Operation | ir.OpView) -> bool:
+    return _operation(op).name == ASSEMBLE_OP
+
+
+def create_assemble(pieces: Sequence[ir.Value], loc: ir.Location | None = None) -> ir.Operation:
+    """Builds ``"jaxpp.assemble"``: ``pieces`` concatenated along axis 0, in order."""
+    first = ir.RankedTensorType(pieces[0].type)
+    rows = sum(ir.RankedTensorType(p.type).shape[0] for p in pieces)
+    result = ir.RankedTensorType.get([rows, *first.shape[1:]], first.element_type, first.encoding)
+    return ir.Operation.create(ASSEMBLE_OP, results=[result], operands=list(pieces), loc=loc)
 
 
 def get_replica_ranks(op: ir.Operation | ir.OpView) -> list[int]:

@@ -42,7 +42,14 @@ RECV_OP = "jaxpp.recv"
 LOOP_OP = "jaxpp.loop"
 YIELD_OP = "jaxpp.yield"
 REPLICATED_OP = "jaxpp.replicated"
-JAXPP_OPS = (TASK_OP, SEND_OP, RECV_OP, LOOP_OP, YIELD_OP, REPLICATED_OP)
+# A program input split along its leading axis over ranks, and a program output put
+# together from such pieces (stacked layer parameters of a scan split into stages).
+CHUNK_OP = "jaxpp.chunk"
+ASSEMBLE_OP = "jaxpp.assemble"
+JAXPP_OPS = (TASK_OP, SEND_OP, RECV_OP, LOOP_OP, YIELD_OP, REPLICATED_OP, CHUNK_OP, ASSEMBLE_OP)
+# On jaxpp.chunk: the first row of its piece along axis 0, and how many rows it has.
+CHUNK_START_ATTR = "jaxpp.start"
+CHUNK_ROWS_ATTR = "jaxpp.rows"
 STATE_RANKS_ATTR = "jaxpp.state_ranks"
 # On a transfer in a loop body: [stage, kind] of the task it feeds (recv) or drains (send).
 FOR_TASK_ATTR = "jaxpp.for_task"
