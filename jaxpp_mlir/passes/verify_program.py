@@ -124,12 +124,10 @@ def _check_chunk(
             f"'{op.name}' rows [{start}, {start + rows}) are not rows of the argument "
             f"({argument.type})",
         )
-    expected = ir.RankedTensorType.get([rows, *whole.shape[1:]], whole.element_type)
-    if ir.RankedTensorType(op.results[0].type).shape != expected.shape or (
-        ir.RankedTensorType(op.results[0].type).element_type != whole.element_type
-    ):
+    result = ir.RankedTensorType(op.results[0].type)
+    if result.shape != [rows, *whole.shape[1:]] or result.element_type != whole.element_type:
         raise diagnostics.error(
-            op, f"'{op.name}' result type {op.results[0].type} is not rows of {argument.type}"
+            op, f"'{op.name}' result type {result} is not rows of {argument.type}"
         )
     held = chunk_rows.setdefault(ir.BlockArgument(argument).arg_number, [])
     for other_start, other_rows, other in held:
@@ -163,9 +161,11 @@ def _check_assemble(op: ir.Operation, rank_of: dict[ir.Value, int]) -> None:
             raise diagnostics.error(
                 op, f"'{op.name}' operand {value.type} is not a value held on a rank"
             )
-    if not operands or rows != (result.shape[0] if result.rank else -1):
+    if not operands or result.rank == 0 or rows != result.shape[0]:
         raise diagnostics.error(
-            op, f"'{op.name}' operands hold {rows} rows, its result {result} other"
+            op,
+            f"'{op.name}' operands hold {rows} rows but its result {result} has "
+            f"{result.shape[0] if result.rank else 0}",
         )
     for use in op.results[0].uses:
         if ir_utils.use_owner(use).name != "func.return":

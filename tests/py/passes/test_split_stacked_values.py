@@ -31,7 +31,8 @@ import jaxpp_mlir as pp
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.ir_context import parse_module
-from jaxpp_mlir.passes.pipeline import run_pipeline
+from jaxpp_mlir.passes.choose_stages import ChooseStages
+from jaxpp_mlir.passes.pipeline import make_element, run_pipeline
 from jaxpp_mlir.passes.pipelines import default_pipeline
 from jaxpp_mlir.passes.split_stacked_values import SplitStackedValues
 
@@ -84,16 +85,21 @@ def _prefix(through: str) -> list:
     return elements[: names.index(through) + 1]
 
 
-@pytest.fixture(scope="module")
-def lowered():
-    return jax.jit(_step).lower(*_inputs())
+def staged_text() -> str:
+    """The step's module once its stages are chosen (the pass's input), as text: also the
+    input of tests/lit/jaxpp-split-stacked-values/split_stacked_values_pipeline.mlir
+    (``python tests/lit/jaxpp-split-stacked-values/inputs/regenerate.py`` writes it)."""
+    module = parse_module(jax.jit(_step).lower(*_inputs()).as_text())
+    run_pipeline(module, _prefix(ChooseStages.name))
+    return module.operation.get_asm()
 
 
 @pytest.fixture(scope="module")
-def split_text(lowered) -> str:
+def split_text() -> str:
     """The module after jaxpp-split-stacked-values, as text."""
-    module = parse_module(lowered.as_text())
-    run_pipeline(module, _prefix(SplitStackedValues.name))
+    module = parse_module(staged_text())
+    completed = {e.name for e in _prefix(ChooseStages.name) if e.jaxpp_pass is not None}
+    run_pipeline(module, [make_element(SplitStackedValues())], completed=completed)
     return module.operation.get_asm()
 
 
