@@ -48,9 +48,11 @@ class SplitStackedValues(ModulePass):
       instead, at the top of ``@main``, tagged with the stage holding it
       (``jaxpp.stage``; place-stages gives it that stage's rank). An argument whose
       slices overlap without being equal is left whole (a located warning);
-    - a loop state updated as ``state + concatenate(g_0, ..., g_S)`` (dimension 0)
-      becomes one state per piece, ``state_i + g_i``, updated by the stage computing
-      ``g_i``; its start value is split alike (a zero broadcast gives a zero per piece);
+    - a loop state updated as ``state + concatenate(g_0, ..., g_S)`` (dimension 0),
+      or as ``state`` plus a cast (unary elementwise ops) of such a concatenation,
+      becomes one state per piece, ``state_i + g_i`` (``g_i`` cast alike), updated by
+      the stage computing ``g_i``; its start value is split alike (a zero broadcast
+      gives a zero per piece);
     - after the loop, each op reading pieces is computed per piece where a rule of
       ``passes/stacked_pieces.py`` covers it (elementwise ops, broadcasts, reshapes
       and transposes keeping the rows, row-wise reductions: an optimizer update);
@@ -74,9 +76,10 @@ class SplitStackedValues(ModulePass):
     split of a layer scan); without a loop there is nothing to do.
     Postcondition: no static axis-0 slice of an argument of ``@main`` feeds a
     ``stablehlo.while`` (each reads a chunk), but where rows overlap; no loop state
-    is updated by adding a concatenation of pieces; every ``jaxpp.chunk`` is at the
-    top of ``@main`` and carries ``jaxpp.stage``, the chunks of one argument hold
-    disjoint rows, and an argument with chunks is read only by them;
+    is updated by adding a concatenation of pieces (or a cast of one); every
+    ``jaxpp.chunk`` is at the top of ``@main`` and carries ``jaxpp.stage``, the
+    chunks of one argument hold disjoint rows, and an argument with chunks is read
+    only by them;
     ``jaxpp.assemble`` ops are read only by the return.
     """
 
@@ -224,15 +227,15 @@ def _overlapping(group: list[_StackedRead]) -> tuple[_StackedRead, _StackedRead]
     return None
 
 
-def _on_rows(op: ir.Operation, value: ir.Value, slice_op: ir.Operation) -> ir.Value:
-    """A copy of the unary ``op`` reading ``value`` (some rows of its operand), tagged as
-    ``slice_op`` (the read it serves)."""
+def _on_rows(op: ir.Operation, value: ir.Value, tags: ir.Operation) -> ir.Value:
+    """A copy of the unary ``op`` reading ``value`` (some rows of its operand), at the
+    current insertion point, with the stage and kind of ``tags`` (none if it has none)."""
     rows = leading_rows(value)
     attributes = copy_attributes(op)
     for name in (jaxpp.STAGE_ATTR, jaxpp.KIND_ATTR):
         attributes.pop(name, None)
-        if name in slice_op.attributes:
-            attributes[name] = slice_op.attributes[name]
+        if name in tags.attributes:
+            attributes[name] = tags.attributes[name]
     copy = ir.Operation.create(
         op.name,
         results=[piece_type(op.results[0].type, rows)],
@@ -245,11 +248,13 @@ def _on_rows(op: ir.Operation, value: ir.Value, slice_op: ir.Operation) -> ir.Va
 
 @dataclasses.dataclass(frozen=True)
 class _Accumulator:
-    """Loop state ``state`` updated by ``update`` = state + ``concat`` of pieces."""
+    """Loop state ``state`` updated by ``update`` = state + ``chain`` (unary elementwise
+    ops, a cast, last first) of a ``concat`` of pieces."""
 
     state: int
     update: ir.Operation
     concat: ir.Operation
+    chain: tuple[ir.Operation, ...]
     partition: Partition
     tags: tuple[tuple[int, str], ...]  # (stage, kind) updating each piece
 
@@ -344,6 +349,9 @@ def _move_body(
             with ir.InsertionPoint(old_yield), accumulator.update.location:
                 add = stablehlo.AddOp(new_body.arguments[1 + place], piece)
             jaxpp.set_stage(add, stage, kind)
+            with ir.InsertionPoint(add):
+                for op in reversed(accumulator.chain):
+                    add.operands[1] = _on_rows(op, add.operands[1], add)
             updates.append(add.result)
     with ir.InsertionPoint(old_yield), old_yield.location:
         jaxpp.create_yield(updates)
@@ -351,6 +359,8 @@ def _move_body(
     anchor.erase()
     for accumulator in found.values():
         accumulator.update.erase()
+        for op in accumulator.chain:
+            op.erase()
         if not list(accumulator.concat.results[0].uses):
             accumulator.concat.erase()
 
@@ -369,7 +379,9 @@ def _accumulators_of_pieces(loop: ir.Operation) -> dict[int, _Accumulator]:
         operands = list(update.operands)
         if len(list(value.uses)) != 1 or state not in operands or len(list(state.uses)) != 1:
             continue
-        concat = ir_utils.defining_op(operands[1] if operands[0] == state else operands[0])
+        increment = operands[1] if operands[0] == state else operands[0]
+        chain = _unary_chain(increment, body)
+        concat = ir_utils.defining_op(chain[-1].operands[0] if chain else increment)
         if (
             concat is None
             or concat.name != CONCATENATE
@@ -387,8 +399,34 @@ def _accumulators_of_pieces(loop: ir.Operation) -> dict[int, _Accumulator]:
             producer = ir_utils.defining_op(piece)
             inside = producer is not None and producer.block == body and jaxpp.has_stage(producer)
             tags.append((jaxpp.get_stage(producer), jaxpp.get_kind(producer)) if inside else own)
-        found[index] = _Accumulator(index, update, concat, tuple(partition), tuple(tags))
+        found[index] = _Accumulator(
+            index, update, concat, tuple(chain), tuple(partition), tuple(tags)
+        )
     return found
+
+
+def _shape(value: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(value.type).shape)
+
+
+def _unary_chain(value: ir.Value, body: ir.Block) -> list[ir.Operation]:
+    """The unary elementwise ops of ``body`` (a cast of the gradient) computing ``value``,
+    each read only by the next, ``value``'s producer first."""
+    chain = []
+    while True:
+        producer = ir_utils.defining_op(value)
+        if (
+            producer is None
+            or producer.block != body
+            or producer.name not in ELEMENTWISE
+            or len(producer.operands) != 1
+            or len(producer.results) != 1
+            or len(list(value.uses)) != 1
+            or _shape(producer.operands[0]) != _shape(value)
+        ):
+            return chain
+        chain.append(producer)
+        value = producer.operands[0]
 
 
 def _read_chunked_arguments_whole(splitter: Splitter) -> None:

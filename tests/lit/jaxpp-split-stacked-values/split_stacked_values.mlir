@@ -286,3 +286,47 @@ module @no_split_layer_scan attributes {jaxpp.num_stages = 2 : i64} {
     return %acc : tensor<4x3xf32>
   }
 }
+
+// -----
+
+// Mixed precision: the stages compute bf16 gradient rows, cast to f32 (the whole
+// concatenation) for the f32 accumulator. Each stage casts its own piece before
+// adding it to its accumulator.
+
+// CHECK-LABEL: module @cast_gradient
+// CHECK:           ^bb0(%{{.*}}: tensor<i32>, %[[ACC0:.*]]: tensor<2x3xf32>, %[[ACC1:.*]]: tensor<2x3xf32>):
+// CHECK-NEXT:        %[[G0:.*]] = stablehlo.while
+// CHECK:             %[[G1:.*]] = stablehlo.while
+// CHECK:             %[[F0:.*]] = stablehlo.convert %[[G0]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : (tensor<2x3xbf16>) -> tensor<2x3xf32>
+// CHECK-NEXT:        %[[U0:.*]] = stablehlo.add %[[ACC0]], %[[F0]] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<2x3xf32>
+// CHECK-NEXT:        %[[F1:.*]] = stablehlo.convert %[[G1]] {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64} : (tensor<2x3xbf16>) -> tensor<2x3xf32>
+// CHECK-NEXT:        %[[U1:.*]] = stablehlo.add %[[ACC1]], %[[F1]] {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64} : tensor<2x3xf32>
+// CHECK-NEXT:        "jaxpp.yield"(%[[U0]], %[[U1]])
+module @cast_gradient attributes {jaxpp.num_stages = 2 : i64} {
+  func.func @main(%w: tensor<4x3xbf16>, %zeros: tensor<4x3xf32>) -> tensor<4x3xf32> {
+    %acc = "jaxpp.loop"(%zeros) ({
+    ^bb0(%i: tensor<i32>, %g: tensor<4x3xf32>):
+      %w0 = stablehlo.slice %w [0:2, 0:3] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : (tensor<4x3xbf16>) -> tensor<2x3xbf16>
+      %g0 = stablehlo.while(%a = %w0) : tensor<2x3xbf16> attributes {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+      cond {
+        %t = stablehlo.constant dense<false> : tensor<i1>
+        stablehlo.return %t : tensor<i1>
+      } do {
+        stablehlo.return %a : tensor<2x3xbf16>
+      }
+      %w1 = stablehlo.slice %w [2:4, 0:3] {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64} : (tensor<4x3xbf16>) -> tensor<2x3xbf16>
+      %g1 = stablehlo.while(%a = %w1) : tensor<2x3xbf16> attributes {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64}
+      cond {
+        %t = stablehlo.constant dense<false> : tensor<i1>
+        stablehlo.return %t : tensor<i1>
+      } do {
+        stablehlo.return %a : tensor<2x3xbf16>
+      }
+      %whole = stablehlo.concatenate %g0, %g1, dim = 0 {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : (tensor<2x3xbf16>, tensor<2x3xbf16>) -> tensor<4x3xbf16>
+      %wide = stablehlo.convert %whole {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : (tensor<4x3xbf16>) -> tensor<4x3xf32>
+      %sum = stablehlo.add %g, %wide {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4x3xf32>
+      "jaxpp.yield"(%sum) : (tensor<4x3xf32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+    return %acc : tensor<4x3xf32>
+  }
+}

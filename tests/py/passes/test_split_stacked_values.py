@@ -17,6 +17,8 @@ on every captured module by tests/py/passes/test_pass_contracts.py.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -54,16 +56,26 @@ def _loss(w0, w1, head, microbatch):
 _OPTIMIZER = optax.chain(optax.clip_by_global_norm(0.5), optax.adamw(1e-2, weight_decay=0.1))
 
 
-def _step(params, opt_state, batch):
+def _step(params, opt_state, batch, *, layer_dtype=jnp.float32):
     def microbatch(mb):
-        w0, w1 = params["w"][: STAGE_ROWS[0]], params["w"][STAGE_ROWS[0] :]
+        w = params["w"].astype(layer_dtype)  # a cast of the whole stack, sliced after
+        w0, w1 = w[: STAGE_ROWS[0]], w[STAGE_ROWS[0] :]
         grad = jax.value_and_grad(_loss, argnums=(0, 1, 2))
         loss, (g0, g1, g_head) = grad(w0, w1, params["head"], mb)
-        return loss, {"head": g_head, "w": jnp.concatenate([g0, g1])}
+        g = jnp.concatenate([g0, g1]).astype(jnp.float32)  # the cast's transpose
+        return loss, {"head": g_head, "w": g}
 
     losses, grads = pp.treduce(microbatch, batch)
     updates, opt_state = _OPTIMIZER.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, losses
+
+
+# The step in f32, and with bf16 layers: the stages read their rows of a bf16 cast of
+# the parameter and their bf16 gradient rows are cast back for the f32 accumulator.
+STEPS = {
+    "f32": _step,
+    "bf16_layers": functools.partial(_step, layer_dtype=jnp.bfloat16),
+}
 
 
 def _inputs():
@@ -85,19 +97,24 @@ def _prefix(through: str) -> list:
     return elements[: names.index(through) + 1]
 
 
-def staged_text() -> str:
-    """The step's module once its stages are chosen (the pass's input), as text: also the
-    input of tests/lit/jaxpp-split-stacked-values/split_stacked_values_pipeline.mlir
-    (``python tests/lit/jaxpp-split-stacked-values/inputs/regenerate.py`` writes it)."""
-    module = parse_module(jax.jit(_step).lower(*_inputs()).as_text())
+def staged_text(step: str = "f32") -> str:
+    """The step's module once its stages are chosen (the pass's input), as text: for
+    ``f32``, also the input of tests/lit/jaxpp-split-stacked-values/
+    split_stacked_values_pipeline.mlir (``inputs/regenerate.py`` there writes it)."""
+    module = parse_module(jax.jit(STEPS[step]).lower(*_inputs()).as_text())
     run_pipeline(module, _prefix(ChooseStages.name))
     return module.operation.get_asm()
 
 
+@pytest.fixture(scope="module", params=sorted(STEPS))
+def step(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def split_text() -> str:
+def split_text(step) -> str:
     """The module after jaxpp-split-stacked-values, as text."""
-    module = parse_module(staged_text())
+    module = parse_module(staged_text(step))
     completed = {e.name for e in _prefix(ChooseStages.name) if e.jaxpp_pass is not None}
     run_pipeline(module, [make_element(SplitStackedValues())], completed=completed)
     return module.operation.get_asm()
@@ -126,12 +143,13 @@ def test_stacked_arguments_become_chunks_and_outputs_assembles(split_text):
     assert len(assembles) == 3  # the new w and its two moments
     # No op reads or makes a whole stacked value but the chunks and the assembles: the
     # optimizer and the clipping run per piece.
-    stacked = f"tensor<{LAYERS}x{WIDTH}x{WIDTH}xf32>"
+    stacked = f"tensor<{LAYERS}x{WIDTH}x{WIDTH}x"  # of any element type
     for op in ops:
         if jaxpp.is_chunk(op) or jaxpp.is_assemble(op) or op.name == "func.return":
             continue
         values = [*ir_utils.operands_read(op), *op.results]
-        assert all(str(v.type) != stacked for v in values), f"{op.name} reads a whole {stacked}"
+        whole = [v.type for v in values if str(v.type).startswith(stacked)]
+        assert not whole, f"{op.name} reads or makes a whole {whole[0]}"
     loop = ir_utils.find_loop(main)
     body_slices = [op for op in ir_utils.walk(loop) if op.name == "stablehlo.slice"]
     assert not body_slices, "a stage still slices the whole parameter"
@@ -204,9 +222,9 @@ def _unroll(loop: ir.Operation) -> None:
 
 
 @pytest.mark.numerics
-def test_split_step_computes_what_jax_jit_does(split_text):
+def test_split_step_computes_what_jax_jit_does(step, split_text):
     inputs = _inputs()
-    expected = jax.jit(_step)(*inputs)
+    expected = jax.jit(STEPS[step])(*inputs)
     device = jax.devices()[0]
     executable = compile_stage("split_step", _unrolled_plain_stablehlo(split_text), [device])
     arguments = [jax.device_put(leaf, device) for leaf in jax.tree.leaves(inputs)]
