@@ -269,6 +269,12 @@ class Splitter:
 
     def resolvable(self, value: ir.Value, like: Pieces) -> bool:
         """Whether ``resolve(value, like, ...)`` succeeds (it makes nothing)."""
+        known = self._held(value, like)
+        return True if known is None else known  # else derived per piece, or rows sliced
+
+    def _held(self, value: ir.Value, like: Pieces) -> bool | None:
+        """Whether ``value`` is (or gets) pieces of ``like``'s rows as it is: pieces
+        already, or an argument's chunks; None for any other value of those rows."""
         pieces = self.split.get(value)
         if pieces is not None:
             return pieces.partition == like.partition
@@ -277,7 +283,7 @@ class Splitter:
         argument = main_argument(value, self.main)
         if argument is not None:
             return all(self.chunks.fits(argument, rows) for rows in like.partition)
-        return True  # derived per piece, or its rows sliced
+        return None
 
     def derivable(self, value: ir.Value, like: Pieces, depth: int = 0) -> bool:
         """Whether ``value`` is computed per piece with ``like``'s rows from values that
@@ -290,14 +296,9 @@ class Splitter:
         return found
 
     def _derivable(self, value: ir.Value, like: Pieces, depth: int) -> bool:
-        pieces = self.split.get(value)
-        if pieces is not None:
-            return pieces.partition == like.partition
-        if leading_rows(value) != _total(like.partition):
-            return False
-        argument = main_argument(value, self.main)
-        if argument is not None:
-            return all(self.chunks.fits(argument, rows) for rows in like.partition)
+        known = self._held(value, like)
+        if known is not None:
+            return known
         producer = ir_utils.defining_op(value)
         if producer is None or producer.block != self.chunks.block or depth > _MAX_DEPTH:
             return False
