@@ -15,11 +15,15 @@ Ops
 ``%v = "jaxpp.recv"() {jaxpp.channel, jaxpp.rank, jaxpp.peer}``
     Receives on rank ``jaxpp.rank`` the value sent by rank ``jaxpp.peer`` on the
     same channel.
-``%c = "jaxpp.chunk"(%arg) {jaxpp.start, jaxpp.rows, jaxpp.rank?}``
+``%c = "jaxpp.chunk"(%arg) {jaxpp.start, jaxpp.rows, jaxpp.stage?, jaxpp.rank?}``
     Rows ``[start, start + rows)`` along axis 0 of ``%arg``, an argument of ``@main``
     (a program input), as held by the rank that reads it: the caller's array arrives
     there split, so the piece moves no data (a stacked layer parameter whose layers
     are split into stages). Its result type is the argument's with ``rows`` leading.
+    jaxpp-split-stacked-values makes them, at the top of ``@main``, each tagged with
+    the stage holding its rows (``jaxpp.stage``); jaxpp-place-stages gives each the
+    rank of that stage. The chunks of one argument hold disjoint rows, and an
+    argument with chunks is read only through them.
 ``%v = "jaxpp.assemble"(%pieces)``
     The concatenation along axis 0 of ``%pieces``, each held by its own rank, in
     order. Its only use is the return of ``@main``: that result is one array whose

@@ -49,11 +49,19 @@ class OutlineOuterCode(ModulePass):
     output lives on every rank that reads it and comes back as an input
     without being copied again.
 
+    A ``jaxpp.chunk`` (rows of an input, jaxpp-split-stacked-values) is read
+    like an argument of ``@main`` held by its rank (jaxpp-place-stages): ops
+    reading pieces of a stacked parameter run on the rank of those pieces. A
+    ``jaxpp.assemble`` stays read only by the return, its operands computed on
+    their ranks.
+
     Precondition: the stage block is outlined and placed (jaxpp.loop carries
-    ``jaxpp.state_ranks``); without a ``jaxpp.loop`` there is nothing to do.
-    Postcondition: ``@main`` holds only ``jaxpp.task`` ops (kind ``pre`` before
-    the loop, ``post`` after it), the loop, ``jaxpp.replicated`` ops read only
-    by the return, and the return.
+    ``jaxpp.state_ranks``, every ``jaxpp.chunk`` ``jaxpp.rank``); without a
+    ``jaxpp.loop`` there is nothing to do.
+    Postcondition: ``@main`` holds only ``jaxpp.chunk`` ops, ``jaxpp.task`` ops
+    (kind ``pre`` before the loop, ``post`` after it), the loop,
+    ``jaxpp.replicated`` and ``jaxpp.assemble`` ops read only by the return, and
+    the return.
     """
 
     name = "jaxpp-outline-outer-code"
@@ -73,7 +81,8 @@ class OutlineOuterCode(ModulePass):
         block = ir_utils.body(main)
         all_ops = ir_utils.block_ops(block)
         terminator = all_ops[-1]
-        outer_ops = [op for op in all_ops[:-1] if op != loop]
+        # Chunks of inputs stay as they are (placed already), assembled outputs too.
+        outer_ops = [op for op in all_ops[:-1] if op != loop and not _stays(op)]
         for op in outer_ops:
             if jaxpp.is_jaxpp_op(op):
                 raise diagnostics.error(op, f"'{op.name}' outside the loop is already outlined")
@@ -107,8 +116,14 @@ class OutlineOuterCode(ModulePass):
             if outlining.unused(op):
                 op.erase()
         for op in ir_utils.block_ops(block):
-            if jaxpp.is_replicated(op):
-                op.move_before(terminator)  # after the tasks computing its copies
+            if jaxpp.is_replicated(op) or jaxpp.is_assemble(op):
+                op.move_before(terminator)  # after the tasks computing its operands
+
+
+def _stays(op: ir.Operation) -> bool:
+    """A ``jaxpp.chunk`` (an input's rows, on its rank) or ``jaxpp.assemble`` (an
+    output of pieces): neither is outlined."""
+    return jaxpp.is_chunk(op) or jaxpp.is_assemble(op)
 
 
 def _group_placed(
@@ -125,7 +140,7 @@ def _group_placed(
     others = []
     placed_values: dict[ir.Value, tuple[int, int]] = {}  # (phase, rank) of placed results
     for position, op in enumerate(all_ops):
-        if position == loop_index or op == terminator or not jaxpp.has_rank(op):
+        if position == loop_index or op == terminator or not jaxpp.has_rank(op) or _stays(op):
             if op not in copyable:
                 others.append(op)
             continue

@@ -53,7 +53,8 @@ class OutlineStages(ModulePass):
             module,
             lambda op: (
                 f"unexpected '{op.name}' among the stages"
-                if not jaxpp.is_task(op) and op.name not in ("func.return", jaxpp.YIELD_OP)
+                if not (jaxpp.is_task(op) or jaxpp.is_chunk(op) or jaxpp.is_assemble(op))
+                and op.name not in ("func.return", jaxpp.YIELD_OP)
                 else None
             ),
         )

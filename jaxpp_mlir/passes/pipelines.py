@@ -35,6 +35,7 @@ from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
 from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
 from jaxpp_mlir.passes.split_backward import SplitBackward
+from jaxpp_mlir.passes.split_stacked_values import SplitStackedValues
 from jaxpp_mlir.passes.verify_markers import VerifyMarkers
 from jaxpp_mlir.passes.verify_program import VerifyProgram
 
@@ -97,6 +98,10 @@ def default_pipeline(
                 parallel_ranks=parallel_ranks,
             )
         ),
+        # A layer scan split into stages: each stage holds its rows of the stacked
+        # parameters, gradients and optimizer state, from the inputs (jaxpp.chunk) to the
+        # outputs (jaxpp.assemble); needs the stages and runs while their ops are in place.
+        make_element(SplitStackedValues()),
         # Each stage accumulates its own gradients: no cross-stage accumulator.
         make_element(SplitAccumulators()),
         # Optional: fewer, larger accumulator buffers, and packed parameters, per launch.

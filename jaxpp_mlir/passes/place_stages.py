@@ -34,7 +34,10 @@ class PlaceStages(ModulePass):
     ``jaxpp.rank`` in ``[0, mpmd-dim)``; the module carries
     ``jaxpp.num_ranks``; a ``jaxpp.loop`` carries ``jaxpp.state_ranks``, the
     rank holding each piece of its state (an error if a piece of state is
-    read or updated on two ranks). Without a
+    read or updated on two ranks); every ``jaxpp.chunk`` (an input's rows,
+    jaxpp-split-stacked-values) carries ``jaxpp.rank``: the rank of the stage
+    holding it (its ``jaxpp.stage``), else the lowest rank of the tasks reading it
+    (rank 0 if none does). Without a
     schedule, more stages than ranks is an error (placing several
     stages on one rank is what interleaved schedules do, and they say so).
     """
@@ -104,6 +107,10 @@ class PlaceStages(ModulePass):
         loop = ir_utils.find_loop(main)
         if loop is not None:
             jaxpp.set_state_ranks(loop, _state_ranks(loop))
+        for op in ir_utils.body(main).operations:
+            op = op.operation
+            if jaxpp.is_chunk(op):
+                jaxpp.set_rank(op, _chunk_rank(op, placement, num_stages))
         jaxpp.set_int_attr(module, jaxpp.NUM_RANKS_ATTR, num_ranks)
 
 
@@ -130,6 +137,20 @@ def _schedule_placement(
             f"the schedule {schedule!r} places a stage on rank {bad[0]}, outside [0, {num_ranks})",
         )
     return placement
+
+
+def _chunk_rank(chunk: ir.Operation, placement: list[int], num_stages: int) -> int:
+    """The rank of the stage holding ``chunk``, else of the first task reading it."""
+    if jaxpp.has_stage(chunk):
+        stage = jaxpp.get_stage(chunk)
+        if not 0 <= stage < num_stages:
+            raise diagnostics.error(
+                chunk, f"'{chunk.name}' held by stage {stage} in a program of {num_stages} stage(s)"
+            )
+        return placement[stage]
+    readers = [ir_utils.use_owner(use) for use in chunk.results[0].uses]
+    ranks = [jaxpp.get_rank(r) for r in readers if jaxpp.is_task(r) and jaxpp.has_rank(r)]
+    return min(ranks, default=0)
 
 
 def _state_ranks(loop: ir.Operation) -> list[int]:

@@ -90,7 +90,7 @@ def _find_splits(body: ir.Block) -> list[_Split]:
         groups[own] = []
         for leaf in leaves:
             producer = ir_utils.defining_op(leaf)
-            if producer is None or not jaxpp.has_stage(producer):
+            if producer is None or producer.block != body or not jaxpp.has_stage(producer):
                 key = own  # a loop argument or an outer value: read where the update runs
             else:
                 key = (jaxpp.get_stage(producer), jaxpp.get_kind(producer))

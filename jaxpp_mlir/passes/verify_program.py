@@ -26,7 +26,12 @@ class VerifyProgram(ModulePass):
     ``jaxpp.send`` on the same channel, between the same ranks, of the same
     type; stage functions hold no stage marker, jaxpp op or call; a
     ``jaxpp.replicated`` names one distinct rank per operand, each operand of
-    its type held on that rank, and only the return reads it.
+    its type held on that rank, and only the return reads it; a ``jaxpp.chunk``
+    reads an argument of ``@main``, carries a rank and rows within the
+    argument's, of its result type, disjoint from the rows of the argument's
+    other chunks; a ``jaxpp.assemble`` concatenates along axis 0 values each held
+    on a rank, of its result's type but for their rows, and only the return reads
+    it.
 
     Precondition: none (it only reads the IR).
     Postcondition: the IR is unchanged; a violation fails with a located error.
@@ -40,12 +45,19 @@ class VerifyProgram(ModulePass):
         sends: dict[int, ir.Operation] = {}
         matched: set[int] = set()
         rank_of: dict[ir.Value, int] = {}
+        chunk_rows: dict[int, list[tuple[int, int, ir.Operation]]] = {}
         ops = ir_utils.block_ops(ir_utils.body(main))
         for op in ops:
             if op.name == "func.return":
                 continue
             if jaxpp.is_replicated(op):
                 _check_replicated(op, rank_of)
+                continue
+            if jaxpp.is_chunk(op):
+                _check_chunk(op, main, chunk_rows, rank_of)
+                continue
+            if jaxpp.is_assemble(op):
+                _check_assemble(op, rank_of)
                 continue
             if jaxpp.is_loop(op):
                 _check_loop(op, rank_of)
@@ -84,6 +96,77 @@ def _check_replicated(op: ir.Operation, rank_of: dict[ir.Value, int]) -> None:
             raise diagnostics.error(
                 op, f"'{op.name}' operand for rank {rank} is not a value held on rank {rank}"
             )
+    for use in op.results[0].uses:
+        if ir_utils.use_owner(use).name != "func.return":
+            raise diagnostics.error(op, f"'{op.name}' is read by something else than the return")
+
+
+def _check_chunk(
+    op: ir.Operation,
+    main: ir.Operation,
+    chunk_rows: dict[int, list[tuple[int, int, ir.Operation]]],
+    rank_of: dict[ir.Value, int],
+) -> None:
+    operands = list(op.operands)
+    argument = operands[0] if len(operands) == 1 else None
+    if argument is None or not (
+        isinstance(argument, ir.BlockArgument) and argument.owner == ir_utils.body(main)
+    ):
+        raise diagnostics.error(op, f"'{op.name}' must read one argument of @main")
+    for name in (jaxpp.CHUNK_START_ATTR, jaxpp.CHUNK_ROWS_ATTR, jaxpp.RANK_ATTR):
+        if name not in op.attributes:
+            raise diagnostics.error(op, f"'{op.name}' has no {name} attribute")
+    start, rows = jaxpp.chunk_rows(op)
+    whole = ir.RankedTensorType(argument.type)
+    if whole.rank == 0 or start < 0 or rows < 1 or start + rows > whole.shape[0]:
+        raise diagnostics.error(
+            op,
+            f"'{op.name}' rows [{start}, {start + rows}) are not rows of the argument "
+            f"({argument.type})",
+        )
+    result = ir.RankedTensorType(op.results[0].type)
+    if result.shape != [rows, *whole.shape[1:]] or result.element_type != whole.element_type:
+        raise diagnostics.error(
+            op, f"'{op.name}' result type {result} is not rows of {argument.type}"
+        )
+    held = chunk_rows.setdefault(ir.BlockArgument(argument).arg_number, [])
+    for other_start, other_rows, other in held:
+        if start < other_start + other_rows and other_start < start + rows:
+            where = diagnostics.format_location(other.location)
+            raise diagnostics.error(
+                op,
+                f"'{op.name}' rows [{start}, {start + rows}) overlap rows [{other_start}, "
+                f"{other_start + other_rows}) of another chunk of the same argument (at {where})",
+            )
+    held.append((start, rows, op))
+    rank_of[op.results[0]] = jaxpp.get_rank(op)
+
+
+def _check_assemble(op: ir.Operation, rank_of: dict[ir.Value, int]) -> None:
+    operands = list(op.operands)
+    result = ir.RankedTensorType(op.results[0].type)
+    rows = 0
+    for value in operands:
+        piece = ir.RankedTensorType(value.type)
+        if (
+            piece.rank != result.rank
+            or piece.shape[1:] != result.shape[1:]
+            or (piece.element_type != result.element_type)
+        ):
+            raise diagnostics.error(
+                op, f"'{op.name}' operand {value.type} is not rows of its result {result}"
+            )
+        rows += piece.shape[0]
+        if value not in rank_of:
+            raise diagnostics.error(
+                op, f"'{op.name}' operand {value.type} is not a value held on a rank"
+            )
+    if not operands or result.rank == 0 or rows != result.shape[0]:
+        raise diagnostics.error(
+            op,
+            f"'{op.name}' operands hold {rows} rows but its result {result} has "
+            f"{result.shape[0] if result.rank else 0}",
+        )
     for use in op.results[0].uses:
         if ir_utils.use_owner(use).name != "func.return":
             raise diagnostics.error(op, f"'{op.name}' is read by something else than the return")
