@@ -115,11 +115,13 @@ def assemble(env: list, outputs: list, replicated: Sequence[ReplicatedOutput]) -
             else:
                 by_device.update((s.device, s.data) for s in part.addressable_shards)
         array = jc.make_array(out.aval, out.sharding, [by_device[d] for d in out.devices])
-        _remember(array, parts)
+        remember_parts(array, parts)
         outputs[out.position] = array
 
 
-def _remember(array: jax.Array, parts: dict[tuple[jax.Device, ...], jax.Array]) -> None:
+def remember_parts(array: jax.Array, parts: dict[tuple[jax.Device, ...], jax.Array]) -> None:
+    """Keeps ``parts`` (the rank arrays ``array`` was built from, by their devices) for as
+    long as ``array`` lives: ``remembered_part`` gives them back."""
     key = id(array)
 
     def forget(reference: weakref.ref, key: int = key) -> None:
@@ -128,6 +130,14 @@ def _remember(array: jax.Array, parts: dict[tuple[jax.Device, ...], jax.Array]) 
             del _PARTS[key]
 
     _PARTS[key] = (weakref.ref(array, forget), parts)
+
+
+def remembered_part(x: jax.Array, devices: Sequence[jax.Device]) -> jax.Array | None:
+    """The rank array on ``devices`` that ``x`` was built from (``remember_parts``), if any."""
+    entry = _PARTS.get(id(x))
+    if entry is not None and entry[0]() is x:
+        return entry[1].get(tuple(devices))
+    return None
 
 
 def covers(x: jax.Array, devices: Sequence[jax.Device]) -> bool:
@@ -145,10 +155,8 @@ def part_on(
 ) -> jax.Array:
     """``x`` (replicated, see ``covers``) restricted to ``devices``, laid out as
     ``sharding`` (replicated there): its own buffers, no copy."""
-    entry = _PARTS.get(id(x))
-    if entry is not None and entry[0]() is x:
-        part = entry[1].get(tuple(devices))
-        if part is not None and (part.sharding is sharding or part.sharding == sharding):
-            return part
+    part = remembered_part(x, devices)
+    if part is not None and (part.sharding is sharding or part.sharding == sharding):
+        return part
     by_device = {shard.device: shard.data for shard in x.addressable_shards}
     return jc.make_array(aval, sharding, [by_device[d] for d in devices])
