@@ -29,6 +29,7 @@ from toolkit import make_mesh
 import jaxpp_mlir as pp
 from jaxpp_mlir.errors import CallError, PartitionError, PlanError
 from jaxpp_mlir.ir_context import parse_module
+from jaxpp_mlir.observe.summary import stage_bytes
 
 # Compares numbers with plain jax.jit: CI runs it under capped ISAs too.
 pytestmark = pytest.mark.numerics
@@ -118,6 +119,17 @@ def test_a_rank_holds_only_its_rows(even, uneven):
         extra = layout.num_microbatches * (sp.B * sp.D * 4 + 4)
         assert start == [n * row + (extra if r == 0 else 0) for r, n in enumerate(layout.rows)]
         assert max(program.peak_bytes_per_rank()) < layout.num_layers * row
+
+
+def test_the_summary_counts_a_stage_s_rows_only(uneven):
+    layout, program, _ = uneven
+    row = (sp.D * sp.D + sp.D) * 4
+    data = layout.num_microbatches * (sp.B * sp.D * 4 + 4)  # xs and the microbatch indices
+    sizes = stage_bytes(program.plan, 4)
+    assert [s["param_bytes"] for s in sizes] == [
+        n * row + (data if stage == 0 else 0) for stage, n in enumerate(layout.rows)
+    ]
+    assert f"stage 2: params {3 * row} B," in program.summary()
 
 
 # ------------------------------------------------------------ what comes back
