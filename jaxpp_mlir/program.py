@@ -181,7 +181,11 @@ class PartitionedProgram:
         from jaxpp_mlir.runtime.multiprocess.distributed import compile_distributed
 
         executable = compile_distributed(
-            self.plan, devices, options=options, rank_meshes=self.mesh.unstack
+            self.plan,
+            devices,
+            options=options,
+            rank_meshes=self.mesh.unstack,
+            mpmd_axis=self.mesh.mpmd_axis_name,
         )
         return CompiledProgram(self, executable, executable.place_constants())
 
