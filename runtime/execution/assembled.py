@@ -25,12 +25,11 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
-from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..plan import ExecutionPlan, OutputBinding
 from ..stacked_array import Chunk, StackedArray
 from .pieces import bounds
-from .replicated import remember_parts
+from .replicated import one_array
 from .slots import ResolvedPlan
 
 
@@ -156,14 +155,6 @@ def assemble_pieces(env: list, outputs: list, assembled: Sequence[AssembledOutpu
                 [Chunk(r, k, a) for r, k, a in zip(out.rows, out.ranks, arrays, strict=True)]
             )
             continue
-        by_device: dict[jax.Device, jax.Array] = {}
-        parts = {}
-        for array, devices in zip(arrays, out.slot_devices, strict=True):
-            parts[devices] = array
-            if len(devices) == 1:
-                by_device[devices[0]] = array
-            else:
-                by_device.update((s.device, s.data) for s in array.addressable_shards)
-        whole = jc.make_array(out.aval, out.sharding, [by_device[d] for d in out.devices])
-        remember_parts(whole, parts)
-        outputs[out.position] = whole
+        outputs[out.position] = one_array(
+            out.aval, out.sharding, out.devices, arrays, out.slot_devices
+        )

@@ -105,18 +105,30 @@ _PARTS: dict[int, tuple[weakref.ref, dict[tuple[jax.Device, ...], jax.Array]]] =
 def assemble(env: list, outputs: list, replicated: Sequence[ReplicatedOutput]) -> None:
     """Replaces each replicated output in ``outputs`` by one array over all its copies."""
     for out in replicated:
-        parts = {}
-        by_device: dict[jax.Device, jax.Array] = {}
-        for slot, devices in zip(out.slots, out.slot_devices, strict=True):
-            part = env[slot]
-            parts[devices] = part
-            if len(devices) == 1:
-                by_device[devices[0]] = part
-            else:
-                by_device.update((s.device, s.data) for s in part.addressable_shards)
-        array = jc.make_array(out.aval, out.sharding, [by_device[d] for d in out.devices])
-        remember_parts(array, parts)
-        outputs[out.position] = array
+        parts = [env[slot] for slot in out.slots]
+        outputs[out.position] = one_array(
+            out.aval, out.sharding, out.devices, parts, out.slot_devices
+        )
+
+
+def one_array(
+    aval: Any,
+    sharding: Sharding,
+    devices: Sequence[jax.Device],
+    parts: Sequence[jax.Array],
+    part_devices: Sequence[tuple[jax.Device, ...]],
+) -> jax.Array:
+    """Rank arrays ``parts`` (each on ``part_devices``) as one array laid out as
+    ``sharding`` (its devices ``devices``), their own buffers; it remembers them."""
+    by_device: dict[jax.Device, jax.Array] = {}
+    for part, on in zip(parts, part_devices, strict=True):
+        if len(on) == 1:
+            by_device[on[0]] = part
+        else:
+            by_device.update((s.device, s.data) for s in part.addressable_shards)
+    array = jc.make_array(aval, sharding, [by_device[d] for d in devices])
+    remember_parts(array, dict(zip(part_devices, parts, strict=True)))
+    return array
 
 
 def remember_parts(array: jax.Array, parts: dict[tuple[jax.Device, ...], jax.Array]) -> None:
