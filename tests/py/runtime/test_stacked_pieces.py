@@ -149,6 +149,10 @@ def test_even_split_is_one_array_sharded_over_the_mpmd_axis(even):
         (new_w, same_b, loss), _reference(layout, w, b, xs), toolkit.SEPARATE_PROGRAMS
     )
     np.testing.assert_array_equal(np.asarray(same_b), b)
+    # As any array: moved whole to one device, read back the same.
+    one = jax.device_put(new_w, jax.devices()[7])
+    assert one.sharding.device_set == {jax.devices()[7]}
+    np.testing.assert_array_equal(np.asarray(one), np.asarray(new_w))
 
 
 @pytest.mark.parametrize(
@@ -262,7 +266,7 @@ def test_a_donated_stacked_input_is_updated_in_place(even):
     ones (the post task aliases them; the launch consumes the piece, the caller's own
     buffer), the bias (returned as it came) is not consumed, and the numbers are those
     of the program without donation."""
-    layout, program, step = _build(EVEN, pp.Std1F1B(4), donate=True)
+    layout, program, step = _build(EVEN, pp.Std1F1B(4), donate=("w",))
     for rank in range(4):
         assert program.plan.executables[f"post_r{rank}"].aliases == ((0, 0),)
     w, b, xs = sp.inputs(layout)
@@ -284,6 +288,19 @@ def test_a_donated_stacked_input_is_updated_in_place(even):
     got = step(w_dev, b_dev, xs)
     assert w_dev.is_deleted() and not b_dev.is_deleted()
     toolkit.assert_same_program(got, even[2](w, b, xs))
+
+
+def test_a_donated_input_returned_unchanged_stays_alive(even):
+    """``b`` donated but returned as it came (its pieces are the output's): as with
+    jax.jit, the caller's array stays alive, and so does the output, the same buffers."""
+    layout, program, step = _build(EVEN, pp.Std1F1B(4), donate=("b",))
+    assert program.donated_inputs == {1}
+    w, b, xs = sp.inputs(layout)
+    sharding = NamedSharding(program.mesh.jax_mesh, PartitionSpec("stage"))
+    b_dev = jax.device_put(b, sharding)
+    _, same_b, _ = step(w, b_dev, xs)
+    assert not b_dev.is_deleted() and _own_buffers(same_b) == _own_buffers(b_dev)
+    np.testing.assert_array_equal(np.asarray(same_b), b)
 
 
 # ------------------------------------------------------------------ errors

@@ -174,13 +174,14 @@ def module_text(
     layout: Layout,
     *,
     bias_ranks: bool = True,
-    donate: bool = False,
+    donate: tuple[str, ...] = (),
     weight_dims: tuple[str, str, str] | None = None,
 ) -> str:
     """The partitioned module of ``layout``.
 
     ``bias_ranks``: the bias chunks name their rank with ``jaxpp.rank`` (the weight
-    chunks never do: their readers say it). ``donate``: the caller donates ``w``.
+    chunks never do: their readers say it). ``donate``: the arguments the caller
+    donates (``"w"``, ``"b"``).
     ``weight_dims``: each rank's weight rows (and their accumulators and updates) are
     laid out on its submesh (``stage=1, model=2``) with these axes per dimension
     (``("model", "", "")``: rows split over "model").
@@ -193,8 +194,10 @@ def module_text(
     rows, ranks, starts, m = layout.rows, layout.ranks, layout.starts, layout.num_microbatches
     big_l = layout.num_layers
     stages_on = {r: [s for s in range(num_stages) if ranks[s] == r] for r in sorted(set(ranks))}
-    donor = " {jax.buffer_donor = true}" if donate else ""
-    main_args = f"%w: {_t(big_l, D, D)}{donor}, %b: {_t(big_l, D)}, %xs: {_t(m, B, D)}"
+    donor = {name: " {jax.buffer_donor = true}" if name in donate else "" for name in "wb"}
+    main_args = (
+        f"%w: {_t(big_l, D, D)}{donor['w']}, %b: {_t(big_l, D)}{donor['b']}, %xs: {_t(m, B, D)}"
+    )
     out_types = [_t(big_l, D, D), _t(big_l, D), "tensor<f32>"]
     lines = []
     for s in range(num_stages):
