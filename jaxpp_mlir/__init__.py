@@ -40,6 +40,7 @@ _SOURCES = {
     "Schedule": "jaxpp_mlir.schedules",
     "ScheduleError": "jaxpp_mlir.errors",
     "SimulationResult": "jaxpp_mlir.schedules",
+    "StackedArray": "jaxpp_mlir.runtime.stacked_array",
     "Std1F1B": "jaxpp_mlir.schedules",
     "Task": "jaxpp_mlir.schedules",
     "TreduceError": "jaxpp_mlir.frontend.treduce",

@@ -52,11 +52,15 @@ def ranks_of(array: jax.Array, mesh: MpmdMesh) -> tuple[int, ...]:
 
 def placement(tree: Any, mesh: MpmdMesh) -> Any:
     """``tree`` with every ``jax.Array`` leaf (and every ``RemoteOutput``, an output held by
-    another process) replaced by its ``ArrayPlacement``."""
+    another process) replaced by its ``ArrayPlacement``; a ``StackedArray`` (rows on several
+    ranks) by one whose chunks are their placements."""
 
     from jaxpp_mlir.runtime.multiprocess.remote_output import RemoteOutput
+    from jaxpp_mlir.runtime.stacked_array import Chunk, StackedArray
 
     def place(leaf: Any) -> Any:
+        if isinstance(leaf, StackedArray):
+            return StackedArray([Chunk(c.rows, c.rank, place(c.array)) for c in leaf.chunks])
         if isinstance(leaf, RemoteOutput):  # held by another process: it knows where
             return ArrayPlacement(leaf.shape, leaf.dtype, (leaf.rank,), leaf.sharding)
         if not isinstance(leaf, jax.Array):

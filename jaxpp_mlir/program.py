@@ -165,7 +165,12 @@ class PartitionedProgram:
         with collector_paused():
             if jax.process_count() > 1:
                 return self._compile_distributed(devices, options)
-            compiled = compile_plan(self.plan, devices, rank_meshes=self.mesh.unstack)
+            compiled = compile_plan(
+                self.plan,
+                devices,
+                rank_meshes=self.mesh.unstack,
+                mpmd_axis=self.mesh.mpmd_axis_name,
+            )
             with phases.timed("compile: place constants"):
                 constants = compiled.place_constants()
             return CompiledProgram(self, compiled, constants)
@@ -176,7 +181,11 @@ class PartitionedProgram:
         from jaxpp_mlir.runtime.multiprocess.distributed import compile_distributed
 
         executable = compile_distributed(
-            self.plan, devices, options=options, rank_meshes=self.mesh.unstack
+            self.plan,
+            devices,
+            options=options,
+            rank_meshes=self.mesh.unstack,
+            mpmd_axis=self.mesh.mpmd_axis_name,
         )
         return CompiledProgram(self, executable, executable.place_constants())
 
@@ -202,8 +211,11 @@ class CompiledProgram:
         self.program = program
         self.executable = executable
         self._index_arrays = index_arrays  # microbatch indices, placed once on their ranks
-        # An input the step returns unchanged is that output: donated or not, it stays alive.
-        returned = {output.value for output in program.plan.outputs}
+        # An input the step returns unchanged is that output: donated or not, it stays alive
+        # (so does an input one of whose pieces is returned unchanged).
+        plan = program.plan
+        returned = {value for output in plan.outputs for value, _ in output.held()}
+        returned |= {b.index for b in plan.inputs if any(p.value in returned for p in b.pieces)}
         self._donated_not_returned = tuple(
             index for index in sorted(program.donated_inputs) if index not in returned
         )

@@ -1,14 +1,14 @@
 """When each value of a plan lives: the one model shared by slots, memory and traces.
 
-The runtime drops its reference to a value right after the value's last use on
-its rank, in ``plan.instructions`` order: a value nobody reads dies where it is
-defined, a program output (and each of its replicas) lives to the end, a program
-input lives from the start. A value in flight counts on its sender from the
-instruction that sends it until the one that receives it. An output an
-executable writes into an input's buffer takes that buffer over instead of adding
-bytes. Only the instructions' own answers (``reads``, ``writes``, ``sends_on``...)
-and the plan's value table (``ExecutionPlan.values``) are used, never their class.
-"""
+The runtime drops its reference to a value right after the value's last use on its
+rank, in ``plan.instructions`` order: a value nobody reads dies where it is defined,
+a program output (each of its replicas, each of its pieces) lives to the end, a
+program input (each piece of one, on its rank) lives from the start. A value in
+flight counts on its sender from the instruction that sends it until the one that
+receives it. An output an executable writes into an input's buffer takes that buffer
+over instead of adding bytes. Only the instructions' own answers (``reads``,
+``writes``, ``sends_on``...) and the plan's value table (``ExecutionPlan.values``)
+are used, never their class."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def last_uses(plan: ExecutionPlan) -> dict[Key, int]:
             result[(inst.rank, value)] = at
     end = len(plan.instructions)
     for output in plan.outputs:
-        for value, rank in ((output.value, output.rank), *output.replicas):
+        for value, rank in output.held():
             result[(rank, value)] = end
     return result
 
@@ -73,9 +73,11 @@ def live_bytes(plan: ExecutionPlan) -> LiveBytes:
     held: dict[Key, int] = {}
     live = [0] * plan.num_ranks
     for binding in plan.inputs:
-        for rank in binding.ranks:
-            held[(rank, binding.index)] = spec_bytes(binding.spec)
-            live[rank] += held[(rank, binding.index)]
+        placed = [((rank, binding.index), binding.spec) for rank in binding.ranks]
+        placed += [((piece.rank, piece.value), piece.spec) for piece in binding.pieces]
+        for key, spec in placed:  # a piece counts its own rows only
+            held[key] = spec_bytes(spec)
+            live[key[0]] += held[key]
     peak = list(live)
     in_flight: dict[int, tuple[int, int]] = {}  # channel -> (sender, bytes)
     after: list[list[int]] = []

@@ -4,12 +4,16 @@ The compiler side (``jaxpp_mlir.program``) builds an ``ExecutionPlan`` from a
 partitioned module; the runtime executes it and never sees MLIR passes.
 
 Values are named by integers. Input ``i`` of the program is value ``i`` and is
-placed on every rank listed in its ``InputBinding``. Every other value is
-defined exactly once, on one rank, by an instruction (a run's output, a
-receive). ``instructions`` is a global order in which a single dispatcher may
-issue all ranks' work: every send precedes its receive, every value is defined
-before its uses on its rank. ``rank_program(r)`` is rank r's own ordered list;
-``values`` says, per rank and value, its spec, layout and where it is defined.
+placed on every rank listed in its ``InputBinding``; an input split along its
+leading axis (a stacked layer parameter whose layers are split into stages) also
+arrives as ``Piece``s, each its own value on its rank. Every other value is defined
+exactly once, on one rank, by an instruction (a run's output, a receive). An output
+is one value on one rank, a value with equal copies on several ranks (``replicas``),
+or the rows of pieces on their ranks (``pieces``). ``instructions`` is a global
+order in which a single dispatcher may issue all ranks' work: every send precedes
+its receive, every value is defined before its uses on its rank. ``rank_program(r)``
+is rank r's own ordered list; ``values`` says, per rank and value, its spec, layout
+and where it is defined.
 
 Instructions are of the kinds in ``runtime/instructions`` (one module each: its
 data, slot resolution and dispatch code); this module holds what every kind
@@ -141,13 +145,40 @@ class Instruction:
 
 
 @dataclasses.dataclass(frozen=True)
+class Piece:
+    """Rows ``[start, start + rows)`` along axis 0 of a program input or output, held
+    as value ``value`` on ``rank``; ``spec`` is the piece's own (``rows`` leading)."""
+
+    value: int
+    rank: int
+    start: int
+    spec: TensorSpec
+
+    @property
+    def rows(self) -> int:
+        return self.spec.shape[0]
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.spec.shape[0]
+
+    def describe(self) -> str:
+        return f"rows [{self.start}, {self.stop}) as value {self.value} on rank {self.rank}"
+
+
+@dataclasses.dataclass(frozen=True)
 class InputBinding:
-    """Program input ``index`` (value id ``index``), needed on ``ranks``."""
+    """Program input ``index`` (value id ``index``), needed whole on ``ranks``.
+
+    ``pieces``: the rows that ranks read as their own values (``jaxpp.chunk``); the
+    caller's array is split into them (an array already split so moves nothing).
+    """
 
     index: int
     spec: TensorSpec
     ranks: tuple[int, ...]
     name: str = ""  # where the caller passes it, e.g. "params['w'][0]", for messages
+    pieces: tuple[Piece, ...] = ()
 
     def describe(self) -> str:
         """``argument params['w'][0] (input 3)``, or ``argument 3`` without a name."""
@@ -162,12 +193,22 @@ class OutputBinding:
 
     ``replicas`` lists other ``(value, rank)`` pairs holding equal copies (each
     computed on its rank): the output is then one array over all those ranks.
+    ``pieces`` (``jaxpp.assemble``): the output is their rows concatenated along axis 0,
+    in order, each piece staying on its rank; ``value`` and ``rank`` are then the first
+    piece's and ``spec`` is the whole output's.
     """
 
     value: int
     rank: int
     spec: TensorSpec
     replicas: tuple[tuple[int, int], ...] = ()
+    pieces: tuple[Piece, ...] = ()
+
+    def held(self) -> tuple[tuple[int, int], ...]:
+        """Every ``(value, rank)`` the output keeps alive to the end of a call."""
+        if self.pieces:
+            return tuple((p.value, p.rank) for p in self.pieces)
+        return ((self.value, self.rank), *self.replicas)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +283,8 @@ def _value_table(plan: ExecutionPlan) -> dict[tuple[int, int], ValueInfo]:
     for binding in plan.inputs:
         for rank in binding.ranks:
             found.setdefault((rank, binding.index), [binding.spec, -1, None, None])
+        for piece in binding.pieces:
+            found.setdefault((piece.rank, piece.value), [piece.spec, -1, None, None])
     readers: list[tuple[int, tuple[int, int], TensorSpec]] = []
     executables = plan.executables
     for at, inst in enumerate(plan.instructions):

@@ -6,6 +6,10 @@ A leaf is one of:
   pipeline rank's array), or a ``RemoteOutput`` held by another process;
   written by the process that holds it, into the directory of its device
   group (the devices of its rank's submesh);
+- ``stacked``: an array of rows held on several ranks, a ``StackedArray`` (its chunks
+  ``jax.Array``s or ``RemoteOutput``s) or a ``jax.Array`` over the devices of several
+  processes (a stacked output sharded along the mpmd axis); written as one Zarr array
+  per chunk of rows, each by the first process holding it;
 - ``host``: a numpy array or scalar, written by process 0;
 - ``python``: a Python scalar (bool, int, float, str), kept in the metadata
   file itself (``None`` is an empty subtree to jax, not a leaf).
@@ -28,6 +32,7 @@ from jax.sharding import NamedSharding
 
 from jaxpp_mlir.errors import CheckpointError
 from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput
+from jaxpp_mlir.runtime.stacked_array import StackedArray
 
 PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 
@@ -45,6 +50,9 @@ class Leaf:
     rank: int | None = None  # "remote": the rank that holds it
     value: Any = None  # "array": the jax.Array; "host": the numpy array; "python": the value
     key: str | None = None  # typed PRNG keys: the implementation (shape and dtype: the data's)
+    # "stacked": the rows this process holds, (start, stop, rank or None, array, first row
+    # of the array), each written from ``array``'s rows [start - first, stop - first).
+    chunks: tuple[tuple[int, int, int | None, Any, int], ...] = ()
 
     def public(self) -> dict[str, Any]:
         """What other processes need to know about this leaf (JSON)."""
@@ -53,6 +61,7 @@ class Leaf:
             "spec": self.spec,
             "rank": self.rank,
             "key": self.key,
+            "chunks": [[start, stop, rank] for start, stop, rank, _, _ in self.chunks],
         }
 
 
@@ -81,6 +90,8 @@ def describe(tree: Any) -> list[Leaf]:
 
 
 def _describe_leaf(path: str, x: Any) -> Leaf:
+    if isinstance(x, StackedArray):
+        return _stacked_leaf(path, x)
     if isinstance(x, RemoteOutput):
         return Leaf(
             path,
@@ -97,10 +108,7 @@ def _describe_leaf(path: str, x: Any) -> Leaf:
                 f"deleted): save the arrays that call returned instead"
             )
         if not x.is_fully_addressable:
-            raise CheckpointError(
-                f"leaf {path} spans the devices of several processes; a stage-local checkpoint "
-                f"holds arrays that live on one rank's submesh (save global arrays with orbax)"
-            )
+            return _global_leaf(path, x)
         devices = tuple(sorted(d.id for d in x.sharding.device_set))
         key = key_name(x.dtype)
         value = jax.random.key_data(x) if key is not None else x
@@ -123,6 +131,47 @@ def _describe_leaf(path: str, x: Any) -> Leaf:
         f"leaf {path} is a {type(x).__name__}; a checkpoint holds jax and numpy arrays and "
         f"Python scalars (bool, int, float, str)"
     )
+
+
+def _stacked_leaf(path: str, x: StackedArray) -> Leaf:
+    chunks = []
+    for chunk in x.chunks:
+        if isinstance(chunk.array, RemoteOutput):
+            continue
+        if chunk.array.is_deleted():
+            raise CheckpointError(
+                f"leaf {path}: its rows [{chunk.rows.start}, {chunk.rows.stop}) on rank "
+                f"{chunk.rank} were deleted (donated to an earlier call, or deleted)"
+            )
+        rows = (chunk.rows.start, chunk.rows.stop)
+        chunks.append((*rows, chunk.rank, chunk.array, chunk.rows.start))
+    return Leaf(path, "stacked", x.shape, x.dtype.name, chunks=tuple(chunks))
+
+
+def _global_leaf(path: str, x: jax.Array) -> Leaf:
+    """A jax.Array over several processes' devices, as the rows this process holds: each
+    range of rows its shards hold, where they hold all of its other dimensions."""
+    if x.ndim == 0 or x.is_deleted() or key_name(x.dtype) is not None:
+        raise CheckpointError(
+            f"leaf {path} spans the devices of several processes; a stage-local checkpoint "
+            f"holds those only as rows split over processes (save global arrays with orbax)"
+        )
+    blocks: dict[tuple[int, int], dict[str, int]] = {}
+    for shard in x.addressable_shards:
+        start, stop, _ = shard.index[0].indices(x.shape[0])
+        blocks.setdefault((start, stop), {})[repr(shard.index)] = int(np.prod(shard.data.shape))
+    chunks = []
+    for (start, stop), sizes in sorted(blocks.items()):
+        if sum(sizes.values()) != (stop - start) * int(np.prod(x.shape[1:])):
+            raise CheckpointError(
+                f"leaf {path} spans the devices of several processes, and its rows [{start}, "
+                f"{stop}) are split between processes; a stage-local checkpoint holds a "
+                f"global array only as rows, each held whole by one process (save it with orbax)"
+            )
+        chunks.append((start, stop, None, x, 0))
+    spec = spec_json(x.sharding)
+    return Leaf(path, "stacked", tuple(x.shape), np.dtype(x.dtype).name, spec=spec,
+                chunks=tuple(chunks))  # fmt: skip
 
 
 def key_name(dtype: Any) -> str | None:
@@ -156,7 +205,7 @@ def entry(leaf: Leaf, file: str | None) -> dict[str, Any]:
                 "value": leaf.value}  # fmt: skip
     item = {
         "path": leaf.path,
-        "kind": "host" if leaf.kind == "host" else "array",
+        "kind": leaf.kind if leaf.kind in ("host", "stacked") else "array",
         "file": file,
         "shape": list(leaf.shape),
         "dtype": leaf.dtype,

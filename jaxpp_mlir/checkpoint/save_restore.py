@@ -14,6 +14,9 @@ path/
   manifest.json        written last, by process 0: the checksum of every other file
   group_0/leaf_3/      one Zarr array per array leaf, in the directory of the device
   group_1/leaf_7/      group (a rank's submesh) that holds it, written shard by shard
+  stacked/leaf_5/rows_0_2/   a leaf of rows on several ranks (a StackedArray, an array
+                       sharded over processes): one Zarr array per chunk of rows, written
+                       by the first process holding it
   host/leaf_9/         numpy leaves, written by process 0
 ```
 
@@ -54,22 +57,22 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, SingleDeviceSharding
 
-from jaxpp_mlir.checkpoint import confine
+from jaxpp_mlir.checkpoint import confine, rows
 from jaxpp_mlir.checkpoint import manifest as manifests
 from jaxpp_mlir.checkpoint.leaves import (
     CheckpointError,
     Leaf,
-    LeafFile,
     describe,
     entry,
     key_name,
     match,
 )
 from jaxpp_mlir.checkpoint.leaves import python_value as _python_value
-from jaxpp_mlir.placement import ArrayPlacement
+from jaxpp_mlir.checkpoint.targets import Elsewhere, here, leaf_file, target_sharding
 from jaxpp_mlir.runtime import options as _options
 from jaxpp_mlir.runtime.multiprocess.remote_output import RemoteOutput
 from jaxpp_mlir.runtime.plan import TensorSpec
+from jaxpp_mlir.runtime.stacked_array import StackedArray
 
 __all__ = ["CheckpointError", "restore", "save"]
 
@@ -86,8 +89,8 @@ _saves = itertools.count()  # every process saves in the same order: names the m
 def save(
     path: str | os.PathLike, tree: Any, *, force: bool = False, timeout_s: float | None = None
 ) -> None:
-    """Writes ``tree`` (arrays where they live, ``RemoteOutput``s, numpy arrays, Python
-    scalars) to the directory ``path``; every process calls it.
+    """Writes ``tree`` (arrays where they live, ``RemoteOutput``s, ``StackedArray``s, numpy
+    arrays, Python scalars) to the directory ``path``; every process calls it.
 
     ``force`` replaces an existing checkpoint (and nothing else); ``timeout_s`` bounds each wait
     for the other processes (default: ``JAXPP_MLIR_SETUP_TIMEOUT``).
@@ -129,6 +132,7 @@ def _what_i_hold(path: str, leaves: list[Leaf]) -> dict[str, Any]:
         "leaves": [leaf.path for leaf in leaves],
         "held": {str(i): leaf.public() for i, leaf in enumerate(leaves) if leaf.kind == "array"},
         "ranks": {str(i): leaf.rank for i, leaf in enumerate(leaves) if leaf.rank is not None},
+        "rows": {str(i): leaf.public()["chunks"] for i, leaf in enumerate(leaves) if leaf.chunks},
     }
 
 
@@ -136,13 +140,15 @@ def _save(path: str, leaves: list[Leaf], parts: list[dict], me: int, exchange: A
     """Writes this process's leaves, then (process 0, once all have written) the metadata."""
     owners = _owners(leaves, parts)
     groups = {i: tuple(parts[p]["held"][str(i)]["devices"]) for i, p in owners.items()}
+    chunks = rows.row_writers(leaves, parts)
     written = _write(path, leaves, owners, groups, me)
+    written += rows.write_rows(path, leaves, chunks, me)
     files = manifests.checksums(path, written)
     if exchange is not None:
         everyone = exchange.gather("written", json.dumps(files))
         files = {f: c for part in everyone for f, c in json.loads(part).items()}
     if me == 0:
-        _write_metadata(path, leaves, owners, groups, parts)
+        _write_metadata(path, leaves, owners, groups, parts, chunks)
         manifests.write(path, files, METADATA)  # the checkpoint is complete
     if exchange is not None:
         exchange.gather("committed", "ok", processes=[0])
@@ -158,18 +164,20 @@ def restore(path: str | os.PathLike, like: Any) -> Any:
     manifest = None if _saved_without_manifest(path) else manifests.read(path)
     metadata = _read_metadata(path, manifest)
     pairs, treedef = match(metadata["leaves"], like, path)
-    reads, result = [], []
+    reads, result, row_reads = [], [], []
     for index, (item, target) in enumerate(pairs):
         key = key_name(target.dtype) if item["kind"] != "python" else None
         if item["kind"] == "python":
             result.append(_python_value(item))
-        elif _sharding(target) is None:  # a numpy array (or shape) wanted: on the host
+        elif isinstance(target, StackedArray) or item["kind"] == "stacked":
+            result.append(rows.rows_into(path, manifest, item, target, index, row_reads))
+        elif target_sharding(target) is None:  # a numpy array (or shape) wanted: on the host
             result.append(_as_keys(_host(path, manifest, item), key))
-        elif not _here(_sharding(target)):
+        elif not here(target_sharding(target)):
             result.append(_placeholder(path, manifest, item, target, index))
         else:
-            sharding = _data_sharding(_sharding(target), key, item)
-            reads.append((index, item, sharding, _leaf_file(path, manifest, item), key))
+            sharding = _data_sharding(target_sharding(target), key, item)
+            reads.append((index, item, sharding, leaf_file(path, manifest, item), key))
             result.append(None)
     if reads:
         from jaxpp_mlir.checkpoint import store as checkpoint_store
@@ -179,6 +187,18 @@ def restore(path: str | os.PathLike, like: Any) -> Any:
         )
         for (index, _, _, _, key), array in zip(reads, arrays, strict=True):
             result[index] = _as_keys(array, key)
+    if row_reads:
+        from jaxpp_mlir.checkpoint import store as checkpoint_store
+
+        arrays = checkpoint_store.read_rows([read for *_, read in row_reads])
+        for (index, k, _), array in zip(row_reads, arrays, strict=True):
+            if k is None:
+                result[index] = array
+            else:
+                result[index][k] = result[index][k]._replace(array=array)
+    for index, (_, target) in enumerate(pairs):
+        if isinstance(target, StackedArray):
+            result[index] = StackedArray(result[index])
     return jax.tree_util.tree_unflatten(treedef, result)
 
 
@@ -266,6 +286,8 @@ def _file(leaves: list[Leaf], groups: dict, i: int) -> str | None:
         return None
     if leaves[i].kind == "host":
         return f"host/leaf_{i}"
+    if leaves[i].kind == "stacked":
+        return f"stacked/leaf_{i}"
     return f"{_group_names(groups)[groups[i]]}/leaf_{i}"
 
 
@@ -292,12 +314,18 @@ def _write(path: str, leaves: list[Leaf], owners: dict, groups: dict, me: int) -
 
 
 def _write_metadata(
-    path: str, leaves: list[Leaf], owners: dict, groups: dict, parts: list[dict]
+    path: str, leaves: list[Leaf], owners: dict, groups: dict, parts: list[dict], chunks: dict
 ) -> None:
     names = _group_names(groups)
     items = []
     for i, leaf in enumerate(leaves):
         item = entry(leaf, _file(leaves, groups, i))
+        if i in chunks:
+            item["chunks"] = [
+                {"rows": [start, stop], "rank": rank, "process": writer,
+                 "file": rows.rows_folder(i, start, stop)}
+                for start, stop, rank, writer in chunks[i]
+            ]  # fmt: skip
         if i in owners:
             ranks = [part["ranks"][str(i)] for part in parts if str(i) in part["ranks"]]
             held = parts[owners[i]]["held"][str(i)]
@@ -368,15 +396,6 @@ def _read_metadata(path: str, manifest: dict[str, Any] | None) -> dict[str, Any]
     return metadata
 
 
-def _sharding(target: Any) -> Any:
-    """Where ``target`` wants its leaf (None: on the host)."""
-    if isinstance(target, ArrayPlacement | RemoteOutput):
-        return target.sharding if target.sharding is not None else _Elsewhere
-    if isinstance(target, jax.Array | jax.ShapeDtypeStruct):
-        return target.sharding
-    return None
-
-
 def _as_keys(data: Any, key: str | None) -> Any:
     """``data`` (a leaf read from the checkpoint) as keys of the implementation ``key``."""
     return data if key is None else jax.random.wrap_key_data(data, impl=key)
@@ -393,36 +412,16 @@ def _data_sharding(sharding: Any, key: str | None, item: dict) -> Any:
     )
 
 
-class _Elsewhere:
-    """The sharding of a ``RemoteOutput`` whose sharding is unknown: not this process."""
-
-
-def _here(sharding: Any) -> bool:
-    if sharding is _Elsewhere:
-        return False
-    me = jax.process_index()
-    return any(d.process_index == me for d in sharding.device_set)
-
-
-def _leaf_file(path: str, manifest: dict | None, item: dict) -> LeafFile:
-    """Where leaf ``item`` is (with what names it in errors), once every file of its folder
-    resolves inside the checkpoint and matches the manifest."""
-    name = f"leaf {item['path']} of the checkpoint {path}"
-    present = confine.leaf_files(path, item.get("file"), name)
-    manifests.verify_leaf(path, manifest, item, present)
-    return LeafFile(os.path.join(path, item["file"]), name)
-
-
 def _host(path: str, manifest: dict, item: dict) -> np.ndarray:
     from jaxpp_mlir.checkpoint import store as checkpoint_store
 
-    file = _leaf_file(path, manifest, item)
+    file = leaf_file(path, manifest, item)
     return checkpoint_store.read_host_array(file, tuple(item["shape"]), item["dtype"])
 
 
 def _placeholder(path: str, manifest: dict, item: dict, target: Any, index: int) -> RemoteOutput:
     """A leaf of another process: a ``RemoteOutput`` that reads it here if needed here."""
-    sharding = None if _sharding(target) is _Elsewhere else _sharding(target)
+    sharding = None if target_sharding(target) is Elsewhere else target_sharding(target)
     if isinstance(target, RemoteOutput):
         rank, process = target.rank, target.process
     else:

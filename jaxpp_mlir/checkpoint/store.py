@@ -12,6 +12,7 @@ which every pipeline rank's array is.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -161,3 +162,84 @@ def _read_batch(
 def read_host_array(leaf: LeafFile, shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """The whole array of ``leaf`` as a numpy array."""
     return _result(leaf, _open(leaf, shape, dtype).read())
+
+
+# ------------------------------------------------------------- arrays of rows
+
+
+def write_rows(items: Sequence[tuple[str, jax.Array, int, int]]) -> None:
+    """Writes rows ``[start, stop)`` of each ``(path, array, start, stop)`` as a Zarr array
+    of their own, from the shards of them this process holds (each block once)."""
+    for batch in _batches(items, [a.nbytes for _, a, _, _ in items]):
+        opened, blocks = [], []
+        for path, array, start, stop in batch:
+            shape = (stop - start, *array.shape[1:])
+            chunk = array.sharding.shard_shape(tuple(array.shape))
+            opened.append(_create(path, shape, array.dtype, (min(chunk[0], shape[0]), *chunk[1:])))
+            seen, mine = set(), []
+            for shard in array.addressable_shards:
+                rows = shard.index[0].indices(array.shape[0]) if array.ndim else (0, 0, 1)
+                key = repr(shard.index)
+                if start <= rows[0] and rows[1] <= stop and key not in seen:
+                    seen.add(key)
+                    shard.data.copy_to_host_async()
+                    local = (slice(rows[0] - start, rows[1] - start), *shard.index[1:])
+                    mine.append((local, shard.data))
+            blocks.append(mine)
+        writes = []
+        for future, mine in zip(opened, blocks, strict=True):
+            store = future.result()
+            writes += [store[index].write(np.asarray(data)) for index, data in mine]
+        for write in writes:
+            write.result()
+
+
+@dataclasses.dataclass(frozen=True)
+class Rows:
+    """An array on disk as Zarr arrays of consecutive rows: ``(start, stop, file)`` each."""
+
+    parts: tuple[tuple[int, int, LeafFile], ...]
+    shape: tuple[int, ...]
+    dtype: str
+
+    def read(self, index: tuple) -> Any:
+        """The block ``index`` (of the whole array) read from the parts it overlaps, as a
+        function giving the numpy block once every read is done."""
+        rows = (index[0] if index else slice(None)).indices(self.shape[0])
+        reads = []
+        for start, stop, leaf in self.parts:
+            first, last = max(rows[0], start), min(rows[1], stop)
+            if first < last:
+                store = _open(leaf, (stop - start, *self.shape[1:]), self.dtype)
+                local = (slice(first - start, last - start), *index[1:])
+                reads.append((leaf, store[local].read()))
+        return lambda: np.concatenate([_result(leaf, read) for leaf, read in reads], axis=0)
+
+
+def read_rows(items: Sequence[tuple[Rows, int, tuple[int, ...], Sharding]]) -> list[jax.Array]:
+    """Each ``(rows, first, shape, sharding)``: rows ``[first, first + shape[0])`` of
+    ``rows`` onto ``sharding``'s addressable devices, each device reading its block."""
+    arrays = []
+    sizes = [int(np.prod(shape)) * np.dtype(r.dtype).itemsize for r, _, shape, _ in items]
+    for batch in _batches(items, sizes):
+        pending = []
+        for source, first, shape, sharding in batch:
+            seen: dict[str, Any] = {}
+            per_device = []
+            for device, index in sharding.addressable_devices_indices_map(shape).items():
+                rows = index[0].indices(shape[0])
+                whole = (slice(first + rows[0], first + rows[1]), *index[1:])
+                key = repr(whole)
+                if key not in seen:
+                    seen[key] = source.read(whole)
+                per_device.append((device, seen[key]))
+            pending.append((shape, sharding, per_device))
+        for shape, sharding, per_device in pending:
+            shards = [jax.device_put(read(), device) for device, read in per_device]
+            arrays.append(jax.make_array_from_single_device_arrays(shape, sharding, shards))
+    return arrays
+
+
+def read_rows_host(source: Rows, first: int, stop: int) -> np.ndarray:
+    """Rows ``[first, stop)`` of ``source`` as a numpy array."""
+    return source.read((slice(first, stop),))()

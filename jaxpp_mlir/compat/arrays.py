@@ -411,7 +411,8 @@ def as_mpmd_array(leaf: Any, mesh: MpmdMesh, key_impl: Any = None) -> Any:
 
     An output held by another process (a ``RemoteOutput``) holds no copy here; one
     on the devices of several ranks (a small result replicated to every rank)
-    gives one copy per rank, each on that rank's submesh. A typed PRNG key stays
+    gives one copy per rank, each on that rank's submesh; one split over several ranks (a
+    stacked parameter's rows, or a ``StackedArray``) stays as it is. A typed PRNG key stays
     the ``jax.Array`` it is (``jax.random`` takes no other type): a key received
     from another process (``key_impl``, its PRNG implementation) is wrapped here.
     """
@@ -432,6 +433,10 @@ def as_mpmd_array(leaf: Any, mesh: MpmdMesh, key_impl: Any = None) -> Any:
     rank = _rank_of(leaf, mesh)
     if rank is not None:
         return MpmdArray([leaf], MpmdSharding(mesh, (rank,), spec))
+    if not leaf.sharding.is_fully_replicated:
+        # Rows split over ranks (a stacked parameter whose layers are split into stages):
+        # an MpmdArray holds copies, not parts, so the array is returned as it is.
+        return leaf
     devices = leaf.sharding.device_set
     ranks = [r for r in range(mesh.mpmd_dim) if devices.intersection(mesh.rank_devices(r))]
     copies = []

@@ -1,11 +1,11 @@
 """``PartitionedProgram.summary()``: what a partitioned program holds and does per step.
 
-Input bytes of a stage: the program inputs (parameters, data) its forward and
-backward tasks read, each once. Activation bytes of a stage: what one microbatch's
-forward task defines (the boundary value and the residuals kept for the
-backward). Transfers are counted per step with the bytes they move; the
-executable size is the length of its StableHLO text. The simulated makespan and
-bubble use the schedule's default costs (a backward costs two forwards).
+Input bytes of a stage: the program inputs (parameters, data) its forward and backward
+tasks read, each once (of an input split into pieces, the rows it reads). Activation
+bytes of a stage: what one microbatch's forward task defines (the boundary value and the
+residuals kept for the backward). Transfers are counted per step with the bytes they
+move; the executable size is the length of its StableHLO text. The simulated makespan
+and bubble use the schedule's default costs (a backward costs two forwards).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def stage_bytes(plan: ExecutionPlan, num_stages: int) -> list[dict[str, int]]:
     """Per stage: ``{"param_bytes", "activation_bytes"}`` (see the module docstring)."""
     values = plan.values
     inputs = {binding.index for binding in plan.inputs}
+    inputs |= {piece.value for binding in plan.inputs for piece in binding.pieces}
     params: list[set[tuple[int, int]]] = [set() for _ in range(num_stages)]
     activations = [0] * num_stages
     for inst in plan.instructions:

@@ -87,18 +87,20 @@ class PlanBuilder:
                     self.executables.setdefault(name, executable)
                 for callee, key in expanded.task_of.items():
                     self.task_of.setdefault(callee, key)
-            elif jaxpp.is_replicated(op):
+            elif jaxpp.is_replicated(op) or jaxpp.is_assemble(op):
                 continue  # read by the return only (see _outputs)
+            elif jaxpp.is_chunk(op):
+                self.values.chunk(op)  # placed from the caller's array (see _inputs)
             else:
                 self.emit(op)
         outputs = self._outputs(terminator)
         self.instructions, self.executables = fusion.prune_unread_outputs(
-            self.instructions,
-            self.executables,
-            [v for o in outputs for v in (o.value, *(r for r, _ in o.replicas))],
+            self.instructions, self.executables, [v for o in outputs for v, _ in o.held()]
         )
         inputs = self._inputs()
         donated = frozenset(donated_arguments(self.module))
+        # A donated argument's pieces are the caller's buffers too: consumable where read last.
+        donated_values = donated | {p.value for i in donated for p in inputs[i].pieces}
         functions = StageFunctions(self.module)
         boundary = {
             name: emission.module_shardings(functions, e.source)
@@ -107,11 +109,11 @@ class PlanBuilder:
         meshes = layouts.mesh_axes(self.module)
         aliases = donation_aliases(
             self.instructions,
-            donated,
+            donated_values,
             {n: (e.input_specs, e.output_specs) for n, e in self.executables.items()},
             boundary.__getitem__,
             carried=loop_state_versions(self.values),
-            outputs=[(output.rank, output.value) for output in outputs],
+            outputs=[(rank, value) for output in outputs for value, rank in output.held()],
         )
         task_of = self.task_of
         sources = {name: e.source for name, e in self.executables.items()}
@@ -147,8 +149,11 @@ class PlanBuilder:
     def _outputs(self, terminator: ir.Operation) -> list[rt.OutputBinding]:
         values = self.values
         outputs = []
-        for value in terminator.operands:
+        for position, value in enumerate(terminator.operands):
             producer = value.owner
+            if isinstance(producer, ir.Operation | ir.OpView) and jaxpp.is_assemble(producer):
+                outputs.append(self._assembled(producer, position))
+                continue
             if isinstance(producer, ir.Operation | ir.OpView) and jaxpp.is_replicated(producer):
                 ranks = jaxpp.get_replica_ranks(producer)
                 (value, rank), *others = zip(producer.operands, ranks, strict=True)
@@ -159,14 +164,47 @@ class PlanBuilder:
             outputs.append(rt.OutputBinding(values.use(value, rank), rank, spec, replicas))
         return outputs
 
+    def _assembled(self, assemble: ir.Operation, position: int) -> rt.OutputBinding:
+        """Output ``position``, a ``jaxpp.assemble``: its operands' rows in order, each piece
+        where it is (a task's result on its rank, a chunk of an input on the chunk's)."""
+        values = self.values
+        pieces, start = [], 0
+        for operand in assemble.operands:
+            value_id = values.ids[operand]
+            if value_id < values.first_defined:
+                raise PartitionError(
+                    f"jaxpp.assemble at {assemble.location} (output {position}) takes a whole "
+                    "program input as a piece: only task results and chunks are pieces"
+                )
+            rank = values.rank_of(value_id)
+            spec = self.specs(operand.type)
+            pieces.append(rt.Piece(values.use(operand, rank), rank, start, spec))
+            start += spec.shape[0]
+        first = pieces[0]
+        return rt.OutputBinding(
+            first.value, first.rank, self.specs(assemble.results[0].type), pieces=tuple(pieces)
+        )
+
     def _inputs(self) -> list[rt.InputBinding]:
         values = self.values
+        pieces: dict[int, list[rt.Piece]] = {}
+        for value_id, chunk in values.chunks.items():
+            spec = self.specs(chunk.op.results[0].type)
+            if not chunk.ranks:
+                raise PartitionError(
+                    f"jaxpp.chunk at {chunk.op.location} is read by no task and names no "
+                    f"{jaxpp.RANK_ATTR}: no rank holds it"
+                )
+            pieces.setdefault(chunk.argument, []).extend(
+                rt.Piece(value_id, rank, chunk.start, spec) for rank in sorted(chunk.ranks)
+            )
         inputs = [
             rt.InputBinding(
                 index,
                 self.specs(argument.type),
                 tuple(sorted(values.input_ranks[index])),
                 argument_name(argument),
+                tuple(sorted(pieces.get(index, ()), key=lambda p: (p.start, p.rank))),
             )
             for index, argument in enumerate(self.block.arguments)
         ]

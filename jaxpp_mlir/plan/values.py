@@ -2,10 +2,10 @@
 
 Program input ``i`` is value ``i``; the microbatch indices come next (one per
 microbatch and rank that reads it); every other value is numbered when an
-instruction defines it. A value the loop body defines gets one id per
-microbatch; loop state read by microbatch ``m`` is what microbatch ``m - 1``
-yielded (the loop's initial value for the first).
-"""
+instruction defines it, or, for a ``jaxpp.chunk`` (rows of an input, placed as their
+own value on the ranks that read them), when the builder meets it. A value the loop
+body defines gets one id per microbatch; loop state read by microbatch ``m`` is what
+microbatch ``m - 1`` yielded (the loop's initial value for the first)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,17 @@ from jaxpp_mlir.errors import PartitionError, ScheduleError
 from .refs import BodyValue, Fixed, LoopArgument, Ref
 
 _NOTHING_DEFINED: dict[int, int] = {}  # the body ids of a microbatch not begun (never written)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Chunk:
+    """A ``jaxpp.chunk``: rows ``[start, start + rows)`` of program input ``argument``,
+    placed on ``ranks`` (its ``jaxpp.rank``, if any, and every rank reading it)."""
+
+    argument: int
+    start: int
+    op: ir.Operation
+    ranks: set[int]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -52,8 +63,44 @@ class ValueNumbering:
         self.body_ids: dict[int | None, dict[int, int]] = {}
         self.state_sources: list[Ref] = []  # what the body yields, per loop state
         self.initial_state: dict[tuple[int, int], int] = {}  # (state, rank) -> id
+        self.chunks: dict[int, Chunk] = {}  # value id of a jaxpp.chunk -> its rows
         for index, argument in enumerate(block.arguments):
             self.ids[argument] = index
+
+    def chunk(self, op: ir.Operation) -> int:
+        """Numbers a ``jaxpp.chunk`` of an argument of ``@main``: a value no instruction
+        defines, placed from the caller's array on its rank and on the ranks that read it."""
+        source = op.operands[0]
+        argument = self.ids.get(source)
+        if argument is None or argument >= self.num_inputs:
+            raise PartitionError(
+                f"jaxpp.chunk at {op.location} takes rows of a value that is not an argument "
+                "of @main: a chunk splits a program input"
+            )
+        start, rows = jaxpp.chunk_rows(op)
+        length = ir.RankedTensorType(source.type).shape[0]
+        if start < 0 or rows < 1 or start + rows > length:
+            raise PartitionError(
+                f"jaxpp.chunk at {op.location} takes rows [{start}, {start + rows}) of an "
+                f"argument of {length} rows"
+            )
+        rank = jaxpp.get_rank(op) if jaxpp.has_rank(op) else None
+        value_id = self.define(op.results[0], -1 if rank is None else rank)
+        self.chunks[value_id] = Chunk(argument, start, op, set() if rank is None else {rank})
+        return value_id
+
+    def chunk_rank(self, value_id: int, where: str) -> int:
+        """The one rank holding chunk ``value_id`` (its ``jaxpp.rank``, else its readers')."""
+        chunk = self.chunks[value_id]
+        if jaxpp.has_rank(chunk.op):
+            return jaxpp.get_rank(chunk.op)
+        if len(chunk.ranks) != 1:
+            read = f"read on ranks {sorted(chunk.ranks)}" if chunk.ranks else "read by no task"
+            raise PartitionError(
+                f"jaxpp.chunk at {chunk.op.location} ({where}) is {read}: give it a "
+                f"{jaxpp.RANK_ATTR} to say which rank holds it"
+            )
+        return next(iter(chunk.ranks))
 
     def enter_loop(self, loop: ir.Operation) -> list[ir.Operation]:
         """Numbers the loop body's values by position; returns the body's ops."""
@@ -110,9 +157,12 @@ class ValueNumbering:
         return ids
 
     def rank_of(self, value_id: int) -> int:
-        """The rank that defines ``value_id``; 0 for a program input or microbatch index."""
+        """The rank that defines ``value_id``; 0 for a program input or microbatch index;
+        a chunk's rank for a chunk."""
         if value_id < self.first_defined:
             return 0
+        if value_id in self.chunks:
+            return self.chunk_rank(value_id, "returned")
         return self.ranks[value_id - self.first_defined]
 
     def use(self, value: ir.Value, rank: int, microbatch: int | None = None) -> int:
@@ -125,8 +175,11 @@ class ValueNumbering:
         """The id of ``value`` if it is the same in every microbatch (a program input's
         read on ``rank`` recorded), else None."""
         value_id = self.ids.get(value)
-        if value_id is not None and value_id < self.num_inputs:
-            self.input_ranks[value_id].add(rank)
+        if value_id is not None:
+            if value_id < self.num_inputs:
+                self.input_ranks[value_id].add(rank)
+            elif value_id in self.chunks:
+                self.chunks[value_id].ranks.add(rank)
         return value_id
 
     def ref(self, value: ir.Value, rank: int) -> Ref:

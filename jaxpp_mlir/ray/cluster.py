@@ -22,10 +22,12 @@ import numpy as np
 from jaxpp_mlir.errors import CallError, JaxppError, RuntimeFailure
 from jaxpp_mlir.ray.handles import RayArray
 from jaxpp_mlir.ray.layout import MeshLayout
+from jaxpp_mlir.ray.stacked import StackedRef, leaf_ids
 from jaxpp_mlir.ray.start_args import check_start_args
 from jaxpp_mlir.ray.waiting import WorkerFailure, probe, wait_all
 from jaxpp_mlir.ray.worker import HandleRef, Worker
 from jaxpp_mlir.runtime import options
+from jaxpp_mlir.runtime.stacked_array import Chunk, StackedArray
 
 logger = logging.getLogger(__name__)
 
@@ -120,11 +122,23 @@ def _host_value(leaf: Any) -> Any:
     """A leaf as ``gather`` gives it: host data (keys stay jax key arrays)."""
     import jax
 
+    if isinstance(leaf, StackedArray):
+        return np.concatenate([_host_value(c.array) for c in leaf.chunks], axis=0)
     if isinstance(leaf, RayArray):
         return leaf.as_host_value()
     if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
         return leaf
     return np.asarray(leaf)
+
+
+def _renamed_chunks(like: StackedArray, ids: list[int], workers: list[int]) -> StackedArray:
+    """``like`` (a ``StackedArray`` of handles) with each chunk renamed to its new id."""
+    return StackedArray(
+        [
+            Chunk(c.rows, c.rank, c.array.renamed(array_id, worker))
+            for c, array_id, worker in zip(like.chunks, ids, workers, strict=True)
+        ]
+    )
 
 
 class RayCluster:
@@ -284,7 +298,12 @@ class RayCluster:
         import jax
 
         leaves, treedef = jax.tree_util.tree_flatten(tree)
-        wanted = [x for x in leaves if isinstance(x, RayArray) and not x.fetched]
+        parts = [
+            part
+            for x in leaves
+            for part in ([c.array for c in x.chunks] if isinstance(x, StackedArray) else [x])
+        ]
+        wanted = [x for x in parts if isinstance(x, RayArray) and not x.fetched]
         if wanted:
             for h, value in zip(wanted, self.fetch(wanted), strict=True):
                 h._value = value
@@ -295,6 +314,12 @@ class RayCluster:
         import jax
 
         def ship(x: Any) -> Any:
+            if isinstance(x, StackedArray):
+                if all(isinstance(c.array, RayArray) for c in x.chunks):
+                    return StackedRef(
+                        [(c.rows.start, c.rows.stop, c.rank, ship(c.array)) for c in x.chunks]
+                    )
+                return np.asarray(x)  # chunks on the driver: shipped as host data
             if isinstance(x, RayArray):
                 if x._owner is not self:
                     raise CallError(f"{x!r} belongs to another Ray cluster")
@@ -326,7 +351,8 @@ class RayCluster:
 
         path = os.path.abspath(os.fspath(path))
         leaves, treedef = jax.tree_util.tree_flatten(like)
-        first = self.new_ids(len(leaves))
+        first = self.new_ids(leaf_ids(leaves, 0)[0])
+        _, ids = leaf_ids(leaves, first)
         answers = self.wait(
             self.everyone("restore", path, self.to_workers(like), first),
             f"restoring {path}",
@@ -335,10 +361,12 @@ class RayCluster:
         result = []
         for i, leaf in enumerate(leaves):
             process, value = answers[0][i]
-            if isinstance(leaf, RayArray):
-                result.append(leaf.renamed(first + i, process))
+            if process == "stacked":  # each chunk on the worker holding it
+                result.append(_renamed_chunks(leaf, ids[i], value))
+            elif isinstance(leaf, RayArray):
+                result.append(leaf.renamed(ids[i], process))
             else:
-                self.release(first + i)
+                self.release(ids[i])
                 result.append(value)
         return jax.tree_util.tree_unflatten(treedef, result)
 

@@ -9,8 +9,10 @@ from typing import Any
 from jaxpp_mlir.checkpoint.leaves import impl_name
 from jaxpp_mlir.program import CompiledProgram
 from jaxpp_mlir.ray.handles import RayArray
+from jaxpp_mlir.ray.stacked import output_ids
 from jaxpp_mlir.runtime.liveness import spec_bytes
 from jaxpp_mlir.runtime.plan import ExecutionPlan
+from jaxpp_mlir.runtime.stacked_array import Chunk, StackedArray
 
 
 class RemoteExecutable:
@@ -46,7 +48,7 @@ class RemoteExecutable:
         self.fetched = [
             j
             for j, out in enumerate(plan.outputs)
-            if out.spec not in taken and spec_bytes(out.spec) <= FETCH_MAX_BYTES
+            if out.spec not in taken and spec_bytes(out.spec) <= FETCH_MAX_BYTES and not out.pieces
         ]
 
     def __call__(self, *flat: Any) -> list[RayArray]:
@@ -57,7 +59,8 @@ class RemoteExecutable:
         call = next(self.calls)
         start = time.perf_counter()
         shipped = ray.put([cluster.to_workers(x) for x in flat])
-        first = cluster.new_ids(len(self.plan.outputs))
+        first = cluster.new_ids(output_ids(self.plan, 0)[0])
+        _, ids = output_ids(self.plan, first)
         released = cluster.take_released()
         answers = cluster.wait(
             cluster.everyone("call", self.program_id, first, shipped, released, self.fetched),
@@ -65,8 +68,11 @@ class RemoteExecutable:
             cluster.step_timeout_s,
         )
         small = {i: a for answer in answers for i, a in answer.items()}
-        outputs = []
+        outputs: list[Any] = []
         for j, out in enumerate(self.plan.outputs):
+            if out.pieces:
+                outputs.append(self._stacked(out, ids[j]))
+                continue
             worker = self.process_of[out.rank]
             handle = RayArray(
                 cluster,
@@ -82,6 +88,16 @@ class RemoteExecutable:
         self.last_step_s = time.perf_counter() - start
         return outputs
 
+    def _stacked(self, out: Any, ids: list[int]) -> StackedArray:
+        """An output made of pieces: a ``StackedArray`` of handles on each worker's pieces."""
+        chunks = []
+        for piece, array_id in zip(out.pieces, ids, strict=True):
+            shape, dtype = piece.spec.shape, piece.spec.dtype
+            worker = self.process_of[piece.rank]
+            handle = RayArray(self.cluster, array_id, shape, dtype, worker, piece.rank)
+            chunks.append(Chunk(range(piece.start, piece.stop), piece.rank, handle))
+        return StackedArray(chunks)
+
     def __repr__(self) -> str:
         workers = len(set(self.process_of))
         return (
@@ -93,7 +109,8 @@ class RemoteExecutable:
 class RayCompiledProgram(CompiledProgram):
     """A ``CompiledProgram`` whose ranks run on Ray workers; call it the same way.
 
-    Its outputs are ``RayArray`` handles; ``gather`` fetches them to the driver.
+    Its outputs are ``RayArray`` handles (a ``StackedArray`` of them for an output made of
+    pieces on several ranks); ``gather`` fetches them to the driver.
     """
 
     @property

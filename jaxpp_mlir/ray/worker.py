@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from jaxpp_mlir.ray.layout import MeshLayout
+from jaxpp_mlir.ray.stacked import StackedRef, leaf_ids, output_ids
 
 logger = logging.getLogger(__name__)
 
@@ -108,22 +109,31 @@ class Worker:
         released: Sequence[int],
         fetched: Sequence[int],
     ) -> dict[int, np.ndarray]:
-        """Runs this process's part of one step; stores output j as ``first_id + j``.
+        """Runs this process's part of one step; stores output j as ``first_id + j`` (the
+        pieces of an output made of pieces each under its own id, ``stacked.output_ids``).
 
         Waits until this process's outputs are computed (so a failure ends the
         call), and returns those of the outputs ``fetched`` that it holds.
         """
         import jax
 
+        from jaxpp_mlir.runtime.stacked_array import StackedArray
+
         self.release(released)
         executable, index_arrays = self.programs[program_id]
         flat = [self._resolve(x) for x in arguments]
         outputs = executable(*flat, *index_arrays)
         small: dict[int, np.ndarray] = {}
-        mine = [x for x in outputs if isinstance(x, jax.Array)]
-        jax.block_until_ready(mine)
+        _, ids = output_ids(executable.plan, first_id)
+        held: list[tuple[int, Any]] = []
         for j, x in enumerate(outputs):
-            self.store[first_id + j] = x
+            if isinstance(x, StackedArray):
+                held += [(i, chunk.array) for i, chunk in zip(ids[j], x.chunks, strict=True)]
+            else:
+                held.append((ids[j], x))
+        jax.block_until_ready([x for _, x in held if isinstance(x, jax.Array)])
+        for array_id, x in held:
+            self.store[array_id] = x
         for j in fetched:
             if isinstance(outputs[j], jax.Array):
                 small[first_id + j] = np.asarray(outputs[j])
@@ -140,6 +150,8 @@ class Worker:
         return value  # held here as data, or by another worker (a RemoteOutput)
 
     def _resolve(self, x: Any) -> Any:
+        if isinstance(x, StackedRef):
+            return x.resolve(self._resolve)
         if isinstance(x, HandleRef):
             if x.id not in self.store:
                 from jaxpp_mlir.errors import CallError
@@ -192,15 +204,22 @@ class Worker:
 
         from jaxpp_mlir import checkpoint
         from jaxpp_mlir.runtime.multiprocess.remote_output import RemoteOutput
+        from jaxpp_mlir.runtime.stacked_array import StackedArray
 
         restored = checkpoint.restore(path, jax.tree_util.tree_map(self._as_keys, like))
-        answer = []
+        _, ids = leaf_ids(jax.tree_util.tree_leaves(like), first_id)
+        answer: list[tuple[Any, Any]] = []
         for i, leaf in enumerate(jax.tree_util.tree_leaves(restored)):
+            if isinstance(leaf, StackedArray):  # each chunk under its id; who holds it
+                for array_id, chunk in zip(ids[i], leaf.chunks, strict=True):
+                    self.store[array_id] = chunk.array
+                answer.append(("stacked", [_holder(c.array) for c in leaf.chunks]))
+                continue
             if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(
                 leaf.dtype, jax.dtypes.prng_key
             ):
                 leaf = jax.random.key_data(leaf)  # held as data, as a step's key outputs
-            self.store[first_id + i] = leaf
+            self.store[ids[i]] = leaf
             if isinstance(leaf, RemoteOutput):
                 answer.append((leaf.process, None))
             elif isinstance(leaf, jax.Array):
@@ -208,3 +227,12 @@ class Worker:
             else:
                 answer.append((-1, leaf))
         return answer
+
+
+def _holder(array: Any) -> int:
+    """The process holding ``array`` (this one's for a jax.Array)."""
+    import jax
+
+    from jaxpp_mlir.runtime.multiprocess.remote_output import RemoteOutput
+
+    return array.process if isinstance(array, RemoteOutput) else jax.process_index()

@@ -3,6 +3,13 @@
 ``input_checks`` decides once, at compile time, how each program input is
 checked and into which slots (one per rank that reads it) it goes, laid out
 how; ``place_arguments`` does it on every call.
+
+An input split into pieces (``InputBinding.pieces``) puts rows ``[start, stop)``
+on each piece's rank: from a ``jax.Array`` whose shards on that rank's devices are
+exactly those rows in the rank's layout (an array sharded along axis 0 over the
+mpmd axis, as the step returns it) or from a ``StackedArray`` chunk of those rows,
+the piece is the caller's own buffers (no copy); from anything else (a numpy array,
+an array on other devices, a chunk of other rows) the rows are sliced and placed.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from jax.sharding import Sharding
 from .. import _jax_compat as jc
 from .. import transfer as _transfer
 from ..errors import CallError
-from ..plan import ExecutionPlan, TensorSpec
+from ..plan import ExecutionPlan, InputBinding, TensorSpec
+from ..stacked_array import StackedArray
+from . import pieces as _pieces
 from . import replicated as _replicated
 from .slots import ResolvedPlan
 
@@ -47,6 +56,8 @@ class InputCheck:
     dtype: np.dtype
     aval: Any  # jax.core.ShapedArray, for host-to-device puts
     targets: tuple[Target, ...]  # one per rank that reads the input
+    # Rows [start, stop) placed as their own value (each piece checked as an input).
+    pieces: tuple[tuple[int, int, InputCheck], ...] = ()
 
 
 def make_target(slot: int, sharding: Sharding, shape: tuple[int, ...]) -> Target:
@@ -61,23 +72,48 @@ def make_target(slot: int, sharding: Sharding, shape: tuple[int, ...]) -> Target
 
 def input_checks(plan: ExecutionPlan, resolved: ResolvedPlan) -> tuple[InputCheck, ...]:
     """Per program input, its check and its targets (an input no one reads stays home)."""
-    slots, where = resolved.slots, resolved.where
     return tuple(
-        InputCheck(
-            index=i,
-            what=b.describe(),
-            spec=b.spec,
-            shape=tuple(b.spec.shape),
-            dtype=np.dtype(b.spec.dtype),
-            aval=jax.core.ShapedArray(tuple(b.spec.shape), np.dtype(b.spec.dtype)),
-            targets=tuple(
-                make_target(where[(r, i)], slots[where[(r, i)]].sharding, tuple(b.spec.shape))
-                for r in b.ranks
-                if slots[where[(r, i)]].last_use >= 0
-            ),
+        dataclasses.replace(
+            _check(b.index, b.describe(), b.spec, b.ranks, resolved),
+            pieces=_piece_checks(b, resolved),
         )
-        for i, b in enumerate(plan.inputs)
+        for b in plan.inputs
     )
+
+
+def _check(
+    value: int, what: str, spec: TensorSpec, ranks: Sequence[int], resolved: ResolvedPlan
+) -> InputCheck:
+    """The check of ``value`` (of ``spec``) placed on ``ranks`` where anything reads it."""
+    slots, where = resolved.slots, resolved.where
+    shape, dtype = tuple(spec.shape), np.dtype(spec.dtype)
+    return InputCheck(
+        index=value,
+        what=what,
+        spec=spec,
+        shape=shape,
+        dtype=dtype,
+        aval=jax.core.ShapedArray(shape, dtype),
+        targets=tuple(
+            make_target(where[(r, value)], slots[where[(r, value)]].sharding, shape)
+            for r in ranks
+            if slots[where[(r, value)]].last_use >= 0
+        ),
+    )
+
+
+def _piece_checks(binding: InputBinding, resolved: ResolvedPlan) -> tuple:
+    """Per piece value of ``binding``: its rows and its check (its ranks' targets)."""
+    ranks: dict[int, list[int]] = {}
+    for piece in binding.pieces:
+        ranks.setdefault(piece.value, []).append(piece.rank)
+    checks = []
+    for piece in {p.value: p for p in binding.pieces}.values():
+        what = f"{binding.describe()}, rows [{piece.start}, {piece.stop})"
+        check = _check(piece.value, what, piece.spec, ranks[piece.value], resolved)
+        if check.targets:
+            checks.append((piece.start, piece.stop, check))
+    return tuple(checks)
 
 
 def place_arguments(args: Sequence[Any], checks: Sequence[InputCheck], env: list) -> None:
@@ -96,15 +132,14 @@ def place_arguments(args: Sequence[Any], checks: Sequence[InputCheck], env: list
             getattr(x, "dtype", None), jax.dtypes.prng_key
         ):
             x = jax.random.key_data(x)  # a typed PRNG key runs as its uint32 data
+        if check.pieces:
+            x = _place_pieces(x, check, env, copy_from, copy_to)
+            if not check.targets:
+                continue
         if type(x) is _ArrayImpl or isinstance(x, jax.Array):
             _place_array(x, check, env, copy_from, copy_to)
             continue
-        x = _host_value(x, check)
-        for t in check.targets:
-            shards = (
-                [x] * len(t.devices) if t.shard_index is None else [x[i] for i in t.shard_index]
-            )
-            env[t.slot] = _transfer.device_put(check.aval, t.sharding, shards, t.devices)
+        _put_host(_host_value(x, check), check, env)
     if copy_from:
         moved = _transfer.batched_copy(
             copy_from,
@@ -117,14 +152,48 @@ def place_arguments(args: Sequence[Any], checks: Sequence[InputCheck], env: list
             env[t.slot] = value if value.committed else commit(check, t, value)
 
 
-def _place_array(
-    x: jax.Array,
+def _put_host(x: np.ndarray, check: InputCheck, env: list) -> None:
+    """Host data ``x`` (checked) copied onto every target of ``check``."""
+    for t in check.targets:
+        shards = [x] * len(t.devices) if t.shard_index is None else [x[i] for i in t.shard_index]
+        env[t.slot] = _transfer.device_put(check.aval, t.sharding, shards, t.devices)
+
+
+def _place_pieces(
+    x: Any,
     check: InputCheck,
     env: list,
     copy_from: list[jax.Array],
     copy_to: list[tuple[InputCheck, Target]],
-) -> None:
-    """A device array: used as is where it is already laid out, else queued for a copy."""
+) -> Any:
+    """Puts each piece of argument ``x`` on its ranks; returns ``x`` as the ranks that
+    read it whole take it (a ``StackedArray`` as host data)."""
+    if isinstance(x, StackedArray):
+        if x.shape != check.shape or x.dtype != check.dtype:
+            raise mismatch(check, x.shape, x.dtype)
+        host = None
+        for start, stop, piece in check.pieces:
+            chunk = next((c for c in x.chunks if c.rows == range(start, stop)), None)
+            if chunk is not None and isinstance(chunk.array, jax.Array):
+                _place_array(chunk.array, piece, env, copy_from, copy_to)
+                continue
+            host = np.asarray(x) if host is None else host  # rows across chunks: sliced
+            _put_host(host[start:stop], piece, env)
+        return x if host is None or not check.targets else host
+    if type(x) is _ArrayImpl or isinstance(x, jax.Array):
+        _check_array(x, check)
+        for start, stop, piece in check.pieces:
+            for t in piece.targets:
+                env[t.slot] = _pieces.rows_on(x, start, stop, piece.aval, t)
+        return x
+    host = _host_value(x, check)
+    for start, stop, piece in check.pieces:
+        _put_host(host[start:stop], piece, env)
+    return host
+
+
+def _check_array(x: jax.Array, check: InputCheck) -> None:
+    """Raises ``CallError`` for a tracer, an array of another shape or dtype, a deleted one."""
     if type(x) is not _ArrayImpl and isinstance(x, jax.core.Tracer):
         raise CallError(
             f"{check.what} is a tracer: a compiled plan runs on "
@@ -134,6 +203,17 @@ def _place_array(
         raise mismatch(check, x.shape, x.dtype)
     if x.is_deleted():
         raise CallError(f"{check.what} is a deleted (or donated) array")
+
+
+def _place_array(
+    x: jax.Array,
+    check: InputCheck,
+    env: list,
+    copy_from: list[jax.Array],
+    copy_to: list[tuple[InputCheck, Target]],
+) -> None:
+    """A device array: used as is where it is already laid out, else queued for a copy."""
+    _check_array(x, check)
     current = x.sharding
     for t in check.targets:
         if current is t.sharding or current == t.sharding:

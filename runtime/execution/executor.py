@@ -38,6 +38,7 @@ from ..observation import phases
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan
 from .arguments import input_checks, place_arguments
+from .assembled import assemble_pieces, assembled_outputs
 from .codegen import Op
 from .constants import place_constants
 from .dispatch import make_ops
@@ -83,10 +84,12 @@ class CompiledPlan:
         executables: Mapping[str, Executable],
         num_compiled: int,
         rank_meshes: Sequence[Mesh] | None = None,
+        mpmd_axis: str | None = None,
     ):
         self.plan = plan
         self.rank_devices = rank_devices
         self.rank_meshes = rank_meshes  # given: arrays get NamedShardings on these
+        self.mpmd_axis = mpmd_axis  # the rank_meshes' axis that stacks ranks, if known
         self.executables = executables
         self.num_compiled = num_compiled
         self._build()
@@ -103,6 +106,7 @@ class CompiledPlan:
         self._slot_of = types.MappingProxyType(where)
         self._inputs = input_checks(plan, resolved)
         self._replicated = replicated_outputs(plan, resolved, self.rank_devices, self.rank_meshes)
+        self._assembled = assembled_outputs(plan, resolved, self.rank_meshes, self.mpmd_axis)
         # After resolution: a value read in another layout too dies after its copy is made.
         self.last_uses: Mapping[tuple[int, int], int] = {
             key: slots[s].last_use if slots[s].last_use >= 0 else slots[s].defined_at
@@ -168,6 +172,8 @@ class CompiledPlan:
         outputs = [env[s] for s in self._output_slots]
         if self._replicated and stop is None:
             assemble(env, outputs, self._replicated)
+        if self._assembled and stop is None:
+            assemble_pieces(env, outputs, self._assembled)
         return outputs
 
     def _raise_if_an_input_was_deleted(self, args: Sequence[Any], error: Exception) -> None:
@@ -208,13 +214,16 @@ def compile_plan(
     rank_devices: Sequence[Sequence[jax.Device]],
     *,
     rank_meshes: Sequence[Mesh] | None = None,
+    mpmd_axis: str | None = None,
 ) -> CompiledPlan:
     """Compiles every executable of ``plan`` for the submesh of its rank.
 
     ``rank_devices[r]`` lists rank r's devices in partition order. A module text
     shared by several executables of one rank compiles once. With ``rank_meshes``
     (rank r's submesh, its devices those of ``rank_devices[r]``), values carry
-    ``NamedSharding``s on them.
+    ``NamedSharding``s on them; with ``mpmd_axis`` too (the axis of size 1 in each
+    submesh that stacks them into the whole mesh), an output made of equal pieces on
+    distinct ranks is one array sharded along that axis (``assembled``).
     """
     devices = tuple(tuple(d) for d in rank_devices)
     if len(devices) != plan.num_ranks:
@@ -236,4 +245,4 @@ def compile_plan(
             plan, devices, list(plan.executables)
         )
     with phases.timed("compile: dispatch"):
-        return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes)
+        return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes, mpmd_axis)

@@ -105,21 +105,35 @@ _PARTS: dict[int, tuple[weakref.ref, dict[tuple[jax.Device, ...], jax.Array]]] =
 def assemble(env: list, outputs: list, replicated: Sequence[ReplicatedOutput]) -> None:
     """Replaces each replicated output in ``outputs`` by one array over all its copies."""
     for out in replicated:
-        parts = {}
-        by_device: dict[jax.Device, jax.Array] = {}
-        for slot, devices in zip(out.slots, out.slot_devices, strict=True):
-            part = env[slot]
-            parts[devices] = part
-            if len(devices) == 1:
-                by_device[devices[0]] = part
-            else:
-                by_device.update((s.device, s.data) for s in part.addressable_shards)
-        array = jc.make_array(out.aval, out.sharding, [by_device[d] for d in out.devices])
-        _remember(array, parts)
-        outputs[out.position] = array
+        parts = [env[slot] for slot in out.slots]
+        outputs[out.position] = one_array(
+            out.aval, out.sharding, out.devices, parts, out.slot_devices
+        )
 
 
-def _remember(array: jax.Array, parts: dict[tuple[jax.Device, ...], jax.Array]) -> None:
+def one_array(
+    aval: Any,
+    sharding: Sharding,
+    devices: Sequence[jax.Device],
+    parts: Sequence[jax.Array],
+    part_devices: Sequence[tuple[jax.Device, ...]],
+) -> jax.Array:
+    """Rank arrays ``parts`` (each on ``part_devices``) as one array laid out as
+    ``sharding`` (its devices ``devices``), their own buffers; it remembers them."""
+    by_device: dict[jax.Device, jax.Array] = {}
+    for part, on in zip(parts, part_devices, strict=True):
+        if len(on) == 1:
+            by_device[on[0]] = part
+        else:
+            by_device.update((s.device, s.data) for s in part.addressable_shards)
+    array = jc.make_array(aval, sharding, [by_device[d] for d in devices])
+    remember_parts(array, dict(zip(part_devices, parts, strict=True)))
+    return array
+
+
+def remember_parts(array: jax.Array, parts: dict[tuple[jax.Device, ...], jax.Array]) -> None:
+    """Keeps ``parts`` (the rank arrays ``array`` was built from, by their devices) for as
+    long as ``array`` lives: ``remembered_part`` gives them back."""
     key = id(array)
 
     def forget(reference: weakref.ref, key: int = key) -> None:
@@ -128,6 +142,14 @@ def _remember(array: jax.Array, parts: dict[tuple[jax.Device, ...], jax.Array]) 
             del _PARTS[key]
 
     _PARTS[key] = (weakref.ref(array, forget), parts)
+
+
+def remembered_part(x: jax.Array, devices: Sequence[jax.Device]) -> jax.Array | None:
+    """The rank array on ``devices`` that ``x`` was built from (``remember_parts``), if any."""
+    entry = _PARTS.get(id(x))
+    if entry is not None and entry[0]() is x:
+        return entry[1].get(tuple(devices))
+    return None
 
 
 def covers(x: jax.Array, devices: Sequence[jax.Device]) -> bool:
@@ -145,10 +167,8 @@ def part_on(
 ) -> jax.Array:
     """``x`` (replicated, see ``covers``) restricted to ``devices``, laid out as
     ``sharding`` (replicated there): its own buffers, no copy."""
-    entry = _PARTS.get(id(x))
-    if entry is not None and entry[0]() is x:
-        part = entry[1].get(tuple(devices))
-        if part is not None and (part.sharding is sharding or part.sharding == sharding):
-            return part
+    part = remembered_part(x, devices)
+    if part is not None and (part.sharding is sharding or part.sharding == sharding):
+        return part
     by_device = {shard.device: shard.data for shard in x.addressable_shards}
     return jc.make_array(aval, sharding, [by_device[d] for d in devices])

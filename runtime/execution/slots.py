@@ -28,7 +28,7 @@ from ..executable import Executable
 from ..instructions import registry
 from ..liveness import last_uses
 from ..named_shardings import as_named, layout_sharding
-from ..plan import ExecutionPlan, Instruction, TensorSpec
+from ..plan import ExecutionPlan, Instruction, OutputBinding, Piece, TensorSpec
 from .slot_table import ChannelKey, Slot, SlotTable, ValueKey, free_after
 
 
@@ -152,13 +152,18 @@ class Resolver:
             )
 
     def _define_inputs(self) -> None:
-        """Program inputs: value i on every rank of its binding."""
+        """Program inputs: value i on every rank of its binding, each piece on its rank."""
         for i, binding in enumerate(self.plan.inputs):
             if binding.index != i:
                 raise PlanError(f"plan.inputs[{i}] binds input {binding.index}, not {i}")
             for rank in binding.ranks:
                 self.check_rank(rank, f"input {i}")
                 self.table.define(rank, i, binding.spec, None, -1)
+            for piece in binding.pieces:
+                what = f"input {i}'s piece, {piece.describe()},"
+                self.check_rank(piece.rank, what)
+                check_piece(piece, binding.spec, what)
+                self.table.define(piece.rank, piece.value, piece.spec, None, -1)
 
     def _executable_shardings(self) -> None:
         """Shardings each executable takes and gives."""
@@ -217,11 +222,13 @@ class Resolver:
                     f"output {k} is value {out.value} on rank {out.rank}, which is never "
                     f"defined there"
                 )
-            if slots[slot].spec != out.spec:
+            if slots[slot].spec != (out.pieces[0].spec if out.pieces else out.spec):
                 raise PlanError(
                     f"output {k} is declared {out.spec} but value {out.value} is {slots[slot].spec}"
                 )
             output_slots.append(slot)
+            if out.pieces:
+                self._check_pieces(k, out)
             for value, rank in out.replicas:  # its copies on other ranks stay alive too
                 replica = where.get((rank, value))
                 if replica is None or slots[replica].spec != out.spec:
@@ -230,6 +237,23 @@ class Resolver:
                         f"defined there as {out.spec}"
                     )
         return output_slots
+
+    def _check_pieces(self, k: int, out: OutputBinding) -> None:
+        """An assembled output's pieces: defined on their ranks as stated, and their rows
+        one after another from 0 to the whole output's."""
+        slots, where = self.table.slots, self.table.where
+        start = 0
+        for piece in out.pieces:
+            what = f"output {k}'s piece, {piece.describe()},"
+            check_piece(piece, out.spec, what)
+            if piece.start != start:
+                raise PlanError(f"{what} does not start at row {start}, where the one before ends")
+            start = piece.stop
+            slot = where.get((piece.rank, piece.value))
+            if slot is None or slots[slot].spec != piece.spec:
+                raise PlanError(f"{what} is never defined there as {piece.spec}")
+        if start != out.spec.shape[0]:
+            raise PlanError(f"output {k}'s pieces end at row {start} of {out.spec.shape[0]}")
 
     def _check_donations(self, steps: list[Step]) -> None:
         """An input a step consumes (a run's executable aliases it to an output) must die
@@ -265,6 +289,20 @@ class Resolver:
                 info.sharding = _transfer.replicated_sharding(self.rank_devices[info.key.rank])
         for chan, src in self.channels.source.items():
             slots[chan].sharding = slots[src].sharding
+
+
+def check_piece(piece: Piece, whole: TensorSpec, what: str) -> None:
+    """Raises ``PlanError`` unless ``piece`` is rows inside ``whole``, with its other
+    dimensions and dtype."""
+    if (
+        not whole.shape
+        or piece.spec.dtype != whole.dtype
+        or tuple(piece.spec.shape[1:]) != tuple(whole.shape[1:])
+        or piece.start < 0
+        or piece.rows < 1
+        or piece.stop > whole.shape[0]
+    ):
+        raise PlanError(f"{what} {piece.spec}, is not rows of {whole}")
 
 
 def check_layout(

@@ -29,6 +29,7 @@ the process with a message naming the lost peer (see ``watchdog``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -44,7 +45,9 @@ from ..errors import CallError, JaxppError, MeshError, PlanError
 from ..execution.constants import place_constants
 from ..failure import watchdog as _watchdog
 from ..plan import ExecutionPlan
+from ..stacked_array import StackedArray
 from . import collectives
+from .assembled import assemble_output, remote_piece, whole_shardings
 from .coordination import Exchange
 from .distributed_setup import (
     Placement,
@@ -53,6 +56,7 @@ from .distributed_setup import (
     set_up,
     warm_up_order,
 )
+from .local_plan import local_outputs
 from .remote_output import RemoteOutput
 from .shared_outputs import OutputSharing, share_owners
 
@@ -113,9 +117,11 @@ class DistributedPlan:
         num_user_inputs: int | None = None,
         options: DistributedOptions | None = None,
         rank_meshes: Sequence[Mesh] | None = None,
+        mpmd_axis: str | None = None,
     ):
         self.plan = plan
         self.rank_meshes = rank_meshes  # given: arrays get NamedShardings on these
+        self.mpmd_axis = mpmd_axis  # the rank_meshes' axis that stacks ranks, if known
         self.options = options or DistributedOptions.from_env()
         self.rank_devices = tuple(tuple(d) for d in rank_devices)
         if len(self.rank_devices) != plan.num_ranks:
@@ -136,7 +142,8 @@ class DistributedPlan:
         self._zero_cache: dict[tuple, jax.Array] = {}
         self._placeholders: dict[int, np.ndarray] = {}
         self._forwardable: dict[int, Any] = {}  # output index -> this process's last value
-        self.output_shardings: dict[int, Sharding] = {}  # output index -> its sharding
+        # Output index (and (index, k) for its piece k) -> its sharding.
+        self.output_shardings: dict[int | tuple[int, int], Sharding] = {}
         self._dog = _watchdog.ensure_started(self.options.watchdog)
         self._exchange = Exchange(
             f"program{self.serial}",
@@ -185,6 +192,10 @@ class DistributedPlan:
         self._feeds = setup.feeds
         self._transfers = setup.transfers
         self.output_shardings = setup.output_shardings
+        self._local_outputs = [key for key, _ in local_outputs(self.plan, self.local_ranks)]
+        self._whole = whole_shardings(
+            self.plan, self.output_shardings, self.rank_meshes, self.mpmd_axis
+        )
         self._exchange.gather("compiled", "ok")  # nobody transfers before all have compiled
         self._warm_up(warm_up_order(setup, self.process))
         self._exchange.gather("ready", "ok")
@@ -233,7 +244,7 @@ class DistributedPlan:
             self._forward(args, call)
         local_args = []
         for k, (x, binding) in enumerate(zip(args, self.local_plan.inputs, strict=True)):
-            if not binding.ranks:
+            if not binding.ranks and not binding.pieces:
                 local_args.append(self._placeholder(k))
             elif isinstance(x, RemoteOutput) and x.loader is not None:
                 local_args.append(x.loader())  # a checkpoint leaf restored for another process
@@ -252,16 +263,14 @@ class DistributedPlan:
             local_outputs = self.local(*local_args)
         except JaxppError as e:
             raise type(e)(f"process {self.process}: {e}") from e
-        it = iter(local_outputs)
-        mine = {
-            j: next(it)
-            for j, out in enumerate(self.plan.outputs)
-            if self.process_of[out.rank] == self.process
-        }
+        held = dict(zip(self._local_outputs, local_outputs, strict=True))
+        mine = {j: array for (j, k), array in held.items() if k is None}
         shared = self._sharing.after_call(call, mine)
         outputs = [
             mine[j]
             if j in mine
+            else self._assembled(j, held, call)
+            if out.pieces
             else RemoteOutput(
                 self.serial,
                 call,
@@ -279,6 +288,11 @@ class DistributedPlan:
         }
         self._dog.set_state(f"program {self.serial}, call {call} dispatched")
         return outputs
+
+    def _assembled(self, j: int, held: dict, call: int) -> Any:
+        """Output ``j``, made of pieces: one global array, or a ``StackedArray``."""
+        remote = remote_piece(self.serial, call, j, self.process_of, self.output_shardings)
+        return assemble_output(j, self.plan.outputs[j], held, self._whole[j], remote)
 
     def _placeholder(self, k: int) -> np.ndarray:
         if k not in self._placeholders:
@@ -335,10 +349,12 @@ class DistributedPlan:
 def gather(tree: Any) -> Any:
     """Every leaf of ``tree`` as a host numpy array, in every process.
 
-    A ``RemoteOutput`` leaf comes from the process that holds it; any other
-    leaf is this process's own value. With several processes this is a
-    collective: every process calls it with trees of the same structure (the
-    outputs of the same call), and it waits at most the transfer timeout.
+    A ``RemoteOutput`` leaf (or ``StackedArray`` chunk) comes from the process that
+    holds it, a global array (a stacked output sharded over processes) from every
+    process holding part of it; any other leaf is this process's own value. With
+    several processes this is a collective: every process calls it with trees of the
+    same structure (the outputs of the same call), and it waits at most the transfer
+    timeout.
     """
     leaves, tree_def = jax.tree_util.tree_flatten(tree)
     if jax.process_count() == 1:
@@ -349,22 +365,47 @@ def gather(tree: Any) -> Any:
     dog = _watchdog.current()
     if dog is not None:
         dog.check()
-    mine, owners = [], []
+    mine, owners, spans = [], [], []  # per part; per leaf, its parts' [first, last)
     for x in leaves:
-        if isinstance(x, RemoteOutput):
-            mine.append(np.zeros(x.shape, x.dtype))
-            owners.append(x.process)
-        else:
-            mine.append(np.asarray(x))
-            owners.append(me)
-    if dog is None:
+        parts = [c.array for c in x.chunks] if isinstance(x, StackedArray) else [x]
+        spans.append((len(mine), len(mine) + len(parts)))
+        for part in parts:
+            if isinstance(part, RemoteOutput):
+                mine.append(np.zeros(part.shape, part.dtype))
+                owners.append(part.process)
+            elif isinstance(part, jax.Array) and not part.is_fully_addressable:
+                mine.append(np.zeros((), np.int8))  # gathered below, as a global array
+                owners.append(-1)
+            else:
+                mine.append(np.asarray(part))
+                owners.append(me)
+    what = "gather of outputs (every process must call gather)"
+    with dog.waiting(what, -1) if dog is not None else contextlib.nullcontext():
         stacked = multihost_utils.process_allgather(mine)
-    else:
-        with dog.waiting("gather of outputs (every process must call gather)", -1):
-            stacked = multihost_utils.process_allgather(mine)
-    return jax.tree_util.tree_unflatten(
-        tree_def, [np.asarray(s[p]) for s, p in zip(stacked, owners, strict=True)]
-    )
+        whole = {
+            i: multihost_utils.process_allgather(part, tiled=True)
+            for i, (part, owner) in enumerate(zip(_parts(leaves), owners, strict=True))
+            if owner == -1
+        }
+    gathered = [
+        np.asarray(whole[i]) if p == -1 else np.asarray(s[p])
+        for i, (s, p) in enumerate(zip(stacked, owners, strict=True))
+    ]
+    result = [
+        gathered[first] if last - first == 1 and not isinstance(x, StackedArray)
+        else np.concatenate(gathered[first:last], axis=0)
+        for x, (first, last) in zip(leaves, spans, strict=True)
+    ]  # fmt: skip
+    return jax.tree_util.tree_unflatten(tree_def, result)
+
+
+def _parts(leaves: Sequence[Any]) -> list[Any]:
+    """Each leaf's parts in order: a ``StackedArray``'s chunks, any other leaf itself."""
+    return [
+        part
+        for x in leaves
+        for part in ([c.array for c in x.chunks] if isinstance(x, StackedArray) else [x])
+    ]
 
 
 def compile_distributed(
@@ -374,6 +415,7 @@ def compile_distributed(
     num_user_inputs: int | None = None,
     options: DistributedOptions | None = None,
     rank_meshes: Sequence[Mesh] | None = None,
+    mpmd_axis: str | None = None,
 ) -> DistributedPlan:
     """Compiles this process's part of ``plan`` (every process calls it, in the same order).
 
@@ -383,7 +425,8 @@ def compile_distributed(
     before anything runs if the cross-process transfers would deadlock,
     ``MeshError`` if a rank spans processes. With ``rank_meshes`` (rank r's
     submesh), outputs, this process's and the others', carry ``NamedSharding``s
-    on them.
+    on them; with ``mpmd_axis`` too, an output made of equal pieces on distinct ranks is
+    one global array sharded along that axis (``assembled``).
     """
     if not isinstance(plan, ExecutionPlan):
         raise PlanError(f"compile_distributed takes an ExecutionPlan, got {type(plan)}")
@@ -393,4 +436,5 @@ def compile_distributed(
         num_user_inputs=num_user_inputs,
         options=options,
         rank_meshes=rank_meshes,
+        mpmd_axis=mpmd_axis,
     )

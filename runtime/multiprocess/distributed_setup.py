@@ -57,7 +57,7 @@ class Setup:
         str, collectives.TransferExecutable
     ]  # transfer and receive-buffer executables, by name
     first_use: dict[str, str]  # compiled transfer -> the name of its first use
-    output_shardings: dict[int, Sharding]  # every output's, by index
+    output_shardings: dict[int | tuple[int, int], Sharding]  # by index (and piece)
 
 
 def plan_transfers(
@@ -269,7 +269,10 @@ def held_values(
         out = plan.outputs[feed.output]
         held[f"feed/{feed.output}"] = Held(out.rank, out.value, len(out.spec.shape))
     for j, out in enumerate(plan.outputs):
-        held[f"output/{j}"] = Held(out.rank, out.value, len(out.spec.shape))
+        for k, piece in enumerate(out.pieces):
+            held[f"output/{j}/{k}"] = Held(piece.rank, piece.value, len(out.spec.shape))
+        if not out.pieces:
+            held[f"output/{j}"] = Held(out.rank, out.value, len(out.spec.shape))
     return held
 
 
@@ -289,15 +292,18 @@ def output_shardings(
     where: Placement,
     layouts: dict[str, HeldLayout],
     rank_meshes: Sequence[Mesh] | None,
-) -> dict[int, Sharding]:
-    """Every output's sharding (key: its index), this process's and the others', as a
-    ``NamedSharding`` on its rank's mesh where ``rank_meshes`` are given."""
-    result = {}
+) -> dict[int | tuple[int, int], Sharding]:
+    """Every output's sharding (key: its index; ``(index, k)`` for its piece k), this
+    process's and the others', as a ``NamedSharding`` on its rank's mesh where
+    ``rank_meshes`` are given."""
+    result: dict[int | tuple[int, int], Sharding] = {}
     for j, out in enumerate(plan.outputs):
-        sharding = sharding_on(where.rank_devices, out.rank, layouts[f"output/{j}"])
-        if rank_meshes is not None:
-            sharding = as_named(sharding, rank_meshes[out.rank], len(out.spec.shape))
-        result[j] = sharding
+        held = [((j, k), p.rank, f"output/{j}/{k}") for k, p in enumerate(out.pieces)]
+        for key, rank, name in held or [(j, out.rank, f"output/{j}")]:
+            sharding = sharding_on(where.rank_devices, rank, layouts[name])
+            if rank_meshes is not None:
+                sharding = as_named(sharding, rank_meshes[rank], len(out.spec.shape))
+            result[key] = sharding
     return result
 
 
@@ -313,7 +319,7 @@ def find_feeds(plan: ExecutionPlan, process_of: Sequence[int], num_user_inputs: 
             continue
         for j, out in enumerate(plan.outputs):
             src = process_of[out.rank]
-            if out.spec != binding.spec or src not in processes:
+            if out.spec != binding.spec or src not in processes or out.pieces:
                 continue
             for dst in sorted(processes - {src}):
                 dst_rank = next(r for r in binding.ranks if process_of[r] == dst)

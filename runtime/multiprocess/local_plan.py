@@ -13,20 +13,22 @@ Each use of a transfer executable gets its own name (and so its own
 description in errors); uses with the same shard shapes, layouts and ranks
 share one compiled executable. Everything else (runs, sends and receives
 within the process, inputs, outputs) is the global plan's, unchanged; inputs
-keep their numbering, bound only to the local ranks.
+keep their numbering, bound only to the local ranks (and their local pieces). An
+output made of pieces is, locally, one output per piece this process holds
+(``local_outputs`` says which); ``DistributedPlan`` puts them together.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import jax
 from jax.sharding import Sharding
 
 from ..instructions.run import RunStage
-from ..plan import ExecutionPlan, Layout, StageExecutable, TensorSpec
+from ..plan import ExecutionPlan, Layout, OutputBinding, StageExecutable, TensorSpec
 from . import collectives, ordering
 
 # (name, stage, devices, receive-buffer layouts or None for a transfer)
@@ -244,12 +246,32 @@ class LocalPlanBuilder:
                 },
             },
             inputs=tuple(
-                dataclasses.replace(b, ranks=tuple(r for r in b.ranks if r in local))
+                dataclasses.replace(
+                    b,
+                    ranks=tuple(r for r in b.ranks if r in local),
+                    pieces=tuple(p for p in b.pieces if p.rank in local),
+                )
                 for b in plan.inputs
             ),
-            # Copies on other ranks stay there: an output lives on its first rank only.
-            outputs=tuple(
-                dataclasses.replace(o, replicas=()) for o in plan.outputs if o.rank in local
-            ),
+            outputs=tuple(binding for _, binding in local_outputs(plan, local)),
             instructions=tuple(prologue + instructions),
         )
+
+
+def local_outputs(
+    plan: ExecutionPlan, local: Collection[int]
+) -> list[tuple[tuple[int, int | None], OutputBinding]]:
+    """The outputs a process holding ``local`` ranks returns, each with where it belongs:
+    ``(j, None)`` for global output j, ``(j, k)`` for its piece k. Copies on other ranks
+    stay there: an output lives on its first rank only."""
+    found = []
+    for j, out in enumerate(plan.outputs):
+        if out.pieces:
+            found += [
+                ((j, k), OutputBinding(p.value, p.rank, p.spec))
+                for k, p in enumerate(out.pieces)
+                if p.rank in local
+            ]
+        elif out.rank in local:
+            found.append(((j, None), dataclasses.replace(out, replicas=())))
+    return found

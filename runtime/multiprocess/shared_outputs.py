@@ -179,9 +179,10 @@ class OutputSharing:
 def share_owners(
     outputs: Sequence[Any], process_of: Sequence[int], max_bytes: int
 ) -> dict[int, int]:
-    """Output index -> its process, for every output of at most ``max_bytes``."""
+    """Output index -> its process, for every output of at most ``max_bytes`` (but one
+    made of pieces on several ranks: each process keeps its own)."""
     return {
         j: process_of[out.rank]
         for j, out in enumerate(outputs)
-        if max_bytes > 0 and shareable(out.spec, max_bytes)
+        if max_bytes > 0 and shareable(out.spec, max_bytes) and not out.pieces
     }

@@ -78,3 +78,15 @@ def test_task_times_are_collected(mesh):
     assert times and all(len(runs) == 1 and runs[0] >= 0 for runs in times.values())
     with jaxpp.collect_task_times_ms(enabled=False) as nothing:
         assert nothing is None
+
+
+def test_rows_split_over_ranks_are_returned_as_they_are(mesh):
+    """An output split along the mpmd axis (a stacked parameter over its stages) is no set
+    of copies: it stays the array it is, its rows on their ranks, nothing moved."""
+    from jaxpp_mlir.compat.arrays import as_mpmd_array
+
+    data = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    split = jax.device_put(data, NamedSharding(mesh.jax_mesh, P("stage", None)))
+    assert as_mpmd_array(split, mesh) is split
+    replicated = jax.device_put(data, NamedSharding(mesh.jax_mesh, P()))
+    assert isinstance(as_mpmd_array(replicated, mesh), jaxpp.MpmdArray)
