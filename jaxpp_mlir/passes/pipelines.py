@@ -75,8 +75,8 @@ def default_pipeline(
         # A host callback cannot run inside a stage program: refused early, located.
         make_element(CheckHostCallbacks()),
         # Stage markers must be well nested before segments are read from them (and agree
-        # with the schedule's stage count, when one is given).
-        make_element(VerifyMarkers(num_stages=schedule_stages)),
+        # with the schedule's stage count, when one is given, or else the mesh's ranks).
+        make_element(VerifyMarkers(num_stages=schedule_stages, mpmd_dim=mpmd_dim)),
         # The step's shardings must fit one rank's submesh.
         make_element(CheckShardings(mpmd_axis=mpmd_axis, submesh_size=submesh_size)),
         # (Sharded steps) Shardy gives every value a sharding, so stage boundaries have one;
