@@ -215,9 +215,7 @@ def test_custom_vjp_without_any_backward_marker_is_a_located_error(mesh):
     with pytest.raises(pp.PartitionError) as info:
         _partition(every_layer_custom_vjp_mlp, mesh)
     message = str(info.value)
-    assert message.startswith(
-        f"{__file__}:{_line_of(_layer_fwd, 'custom_vjp forward')}:"
-    ), message
+    assert message.startswith(f"{__file__}:{_line_of(_layer_fwd, 'custom_vjp forward')}:"), message
     assert "a stage marker has no backward counterpart: the step's gradient crosses 0 " in message
     assert "(in '_layer_fwd')" in message
     assert "jaxpp_mlir.mark_stage_end_backward" in message
@@ -279,7 +277,8 @@ def test_backward_marker_bound_in_forward_code_is_a_located_error(mesh, with_los
 
 def test_backward_marker_in_a_forward_only_step_is_a_located_error(mesh):
     def step(params, batch):
-        return pp.treduce(lambda mb: stray_backward_marker_mlp(params, mb[0]), batch, operation=pp.Add)
+        forward = lambda mb: stray_backward_marker_mlp(params, mb[0])  # noqa: E731
+        return pp.treduce(forward, batch, operation=pp.Add)
 
     with pytest.raises(pp.PartitionError, match="backward-direction stage marker in forward code"):
         pp.partition(jax.jit(step).lower(WEIGHTS, BATCH), mesh=mesh)
