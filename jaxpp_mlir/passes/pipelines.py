@@ -21,6 +21,7 @@ from typing import Any
 from jaxpp_mlir.partition_options import PartitionOptions
 from jaxpp_mlir.passes.assign_segments import AssignSegments
 from jaxpp_mlir.passes.base import ModulePass
+from jaxpp_mlir.passes.check_attributes import CheckAttributes
 from jaxpp_mlir.passes.check_host_callbacks import CheckHostCallbacks
 from jaxpp_mlir.passes.check_shardings import CheckShardings
 from jaxpp_mlir.passes.choose_stages import ChooseStages
@@ -68,6 +69,9 @@ def default_pipeline(
     """
     options = PartitionOptions() if options is None else options
     return [
+        # Every jaxpp attribute (a marker's direction, a loop's microbatch count) is of its
+        # kind before any pass reads one: a misspelt marker would be a plain barrier.
+        make_element(CheckAttributes()),
         # Markers inside called functions must be visible in @main.
         make_element(InlineCalls()),
         # shard_map collectives name mesh axes; jaxpp.loop would hide the mesh from them.
