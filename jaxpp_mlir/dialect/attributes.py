@@ -22,40 +22,8 @@ from collections.abc import Callable
 
 from jax.extend.mlir import ir
 
+from jaxpp_mlir.dialect import vocabulary as v
 from jaxpp_mlir.dialect.records import attr_record
-from jaxpp_mlir.dialect.vocabulary import (
-    BACKWARD,
-    CALLS_INLINED_ATTR,
-    CHANNEL_ATTR,
-    CHUNK_ROWS_ATTR,
-    CHUNK_START_ATTR,
-    DIRECTION_ATTR,
-    FOR_TASK_ATTR,
-    FORWARD,
-    KIND_ATTR,
-    KINDS,
-    LOOP_MARKER,
-    LOOP_NUM_MICROBATCHES_ATTR,
-    LOOP_REDUCTIONS_ATTR,
-    LOOP_STAGE_MARKERS_ATTR,
-    MARKER_ATTR,
-    MARKER_OP,
-    NUM_RANKS_ATTR,
-    NUM_SEGMENTS_ATTR,
-    NUM_STAGES_ATTR,
-    PEER_ATTR,
-    POST,
-    PRE,
-    RANK_ATTR,
-    RANKS_ATTR,
-    SCHEDULE_ATTR,
-    SEGMENT_ATTR,
-    STAGE_ATTR,
-    STAGE_ESTIMATE_ATTR,
-    STAGE_NAME_ATTR,
-    STAGE_SPLIT_ATTR,
-    STATE_RANKS_ATTR,
-)
 
 PREFIX = "jaxpp."
 
@@ -129,62 +97,65 @@ def _for_task(attr: ir.Attribute) -> bool:
     if not isinstance(attr, ir.ArrayAttr) or len(attr) != 2:
         return False
     stage, kind = attr
-    return _int(0)(stage) and _string(*KINDS)(kind)
+    return _int(0)(stage) and _string(*v.KINDS)(kind)
 
 
-_TASK_KINDS = (*KINDS, PRE, POST)
+_TASK_KINDS = (*v.KINDS, v.PRE, v.POST)
+_INDEX = AttributeKind("an integer of at least 0", _int(0))
+_COUNT = AttributeKind("an integer of at least 1", _int(1))
+_INDICES = AttributeKind("an array of integers of at least 0", _ints(0))
 
 #: Every ``jaxpp.*`` attribute of an op, by name.
 ATTRIBUTES: dict[str, AttributeKind] = {
-    MARKER_ATTR: AttributeKind(
-        f"a string: '{FORWARD}' or '{BACKWARD}' (a stage marker) or '{LOOP_MARKER}' "
+    v.MARKER_ATTR: AttributeKind(
+        f"a string: '{v.FORWARD}' or '{v.BACKWARD}' (a stage marker) or '{v.LOOP_MARKER}' "
         "(treduce's loop marker)",
-        _string(FORWARD, BACKWARD, LOOP_MARKER),
-        ops=(MARKER_OP,),
+        _string(v.FORWARD, v.BACKWARD, v.LOOP_MARKER),
+        ops=(v.MARKER_OP,),
     ),
-    STAGE_NAME_ATTR: AttributeKind("a string (the stage's name)", _string()),
-    LOOP_NUM_MICROBATCHES_ATTR: AttributeKind("an integer of at least 1", _int(1)),
-    SCHEDULE_ATTR: AttributeKind("a schedule record (a dictionary)", _schedule),
-    LOOP_REDUCTIONS_ATTR: AttributeKind(
+    v.STAGE_NAME_ATTR: AttributeKind("a string (the stage's name)", _string()),
+    v.LOOP_NUM_MICROBATCHES_ATTR: _COUNT,
+    v.SCHEDULE_ATTR: AttributeKind("a schedule record (a dictionary)", _schedule),
+    v.LOOP_REDUCTIONS_ATTR: AttributeKind(
         "a string of comma-separated reductions (add, max, concat(AXIS))", _reductions
     ),
-    LOOP_STAGE_MARKERS_ATTR: AttributeKind("a string (marker source lines)", _string()),
-    SEGMENT_ATTR: AttributeKind("an integer of at least 0", _int(0)),
-    STAGE_ATTR: AttributeKind("an integer of at least 0", _int(0)),
-    KIND_ATTR: AttributeKind(
+    v.LOOP_STAGE_MARKERS_ATTR: AttributeKind("a string (marker source lines)", _string()),
+    v.SEGMENT_ATTR: _INDEX,
+    v.STAGE_ATTR: _INDEX,
+    v.KIND_ATTR: AttributeKind(
         f"a string: {', '.join(repr(k) for k in _TASK_KINDS)}", _string(*_TASK_KINDS)
     ),
-    RANK_ATTR: AttributeKind("an integer of at least 0", _int(0)),
-    PEER_ATTR: AttributeKind("an integer of at least 0", _int(0)),
-    CHANNEL_ATTR: AttributeKind("an integer of at least 0", _int(0)),
-    RANKS_ATTR: AttributeKind("an array of integers of at least 0", _ints(0)),
-    STATE_RANKS_ATTR: AttributeKind("an array of integers of at least 0", _ints(0)),
-    FOR_TASK_ATTR: AttributeKind("[stage, kind]: an integer and a task kind", _for_task),
-    CHUNK_START_ATTR: AttributeKind("an integer of at least 0", _int(0)),
-    CHUNK_ROWS_ATTR: AttributeKind("an integer of at least 1", _int(1)),
-    NUM_SEGMENTS_ATTR: AttributeKind("an integer of at least 1", _int(1)),
-    NUM_STAGES_ATTR: AttributeKind("an integer of at least 1", _int(1)),
-    NUM_RANKS_ATTR: AttributeKind("an integer of at least 1", _int(1)),
-    STAGE_SPLIT_ATTR: AttributeKind("an array of integers of at least 1", _ints(1)),
-    STAGE_ESTIMATE_ATTR: AttributeKind("an estimate record (a dictionary)", _record),
-    CALLS_INLINED_ATTR: AttributeKind("a unit attribute", _unit),
+    v.RANK_ATTR: _INDEX,
+    v.PEER_ATTR: _INDEX,
+    v.CHANNEL_ATTR: _INDEX,
+    v.RANKS_ATTR: _INDICES,
+    v.STATE_RANKS_ATTR: _INDICES,
+    v.FOR_TASK_ATTR: AttributeKind("[stage, kind]: an integer and a task kind", _for_task),
+    v.CHUNK_START_ATTR: _INDEX,
+    v.CHUNK_ROWS_ATTR: _COUNT,
+    v.NUM_SEGMENTS_ATTR: _COUNT,
+    v.NUM_STAGES_ATTR: _COUNT,
+    v.NUM_RANKS_ATTR: _COUNT,
+    v.STAGE_SPLIT_ATTR: AttributeKind("an array of integers of at least 1", _ints(1)),
+    v.STAGE_ESTIMATE_ATTR: AttributeKind("an estimate record (a dictionary)", _record),
+    v.CALLS_INLINED_ATTR: AttributeKind("a unit attribute", _unit),
 }
 
 _DIGITS = re.compile(r"[0-9]+")
 
 #: The ``jaxpp.*`` entries of a saved custom-call marker's ``mhlo.frontend_attributes``.
 FRONTEND_ATTRIBUTES: dict[str, AttributeKind] = {
-    DIRECTION_ATTR: AttributeKind(
-        f"the string '{FORWARD}' or '{BACKWARD}'", _string(FORWARD, BACKWARD)
+    v.DIRECTION_ATTR: AttributeKind(
+        f"the string '{v.FORWARD}' or '{v.BACKWARD}'", _string(v.FORWARD, v.BACKWARD)
     ),
-    STAGE_NAME_ATTR: AttributeKind("a string (the stage's name)", _string()),
-    LOOP_NUM_MICROBATCHES_ATTR: AttributeKind(
+    v.STAGE_NAME_ATTR: AttributeKind("a string (the stage's name)", _string()),
+    v.LOOP_NUM_MICROBATCHES_ATTR: AttributeKind(
         "a string of digits (at least 1)",
         lambda a: _string()(a) and bool(_DIGITS.fullmatch(a.value)) and int(a.value) >= 1,
     ),
-    SCHEDULE_ATTR: AttributeKind("a string (the schedule's text)", _string()),
-    LOOP_REDUCTIONS_ATTR: ATTRIBUTES[LOOP_REDUCTIONS_ATTR],
-    LOOP_STAGE_MARKERS_ATTR: ATTRIBUTES[LOOP_STAGE_MARKERS_ATTR],
+    v.SCHEDULE_ATTR: AttributeKind("a string (the schedule's text)", _string()),
+    v.LOOP_REDUCTIONS_ATTR: ATTRIBUTES[v.LOOP_REDUCTIONS_ATTR],
+    v.LOOP_STAGE_MARKERS_ATTR: ATTRIBUTES[v.LOOP_STAGE_MARKERS_ATTR],
 }
 
 
