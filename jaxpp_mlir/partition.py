@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from jaxpp_mlir import partition_log, setup_advice
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.dialect.records import record_text
+from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.host_heap import collector_paused
 from jaxpp_mlir.ir.utils import walk
 from jaxpp_mlir.mesh import MpmdMesh, parallel_ranks
@@ -24,7 +25,7 @@ from jaxpp_mlir.pipeline_run import PipelineRun
 from jaxpp_mlir.program import PartitionedProgram
 from jaxpp_mlir.runtime.observation import phases
 from jaxpp_mlir.schedules import Schedule
-from jaxpp_mlir.schedules.record import name_record, recordable
+from jaxpp_mlir.schedules.record import name_record, recordable, schedule_record
 from jaxpp_mlir.step_input import import_step, is_sharded
 
 if TYPE_CHECKING:  # the planner loads only when a partition plans
@@ -124,9 +125,13 @@ def _schedule_option(schedule: Schedule | str | None) -> Schedule | str:
 def _target(module: Any, mesh: MpmdMesh, schedule: Any, option: Schedule | str) -> dict[str, Any]:
     """``default_pipeline``'s arguments besides the options: the mesh's, the schedule's."""
     if isinstance(option, Schedule):
-        # A schedule a record cannot hold goes as the task lists it gives for the step's
-        # microbatch count.
-        option = record_text(recordable(option, _num_microbatches(module)))
+        try:
+            record = schedule_record(option)
+        except ScheduleError:
+            # A schedule a record cannot hold goes as the task lists it gives for the
+            # step's microbatch count.
+            record = recordable(option, _num_microbatches(module))
+        option = record_text(record)
     return {
         "mpmd_dim": mesh.mpmd_dim,
         "mpmd_axis": mesh.mpmd_axis_name,
