@@ -12,17 +12,20 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from jaxpp_mlir import partition_log, setup_advice
+from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.dialect.records import record_text
+from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.host_heap import collector_paused
+from jaxpp_mlir.ir.utils import walk
 from jaxpp_mlir.mesh import MpmdMesh, parallel_ranks
-from jaxpp_mlir.partition_options import PartitionOptions
+from jaxpp_mlir.partition_options import PartitionOptions, checked_byte_count
 from jaxpp_mlir.passes.choose_stages import AUTO
 from jaxpp_mlir.passes.pipelines import default_pipeline, segment_pipeline
 from jaxpp_mlir.pipeline_run import PipelineRun
 from jaxpp_mlir.program import PartitionedProgram
 from jaxpp_mlir.runtime.observation import phases
 from jaxpp_mlir.schedules import Schedule
-from jaxpp_mlir.schedules.record import schedule_record
+from jaxpp_mlir.schedules.record import name_record, recordable, schedule_record
 from jaxpp_mlir.step_input import import_step, is_sharded
 
 if TYPE_CHECKING:  # the planner loads only when a partition plans
@@ -103,30 +106,52 @@ def _check_mesh(mesh: Any) -> None:
 
 
 def _schedule_option(schedule: Schedule | str | None) -> Schedule | str:
-    """The schedule as jaxpp-choose-stages takes it: "" (none), "auto", or the object
-    (recorded once the module's context is there)."""
+    """The schedule as jaxpp-choose-stages takes it: "" (none), "auto", a built-in
+    schedule's name, or the object (recorded once the module's context is there)."""
     if schedule is None:
         return ""
-    if isinstance(schedule, str) and schedule == AUTO:
-        return AUTO
+    if isinstance(schedule, str):
+        if schedule != AUTO:
+            name_record(schedule, auto=True)  # a ScheduleError naming what it resembles
+        return schedule
     if not isinstance(schedule, Schedule):
-        raise TypeError(f"schedule must be a jaxpp_mlir schedule, got {type(schedule).__name__}")
+        raise TypeError(
+            f"schedule must be a jaxpp_mlir schedule, {AUTO!r} or a built-in schedule's name "
+            f"(GPipe, Std1F1B, ...), got {type(schedule).__name__}"
+        )
     return schedule
 
 
 def _target(module: Any, mesh: MpmdMesh, schedule: Any, option: Schedule | str) -> dict[str, Any]:
     """``default_pipeline``'s arguments besides the options: the mesh's, the schedule's."""
+    if isinstance(option, Schedule):
+        try:
+            record = schedule_record(option)
+        except ScheduleError:
+            # A schedule a record cannot hold goes as the task lists it gives for the
+            # step's microbatch count.
+            record = recordable(option, _num_microbatches(module))
+        option = record_text(record)
     return {
         "mpmd_dim": mesh.mpmd_dim,
         "mpmd_axis": mesh.mpmd_axis_name,
         "submesh_size": len(mesh.rank_devices(0)),
         "sharded": is_sharded(module),
-        "schedule": record_text(schedule_record(option))
-        if isinstance(option, Schedule)
-        else option,
+        "schedule": option,
         "schedule_stages": schedule.num_stages if isinstance(schedule, Schedule) else 0,
         "parallel_ranks": parallel_ranks(mesh) or 0,
     }
+
+
+def _num_microbatches(module: Any) -> int | None:
+    """The microbatch count treduce recorded on the step's loop marker (None: no loop, or
+    loops of different counts, which jaxpp-normalize-loop refuses)."""
+    counts = {
+        jaxpp.loop_num_microbatches(op)
+        for op in walk(module.operation)
+        if op.name in jaxpp.MARKER_OP_NAMES and jaxpp.is_loop_marker(op)
+    }
+    return counts.pop() if len(counts) == 1 else None
 
 
 def plan_pipeline(
@@ -148,6 +173,12 @@ def plan_pipeline(
     from jaxpp_mlir.planner.segment_costs import segment_costs
 
     _check_mesh(mesh)
+    if memory_limit_bytes is not None:
+        memory_limit_bytes = checked_byte_count(
+            "plan_pipeline: memory_limit_bytes", memory_limit_bytes, minimum=1
+        )
+    if not isinstance(calibrate, bool):
+        raise TypeError(f"plan_pipeline: calibrate must be a bool, got {calibrate!r}")
     module, _ = import_step(x)
     target = {"mpmd_axis": mesh.mpmd_axis_name, "submesh_size": len(mesh.rank_devices(0))}
     PipelineRun(module, None).run(segment_pipeline(sharded=is_sharded(module), **target))

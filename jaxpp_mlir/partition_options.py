@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -201,21 +202,32 @@ def _refuse(kind: type[Exception], name: str, value: Any, expected: str) -> None
 
 
 def _check_int(options: PartitionOptions, name: str, *, minimum: int) -> None:
-    value = getattr(options, name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and not math.isfinite(value):
-            _refuse(ValueError, name, value, f"a finite int of at least {minimum}")
-        _refuse(TypeError, name, value, "an int (bytes)")
-    if value < minimum:
-        _refuse(ValueError, name, value, f"at least {minimum}")
+    value = checked_byte_count(f"PartitionOptions.{name}", getattr(options, name), minimum)
+    object.__setattr__(options, name, value)
+
+
+def checked_byte_count(what: str, value: Any, minimum: int) -> int:
+    """``value`` as an int of at least ``minimum`` (a numpy integer too): a ``TypeError``
+    for another type (``"1GB"``, a float), a ``ValueError`` below ``minimum`` or not
+    finite; ``what`` names the setting (``PartitionOptions.memory_limit_bytes``)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)
+        if value < minimum:
+            raise ValueError(f"{what} must be at least {minimum}, got {value}")
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite int of at least {minimum}, got {value!r}")
+    raise TypeError(f"{what} must be an int (bytes), got {value!r}")
 
 
 def _checked_split(split: Any) -> tuple[int, ...]:
     if not isinstance(split, (tuple, list)):
         _refuse(TypeError, "stage_split", split, "a tuple of ints (segments per stage)")
-    if not split or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in split):
+    if not split or any(
+        isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 for n in split
+    ):
         _refuse(ValueError, "stage_split", split, "a non-empty tuple of positive ints")
-    return tuple(split)
+    return tuple(int(n) for n in split)
 
 
 def _check_segmenter(name: Any) -> None:

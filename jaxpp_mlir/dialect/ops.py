@@ -104,6 +104,7 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     MARKER_ATTR,
     MARKER_OP,
     MARKER_OP_NAMES,
+    MARKER_PRIMITIVE,
     NUM_RANKS_ATTR,
     NUM_SEGMENTS_ATTR,
     NUM_STAGES_ATTR,

@@ -25,6 +25,9 @@ LOOP_MARKER = "loop"
 ENTER_STAGE_TARGET = "jaxpp.enter_stage"
 DIRECTION_ATTR = "jaxpp.direction"
 STAGE_NAME_ATTR = "jaxpp.stage_name"  # the label mark_stage_end(..., name=) gives a stage
+# The JAX primitive of the stage marker: JAX names a traced marker's location
+# "<name stack>/jaxpp_enter_stage" ("transpose(jvp())/..." where autodiff placed it).
+MARKER_PRIMITIVE = "jaxpp_enter_stage"
 
 LOOP_MARKER_TARGET = "jaxpp.loop_marker"
 

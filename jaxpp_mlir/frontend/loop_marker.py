@@ -28,19 +28,26 @@ class ScheduleParam:
     record: Mapping[str, Any]
 
     @classmethod
-    def of(cls, schedule: Any) -> ScheduleParam | None:
+    def of(cls, schedule: Any, num_microbatches: int | None = None) -> ScheduleParam | None:
         """The record of ``schedule`` (a schedule object or a built-in schedule's name;
-        None for none); a ``TreduceError`` for anything else."""
+        None for none); a ``TreduceError`` for anything else. A schedule a record cannot
+        hold is recorded as the task lists it gives for ``num_microbatches``."""
         from jaxpp_mlir.schedules.base import Schedule
-        from jaxpp_mlir.schedules.record import name_record, schedule_record
+        from jaxpp_mlir.schedules.record import AUTO, name_record, recordable
 
         if schedule is None:
             return None
         try:
             if isinstance(schedule, str):
+                if schedule == AUTO:
+                    raise TreduceError(
+                        f"treduce(schedule={AUTO!r}): the planner chooses the schedule when "
+                        f"the step is partitioned: give partition(..., schedule={AUTO!r}) and "
+                        "no schedule to treduce"
+                    )
                 return cls(name_record(schedule))
             if isinstance(schedule, Schedule):
-                return cls(schedule_record(schedule))
+                return cls(recordable(schedule, num_microbatches))
         except ScheduleError as error:
             raise TreduceError(f"treduce(schedule=...): {error}") from None
         raise TreduceError(

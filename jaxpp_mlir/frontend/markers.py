@@ -30,7 +30,7 @@ from jax.extend.core import Primitive
 from jax.extend.mlir import ir
 from jax.interpreters import ad, batching, mlir
 
-from jaxpp_mlir.dialect.ops import BACKWARD, FORWARD, create_stage_marker
+from jaxpp_mlir.dialect.ops import BACKWARD, FORWARD, MARKER_PRIMITIVE, create_stage_marker
 from jaxpp_mlir.errors import MarkerError
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-enter_stage_p = Primitive("jaxpp_enter_stage")
+enter_stage_p = Primitive(MARKER_PRIMITIVE)
 enter_stage_p.multiple_results = True
 
 _OPPOSITE = {FORWARD: BACKWARD, BACKWARD: FORWARD}

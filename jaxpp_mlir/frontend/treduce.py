@@ -159,7 +159,7 @@ def treduce_i(
     init = [op.init(length, aval) for op, aval in zip(ops, result_types, strict=True)]
     params = {
         "num_microbatches": length,
-        "schedule": ScheduleParam.of(schedule),
+        "schedule": ScheduleParam.of(schedule, length),
         "reductions": tuple(op.tag for op in ops),
         "stage_markers": tuple(stage_markers),
     }

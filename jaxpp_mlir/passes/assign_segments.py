@@ -148,18 +148,30 @@ def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: boo
                     "in treduce(lambda mb: jax.value_and_grad(loss)(params, mb), batch)",
                 )
             where = "the function treduce applies to each microbatch" if in_loop else "the step"
-            hint = (
-                "unroll the loop over layers (a lax.scan or fori_loop cannot hold markers)"
-                if parent.name == "stablehlo.while"
-                else "move the markers out of the conditional"
-            )
+            what, hint = _NESTING.get(parent.name, ("", "move the markers out of it"))
             if not in_loop:
                 hint += "; for the microbatch loop use jaxpp_mlir.treduce"
             raise diagnostics.error(
                 op,
-                f"stage marker inside '{parent.name}' is not supported: stage boundaries "
-                f"must sit at the top level of {where}: {hint}",
+                f"stage marker inside '{parent.name}'{what} is not supported: stage "
+                f"boundaries must sit at the top level of {where}: {hint}",
             )
+
+
+#: What holds a marker it cannot hold, in the user's words, and what to do instead.
+_NESTING = {
+    "stablehlo.while": (
+        "",
+        "unroll the loop over layers (a lax.scan or fori_loop cannot hold markers)",
+    ),
+    "stablehlo.case": ("", "move the markers out of the conditional"),
+    "stablehlo.if": ("", "move the markers out of the conditional"),
+    "sdy.manual_computation": (
+        " (a shard_map body)",
+        "a shard_map body runs per device shard, inside one stage; mark its results "
+        "outside it (pipeline_enter_stage(shard_map(f, ...)(x)))",
+    ),
+}
 
 
 def _place_unanchored(producers: list[list[int]], positions: list[int | None]) -> None:

@@ -9,9 +9,11 @@ pipelines; a new pass needs nothing else.
 Option values are parsed by their fields' type hints (``bool``, ``int``,
 ``float``, ``str``, or a tuple or list of one of them; ``@register_pass`` refuses
 any other) and checked when the pass is built (from ``{key=value}`` text or
-in Python): an ``int`` field, or each entry of a ``tuple[int, ...]`` field,
+in Python): a value of another type is refused (``fuse_tasks="false"``: only a
+bool is a bool), an ``int`` field, or each entry of a ``tuple[int, ...]`` field,
 whose metadata has ``"min": m`` must be at least ``m``; a pass with other
-rules overrides ``validate()``.
+rules overrides ``validate()``. An option given twice in one ``{...}`` is an
+error, as in MLIR.
 
 Pass order is checked before a pass runs, from what each pass declares about
 itself: ``finished(module)`` finds the evidence that the pass already ran,
@@ -92,12 +94,14 @@ class ModulePass:
         self.validate()
 
     def validate(self) -> None:
-        """Raises ``PassOptionError`` for an option value out of range (see the module doc)."""
+        """Raises ``PassOptionError`` for an option value of another type than its field's
+        (a str where a bool is declared) or out of range (see the module doc)."""
         for field in self.option_fields():
+            value = getattr(self, field.name)
+            _check_option_type(self.name, field, option_type(type(self), field), value)
             minimum = field.metadata.get("min")
             if minimum is None:
                 continue
-            value = getattr(self, field.name)
             values = value if isinstance(value, (tuple, list)) else (value,)
             for item in values:
                 if isinstance(item, int) and item < minimum:
@@ -345,6 +349,30 @@ def _supported_option_type(hint: Any) -> bool:
 
 def _type_name(hint: Any) -> str:
     return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def _is_scalar(hint: type, value: Any) -> bool:
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _check_option_type(pass_name: str, field: dataclasses.Field, hint: Any, value: Any) -> None:
+    item_type = _sequence_item_type(hint)
+    if item_type is None:
+        fits = _is_scalar(hint, value)
+    else:
+        fits = isinstance(value, (tuple, list)) and all(_is_scalar(item_type, v) for v in value)
+    if not fits:
+        key = field.name.replace("_", "-")
+        raise PassOptionError(
+            f"pass '{pass_name}': option '{key}' expects {_type_name(hint)}, got {value!r} "
+            f"({type(value).__name__})"
+        )
 
 
 def _parse_scalar(hint: type, text: str) -> Any:

@@ -14,6 +14,7 @@ from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import Evidence, ModulePass, find_untagged, register_pass
 from jaxpp_mlir.schedules import AutoFused, Schedule, Std1F1B
+from jaxpp_mlir.schedules import record as record_module
 from jaxpp_mlir.schedules.record import (
     Record,
     is_bare_name,
@@ -23,7 +24,7 @@ from jaxpp_mlir.schedules.record import (
 )
 
 #: The ``schedule`` option that asks the planner for the schedule and the split.
-AUTO = "auto"
+AUTO = record_module.AUTO
 
 
 @register_pass
@@ -49,8 +50,11 @@ class ChooseStages(ModulePass):
       peak bytes per rank fit ``memory-limit``;
     - else one segment per stage.
 
+    A ``memory-limit`` is honoured or refused: a forced split, or one segment per stage,
+    is estimated and refused (located) where its estimated peak exceeds the limit.
     ``schedule=auto`` takes the schedule and split the planner ranks best for
-    ``mpmd-dim`` ranks (``planner.plan_pipeline``). The planner estimates each segment's
+    ``mpmd-dim`` ranks (``planner.plan_pipeline``); where none fits ``memory-limit``, the
+    error lists the candidates of least estimated peak. The planner estimates each segment's
     cost from its StableHLO ops (``planner.segment_costs``), on a machine whose ranks
     compute at once unless ``parallel-ranks`` says how many do. Without a loop there is
     no schedule: a ``schedule`` is an error, and the stages are ``stage-split``'s or one
@@ -86,7 +90,7 @@ class ChooseStages(ModulePass):
     )
     memory_limit: int = dataclasses.field(
         default=0,
-        metadata={"help": "estimated peak bytes per rank a chosen split fits (0: any)", "min": 0},
+        metadata={"help": "estimated peak bytes per rank the split must fit (0: any)", "min": 0},
     )
     fuse_tasks: bool = dataclasses.field(
         default=False, metadata={"help": "fuse back-to-back tasks of a rank (AutoFused)"}
@@ -174,7 +178,7 @@ class _Choice:
             costs=self._segment_costs(),
             memory_limit_bytes=self.options.memory_limit or None,
             machine=self._machine(),
-        ).best
+        ).best_fitting()
         if self.requested is not None:  # treduce's schedule must be the one chosen
             self._schedule(schedule_record(best.schedule), ())
         schedule, split = self._fused(best.schedule), best.stage_split
@@ -215,7 +219,7 @@ class _Choice:
         if not text:
             return None
         if not text.startswith("{"):
-            return name_record(text)
+            return name_record(text, auto=True)
         try:
             return parse_record(text)
         except ValueError as error:
@@ -247,7 +251,7 @@ class _Choice:
         return Std1F1B(num_stages)
 
     def _split(self, schedule: Schedule, forced: tuple[int, ...]) -> tuple[tuple[int, ...], Any]:
-        from jaxpp_mlir.planner.stage_split import choose_split, estimate_split
+        from jaxpp_mlir.planner.stage_split import choose_split
 
         assert self.num_microbatches is not None
         if forced:
@@ -257,17 +261,16 @@ class _Choice:
                     f"{schedule!r} has {schedule.num_stages}"
                 )
             split = self._checked_sum(forced)
-            costs = self._segment_costs()
-            return split, estimate_split(
-                schedule, split, costs, self.num_microbatches, self._machine()
-            )
+            return split, self._within_limit(schedule, split)
         if schedule.num_stages > self.num_segments:
             raise self.fail(
                 f"the schedule {schedule!r} has {schedule.num_stages} stages but the program "
                 f"has {self.num_segments} (one per pipeline_enter_stage marker)"
             )
         if schedule.num_stages == self.num_segments:
-            return (1,) * self.num_segments, None
+            split = (1,) * self.num_segments
+            limited = self.options.memory_limit > 0
+            return split, self._within_limit(schedule, split) if limited else None
         best = choose_split(
             schedule,
             self._segment_costs(),
@@ -276,6 +279,18 @@ class _Choice:
             machine=self._machine(),
         )
         return best.split, best
+
+    def _within_limit(self, schedule: Schedule, split: tuple[int, ...]) -> Any:
+        """The planner's estimate of ``split``, checked against ``memory-limit`` if given."""
+        from jaxpp_mlir.planner.stage_split import check_fits, estimate_split
+
+        assert self.num_microbatches is not None
+        estimate = estimate_split(
+            schedule, split, self._segment_costs(), self.num_microbatches, self._machine()
+        )
+        if self.options.memory_limit:
+            check_fits(schedule, estimate, self.options.memory_limit)
+        return estimate
 
     def _checked_sum(self, split: tuple[int, ...]) -> tuple[int, ...]:
         if sum(split) != self.num_segments:

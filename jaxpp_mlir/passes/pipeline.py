@@ -158,7 +158,15 @@ def _parse_element(item: str) -> PipelineElement:
             key, eq, value = option.partition("=")
             if not eq:
                 value = "true"
-            options[key.strip()] = value.strip().strip("'\"")
+            key, value = key.strip(), value.strip().strip("'\"")
+            same = [k for k in options if k.replace("_", "-") == key.replace("_", "-")]
+            if same:
+                raise PipelineSyntaxError(
+                    f"pass '{name}': option '{key}' is given twice ({same[0]}="
+                    f"{options[same[0]]} and {key}={value}): give each option once, as MLIR "
+                    "requires"
+                )
+            options[key] = value
     try:
         return PipelineElement(name=name, jaxpp_pass=pass_class.from_options(options))
     except PassOptionError as exc:

@@ -21,6 +21,7 @@ from typing import Any
 from jaxpp_mlir.partition_options import PartitionOptions
 from jaxpp_mlir.passes.assign_segments import AssignSegments
 from jaxpp_mlir.passes.base import ModulePass
+from jaxpp_mlir.passes.check_attributes import CheckAttributes
 from jaxpp_mlir.passes.check_host_callbacks import CheckHostCallbacks
 from jaxpp_mlir.passes.check_shardings import CheckShardings
 from jaxpp_mlir.passes.choose_stages import ChooseStages
@@ -69,6 +70,9 @@ def default_pipeline(
     """
     options = PartitionOptions() if options is None else options
     return [
+        # Every jaxpp attribute (a marker's direction, a loop's microbatch count) is of its
+        # kind before any pass reads one: a misspelt marker would be a plain barrier.
+        make_element(CheckAttributes()),
         # Markers inside called functions must be visible in @main.
         make_element(InlineCalls()),
         # shard_map collectives name mesh axes; jaxpp.loop would hide the mesh from them.
@@ -76,8 +80,8 @@ def default_pipeline(
         # A host callback cannot run inside a stage program: refused early, located.
         make_element(CheckHostCallbacks()),
         # Stage markers must be well nested before segments are read from them (and agree
-        # with the schedule's stage count, when one is given).
-        make_element(VerifyMarkers(num_stages=schedule_stages)),
+        # with the schedule's stage count, when one is given, or else the mesh's ranks).
+        make_element(VerifyMarkers(num_stages=schedule_stages, mpmd_dim=mpmd_dim)),
         # The step's shardings must fit one rank's submesh.
         make_element(CheckShardings(mpmd_axis=mpmd_axis, submesh_size=submesh_size)),
         # (Sharded steps) Shardy gives every value a sharding, so stage boundaries have one;

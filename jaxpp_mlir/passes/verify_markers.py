@@ -30,23 +30,29 @@ class VerifyMarkers(ModulePass):
     ``stablehlo.while`` holding treduce's loop marker) if there is one, else
     ``@main``. Counting on every dependence path the forward markers (F, the
     stages they end) and the backward markers (B, their transposes), it
-    reports with a located error:
+    reports with a located error, in this order (each rule before any rule about
+    the layout):
 
-    - a backward-direction marker in forward code (a forward marker depends on
-      it), and a forward-direction marker whose location says autodiff placed it
-      as a transpose (a saved module whose marker direction was edited);
-    - a forward marker without its backward counterpart: when the step
-      differentiates through the markers (B > 0) but B < F and gradient code
-      reads a value of a forward stage that has no backward stage of its own
-      (a marker inside a ``jax.custom_vjp`` forward rule, a backward marker
-      removed from a saved module);
+    - a backward-direction marker in forward code: a forward marker depends on
+      it, or its location (JAX's name stack, where the module has one) says it was
+      bound outside every ``transpose(...)``, where autodiff places backward
+      markers; and a forward-direction marker whose location says autodiff placed
+      it as a transpose (a saved module whose marker direction was edited);
+    - a forward marker without its backward counterpart: B < F and gradient code
+      reads a value of a forward stage that has no backward stage of its own (a
+      marker inside a ``jax.custom_vjp`` forward rule whose backward rule has no
+      ``mark_stage_end_backward``, a backward marker removed from a saved module).
+      Gradient code is what follows a backward marker, and, with no backward
+      marker at all (B = 0), what JAX's name stack places inside a ``transpose``;
     - JaxPP's old placement (markers at the start of stages 1..n-1, none after
-      the last layer): the code after the last forward marker holds a layer
-      (a ``dot_general`` or convolution with a weight that depends on neither a
-      marker nor the microbatch) and the schedule's stage count (``num_stages``,
-      else the one the loop marker records) is one more than F. With no known
-      count it is a warning; with F stages it is JaxPP's placement (an LM head
-      after the last marker runs in the last stage) and passes silently.
+      the last layer): the code after the last forward marker holds a forward
+      layer (a ``dot_general`` or convolution with a weight that depends on
+      neither a marker nor the microbatch) and the schedule's stage count
+      (``num-stages``, else the one the loop marker records) is F + 1. With F
+      stages, or fewer (neighbouring segments merged into stages), the layer runs
+      in the last stage, as JaxPP runs an LM head after the last marker: silent.
+      With no stage count known, the step gets F stages: a warning only where the
+      mesh (``mpmd-dim``) has F + 1 ranks, one of which would get no stage.
 
     It warns (a ``warning`` diagnostic, turned into a Python warning by
     ``partition``) about what is legal but surprising: a marker the user wrote
@@ -68,6 +74,10 @@ class VerifyMarkers(ModulePass):
             "min": 0,
         },
     )
+    mpmd_dim: int = dataclasses.field(
+        default=0,
+        metadata={"help": "ranks along the mpmd axis (0: unknown)", "min": 0},
+    )
 
     def run(self, module: ir.Operation) -> Unchanged:
         main = ir_utils.get_main(module)
@@ -86,11 +96,11 @@ class VerifyMarkers(ModulePass):
             (paths.backward[i] + 1 for i in markers if paths.direction[i] != jaxpp.FORWARD),
             default=0,
         )
-        if 0 < num_backward < num_forward:
+        if num_backward < num_forward:
             _check_backward_counterparts(forward, num_forward, num_backward, paths)
         if num_backward in (0, num_forward):
             known = self.num_stages or _recorded_num_stages(loop_marker)
-            _check_last_stage_marked(forward, num_forward, known, paths)
+            _check_last_stage_marked(forward, num_forward, known, self.mpmd_dim, paths)
         _warn_merged_markers(forward, paths)
         if loop_marker is not None:
             _warn_dead_markers([top_ops[i] for i in markers], jaxpp.loop_stage_markers(loop_marker))
@@ -98,27 +108,43 @@ class VerifyMarkers(ModulePass):
 
 
 def _check_directions(markers: list[int], paths: MarkerFlow) -> None:
+    forward = [i for i in markers if paths.direction[i] == jaxpp.FORWARD]
+    transposed = {i for i in forward if _in_transpose_scope(paths.ops[i].location)}
+    # The first forward marker of forward code downstream of each backward marker.
+    dependents: dict[int, int] = {}
+    for index in forward:
+        upstream = paths.upstream_backward_marker[index]
+        if upstream is not None and index not in transposed:
+            dependents.setdefault(upstream, index)
     for index in markers:
-        if paths.direction[index] != jaxpp.FORWARD:
+        if paths.direction[index] == jaxpp.FORWARD:
             continue
         op = paths.ops[index]
-        if _in_transpose_scope(op.location):
+        dependent = dependents.get(index)
+        if dependent is not None:
+            why = f"the forward marker at {_where(paths.ops[dependent])} depends on it"
+        elif _bound_outside_autodiff(op.location):
+            why = (
+                "it was bound outside every 'transpose(...)' of JAX's name stack (its "
+                "location), where autodiff places backward markers"
+            )
+        else:
+            continue
+        raise diagnostics.error(
+            op,
+            f"backward-direction stage marker in forward code: {why}. Backward markers "
+            "are the transposes autodiff places (or mark_stage_end_backward in a "
+            "custom_vjp backward rule): mark forward code with pipeline_enter_stage "
+            "(higher-order gradients through stage markers are not supported)",
+        )
+    for index in forward:
+        if index in transposed:
             raise diagnostics.error(
-                op,
+                paths.ops[index],
                 "this stage marker is marked forward ('fwd') but autodiff placed it as the "
                 "transpose of a marker (its location is inside 'transpose(...)'): the "
                 "module's marker directions are inconsistent; give it back its "
                 "'bwd' direction or lower the step again",
-            )
-        upstream = paths.upstream_backward_marker[index]
-        if upstream is not None:
-            raise diagnostics.error(
-                paths.ops[upstream],
-                "backward-direction stage marker in forward code: the forward marker at "
-                f"{_where(op)} depends on it. Backward markers are the transposes autodiff "
-                "places (or mark_stage_end_backward in a custom_vjp backward rule): mark "
-                "forward code with pipeline_enter_stage (higher-order gradients through "
-                "stage markers are not supported)",
             )
 
 
@@ -137,10 +163,17 @@ def _check_last_stage_marked(
     forward: list[int],
     num_forward: int,
     known_stages: int,
+    mpmd_dim: int,
     paths: MarkerFlow,
 ) -> None:
-    """JaxPP's old placement leaves the last stage's layers after the last marker."""
-    if not forward or known_stages == num_forward:
+    """JaxPP's old placement leaves the last stage's layers after the last marker: an
+    error where the schedule has F + 1 stages, a warning where no stage count is known
+    and the mesh has F + 1 ranks; F stages or fewer is JaxPP's placement (the layers
+    after the last marker run in the last stage)."""
+    if not forward:
+        return
+    refused = known_stages == num_forward + 1
+    if not refused and (known_stages or mpmd_dim != num_forward + 1):
         return
     last_markers = [paths.ops[i] for i in forward if paths.forward[i] + 1 == num_forward]
     for index, name in enumerate(paths.names):
@@ -150,9 +183,9 @@ def _check_last_stage_marked(
         infos = [paths.value_info(v) for v in op.operands]
         after_last = any(info[2] and info[0] == num_forward for info in infos)
         weight = any(not info[2] and not info[3] for info in infos)
-        if not (after_last and weight):
-            continue
-        if known_stages == num_forward + 1:
+        if not (after_last and weight) or _in_transpose_scope(op.location):
+            continue  # not a layer after the last marker, or gradient code
+        if refused:
             raise diagnostics.error(
                 last_markers[0],
                 f"the last stage's marker is missing: the schedule has {known_stages} stages "
@@ -166,8 +199,9 @@ def _check_last_stage_marked(
         diagnostics.warning(
             last_markers[0],
             f"a layer ('{op.name}' at {_where(op)}) follows the last stage marker: it runs "
-            f"in the last stage ({num_forward - 1}), as in JaxPP. If the markers are at the "
-            "start of stages 1..n-1 (JaxPP's old placement), add one after the last layer",
+            f"in the last stage ({num_forward - 1}), as in JaxPP, and {mpmd_dim - num_forward} "
+            f"of the mesh's {mpmd_dim} ranks gets no stage. If the markers are at the start "
+            "of stages 1..n-1 (JaxPP's old placement), add one after the last layer",
         )
         return
 
@@ -178,24 +212,30 @@ def _check_backward_counterparts(
     num_backward: int,
     paths: MarkerFlow,
 ) -> None:
-    """Gradient code reading a stage with no backward stage of its own lacks a boundary."""
+    """Gradient code reading a stage with no backward stage of its own lacks a boundary.
+
+    Gradient code is what follows a backward marker; with none in the step, what JAX's
+    name stack places inside a transpose (a custom_vjp backward rule, the loss's)."""
     for index, count in enumerate(paths.backward):
-        if count == 0 or paths.direction[index] is not None:
+        if paths.direction[index] is not None or (count == 0 and num_backward > 0):
             continue
         own_stage = num_forward - count
         for producer in paths.producers[index]:
             stage = paths.forward_stage_of(producer)
             if stage is None or stage >= own_stage:
                 continue
+            op = paths.ops[index]
+            if count == 0 and not _in_transpose_scope(op.location):
+                break  # forward code reading an earlier stage (a skip connection)
             # The gradient code of stage `stage` crossed fewer backward markers than the
             # stages from there to the last: one of those stages' markers lacks its own.
             candidates = sorted(
                 (m for m in forward if paths.forward[m] >= stage), key=paths.forward.__getitem__
             )
             listing = ", ".join(
-                f"stage {paths.forward[m]} at {_where(paths.ops[m])}" for m in candidates
+                f"stage {paths.forward[m]} at {_where_in_function(paths.ops[m])}"
+                for m in candidates
             )
-            op = paths.ops[index]
             raise diagnostics.error(
                 paths.ops[candidates[0]],
                 "a stage marker has no backward counterpart: the step's gradient crosses "
@@ -293,6 +333,50 @@ def _source_line(op: ir.Operation) -> str:
     """``file:line`` of the op's source location (column dropped)."""
     where = _where(op)
     return where.rsplit(":", 1)[0] if where.count(":") >= 2 else where
+
+
+def _where_in_function(op: ir.Operation) -> str:
+    """``file:line:col`` of the op, with the function of that frame where the location
+    names it (``... in 'layer_fwd'``: a custom_vjp forward rule shows by its name)."""
+    where = _where(op)
+    function = _function_at(ir.Location.from_attr(op.location.attr), where)
+    return f"{where} (in '{function}')" if function else where
+
+
+def _function_at(location: ir.Location, where: str) -> str | None:
+    """The name JAX gives the frame whose file location ``where`` formats."""
+    if isinstance(location, ir.NameLoc):
+        child = ir.Location.from_attr(location.child_loc.attr)
+        if isinstance(child, ir.FileLineColLoc) and diagnostics.format_location(child) == where:
+            return location.name_str
+        return _function_at(child, where)
+    if isinstance(location, ir.CallSiteLoc):
+        callee = ir.Location.from_attr(location.callee.attr)
+        caller = ir.Location.from_attr(location.caller.attr)
+        return _function_at(callee, where) or _function_at(caller, where)
+    if isinstance(location, ir.FusedLoc):
+        for inner in location.locations:
+            found = _function_at(ir.Location.from_attr(inner.attr), where)
+            if found:
+                return found
+    return None
+
+
+def _bound_outside_autodiff(location: ir.Location) -> bool:
+    """True if ``location`` is JAX's for a traced marker (``<name stack>/<primitive>``)
+    and names no transpose: the marker was bound in forward code. False where the
+    location does not say (a module printed without debug info, a hand-written one)."""
+    location = ir.Location.from_attr(location.attr)
+    if isinstance(location, ir.NameLoc):
+        name = location.name_str
+        if name == jaxpp.MARKER_PRIMITIVE or name.endswith("/" + jaxpp.MARKER_PRIMITIVE):
+            return _TRANSPOSE_SCOPE not in name
+        return _bound_outside_autodiff(location.child_loc)
+    if isinstance(location, ir.CallSiteLoc):
+        return _bound_outside_autodiff(location.callee)
+    if isinstance(location, ir.FusedLoc):
+        return any(_bound_outside_autodiff(inner) for inner in location.locations)
+    return False
 
 
 def _in_transpose_scope(location: ir.Location) -> bool:

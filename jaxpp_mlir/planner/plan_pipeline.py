@@ -78,6 +78,24 @@ class PipelinePlan(Sequence[Candidate]):
     def best(self) -> Candidate:
         return self.candidates[0]
 
+    def best_fitting(self) -> Candidate:
+        """The best candidate; a ``ScheduleError`` listing the candidates of least peak
+        bytes when none fits the memory limit."""
+        best = self.candidates[0]
+        if best.fits:
+            return best
+        closest = sorted(self.candidates, key=lambda c: (max(c.peak_bytes), c.step_s))[:3]
+        listing = "; ".join(
+            f"{c.schedule!r} with stage split {c.stage_split}: {max(c.peak_bytes)} bytes"
+            for c in closest
+        )
+        raise ScheduleError(
+            f"no built-in schedule fits memory_limit_bytes={self.memory_limit_bytes} on every "
+            f"rank for {self.costs.num_segments} marked segments and {self.num_microbatches} "
+            f"microbatches; the least estimated peaks per rank: {listing}. Raise the limit, "
+            "or spread the stages over more ranks"
+        )
+
     def __str__(self) -> str:
         names = [repr(c.schedule) for c in self.candidates]
         splits = [str(c.stage_split) for c in self.candidates]

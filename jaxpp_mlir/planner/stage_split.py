@@ -245,3 +245,18 @@ def choose_split(
             f"least estimated peak is {min(max(e.peak_bytes) for e in ranked)} bytes on a rank"
         )
     return best
+
+
+def check_fits(schedule: Schedule, estimate: SplitEstimate, memory_limit_bytes: int) -> None:
+    """A ``ScheduleError`` unless the split ``estimate`` estimates fits the limit on every
+    rank: a limit asked for is honoured or refused, also where nothing was chosen (a
+    forced split, or as many segments as stages)."""
+    peak = max(estimate.peak_bytes)
+    if peak <= memory_limit_bytes:
+        return
+    rank = estimate.peak_bytes.index(peak)
+    raise ScheduleError(
+        f"the stage split {estimate.split} under {schedule!r} has an estimated peak of {peak} "
+        f"bytes on rank {rank}, over memory_limit_bytes={memory_limit_bytes}: raise the "
+        "limit, or spread the stages over more ranks"
+    )

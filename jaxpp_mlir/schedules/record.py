@@ -16,6 +16,11 @@ marker the schedule it was given, on the module the one ``jaxpp-choose-stages`` 
   of each stage), "tasks": (one tuple of items per rank)}``, an item being a tuple of
   ``(stage, kind, microbatch)`` tasks (one task: a ``Task``; several: a ``FusedTask``).
 
+A schedule a record cannot hold (a ``Schedule`` subclass of one's own that changes the
+task order, ``AutoFused`` with a cost function) is recorded, where the microbatch count is
+known, as the ``CustomSchedule`` of the task lists it gives for that count
+(``recordable``): ``partition`` and ``treduce`` run it as given.
+
 Modules lowered before schedules became records carry the schedule's ``repr`` as text:
 ``schedule_from_record`` reads a bare built-in name there, and refuses anything else
 with a request to lower the step again.
@@ -23,6 +28,7 @@ with a request to lower the step again.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +41,9 @@ from jaxpp_mlir.schedules.task import FusedTask, ScheduleItem, Task
 
 #: A schedule as plain data (see the module docstring).
 Record = dict[str, Any]
+
+#: The schedule name that asks the planner for the schedule and split (``partition``).
+AUTO = "auto"
 
 KIND = "kind"
 _AUTO_FUSED_DEFAULTS = {"transfer_cost": 0.0, "launch_cost": DEFAULT_LAUNCH_COST}
@@ -78,15 +87,35 @@ def _built_in_of(cls: type[Schedule]) -> type[Schedule] | None:
     return None
 
 
-def name_record(name: str) -> Record:
+def name_record(name: str, *, auto: bool = False) -> Record:
     """The record of a bare built-in schedule name (``"GPipe"``); a ``ScheduleError``
-    for any other text."""
-    if name not in BUILT_IN:
-        raise ScheduleError(
-            f"{name!r} is not a built-in schedule name (known: {', '.join(BUILT_IN)}): give a "
-            "schedule object, or one of those names"
-        )
-    return {KIND: name}
+    for any other text, suggesting the names it resembles (``"1f1b"``: ``Std1F1B``).
+    ``auto``: the caller takes ``"auto"`` too (``partition``), and says so."""
+    if name in BUILT_IN:
+        return {KIND: name}
+    names = [AUTO, *BUILT_IN] if auto else list(BUILT_IN)
+    lowered = {known.lower(): known for known in names}
+    close = difflib.get_close_matches(name.lower(), lowered, n=2, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(lowered[c]) for c in close)}?" if close else ""
+    takes = f"{AUTO!r} (the planner's choice) or " if auto else ""
+    raise ScheduleError(
+        f"{name!r} is not a built-in schedule name (known: {', '.join(BUILT_IN)}): give a "
+        f"schedule object, {takes}one of those names, spelled as its class{hint}"
+    )
+
+
+def recordable(schedule: Schedule, num_microbatches: int | None) -> Record:
+    """``schedule``'s record; a schedule a record cannot hold (a ``Schedule`` subclass of
+    one's own, ``AutoFused`` with a cost function) as the ``CustomSchedule`` of its task
+    lists for ``num_microbatches`` (None: unknown, the ``ScheduleError`` stands)."""
+    try:
+        return schedule_record(schedule)
+    except ScheduleError:
+        if num_microbatches is None:
+            raise
+    tasks = schedule.tasks(num_microbatches)
+    stage_rank = tuple(schedule.stage_rank(stage) for stage in range(schedule.num_stages))
+    return schedule_record(CustomSchedule(tasks, schedule.num_stages, stage_rank=stage_rank))
 
 
 def schedule_from_record(

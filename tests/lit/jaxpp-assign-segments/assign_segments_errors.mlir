@@ -146,3 +146,19 @@ module @gradient_of_treduce {
     return %1#1 : tensor<2x4xf32>
   }
 }
+
+// -----
+
+// A marker inside a shard_map body (sdy.manual_computation).
+module @marker_in_shard_map {
+  sdy.mesh @mesh = <["stage"=1, "data"=2]>
+  func.func @main(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"data"}, {}]>] out_shardings=[<@mesh, [{"data"}, {}]>] manual_axes={"stage", "data"} (%arg1: tensor<2x4xf32>) {
+      %1 = stablehlo.tanh %arg1 : tensor<2x4xf32>
+      // expected-error @+1 {{stage marker inside 'sdy.manual_computation' (a shard_map body) is not supported: stage boundaries must sit at the top level of the step: a shard_map body runs per device shard, inside one stage; mark its results outside it}}
+      %2 = stablehlo.optimization_barrier {jaxpp.marker = "fwd"} %1 : tensor<2x4xf32>
+      sdy.return %2 : tensor<2x4xf32>
+    } : (tensor<4x4xf32>) -> tensor<4x4xf32>
+    return %0 : tensor<4x4xf32>
+  }
+}

@@ -29,3 +29,4 @@ module @missing_backward_marker {
     return %6, %8 : tensor<2x4xf32>, tensor<2x4xf32>
   }
 }
+

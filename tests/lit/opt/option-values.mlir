@@ -18,6 +18,15 @@
 // RUN:   | filecheck %s --check-prefix=STAGE-SPLIT
 // STAGE-SPLIT: jaxpp-opt: error: pass 'jaxpp-choose-stages': option 'stage-split' entries must be at least 1, got -1
 
+// An option given twice is refused (MLIR refuses it too), whichever spelling the
+// key has; a bool option takes true/false/1/0 only.
+// RUN: not jaxpp-opt %s -p 'jaxpp-choose-stages{stage-split=1,1 stage-split=2}' 2>&1 | filecheck %s --check-prefix=TWICE
+// RUN: not jaxpp-opt %s --jaxpp-choose-stages='stage-split=1,1 stage_split=2' 2>&1 | filecheck %s --check-prefix=TWICE-FLAG
+// RUN: not jaxpp-opt %s -p 'jaxpp-choose-stages{fuse-tasks=yes}' 2>&1 | filecheck %s --check-prefix=BOOL
+// TWICE: jaxpp-opt: error: pass 'jaxpp-choose-stages': option 'stage-split' is given twice (stage-split=1,1 and stage-split=2): give each option once, as MLIR requires
+// TWICE-FLAG: jaxpp-opt: error: pass 'jaxpp-choose-stages': option 'stage_split' is given twice (stage-split=1,1 and stage_split=2)
+// BOOL: jaxpp-opt: error: pass 'jaxpp-choose-stages': option 'fuse-tasks' expects bool, got 'yes'
+
 // The bounds themselves are accepted.
 // RUN: jaxpp-opt %s -p 'jaxpp-inline-calls{max-depth=1},jaxpp-check-shardings{submesh-size=0}' | filecheck %s
 // CHECK-LABEL: func.func @main

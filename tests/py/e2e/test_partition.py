@@ -217,7 +217,8 @@ def test_stage_ir_and_dump(tmp_path, batch):
     assert "jaxpp.send" in program.ir() and "jaxpp.recv" in program.ir()
     names = sorted(os.listdir(tmp_path))
     assert names[0] == "00_input.mlir"
-    assert "01_after_jaxpp-inline-calls.mlir" in names
+    assert "01_after_jaxpp-check-attributes.mlir" in names
+    assert "02_after_jaxpp-inline-calls.mlir" in names
     dumped = sorted(os.listdir(tmp_path / "program"))
     assert "task_graph.mlir" in dumped and "stage1_bwd.mlir" in dumped and "schedule.txt" in dumped
 

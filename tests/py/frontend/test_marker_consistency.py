@@ -101,6 +101,14 @@ def _custom_vjp_mlp(layer):
     return model
 
 
+def every_layer_custom_vjp_mlp(params, x):
+    """Every marker in a custom_vjp forward rule without mark_stage_end_backward: the step
+    has no backward marker at all (issue 37)."""
+    for w in params:
+        x = _layer_without_backward_marker(w, x)
+    return x
+
+
 def dead_marker_mlp(params, x):
     for i, w in enumerate(params):
         x = jnp.tanh(x @ w)
@@ -125,6 +133,14 @@ def backward_marker_in_forward_mlp(params, x):
             (x,) = enter_stage_p.bind(x, direction=jaxpp.BACKWARD)
         else:
             x = pp.pipeline_enter_stage(x)
+    return x
+
+
+def stray_backward_marker_mlp(params, x):
+    """A backward-direction marker bound in forward code with no forward marker after it."""
+    x = pp.pipeline_enter_stage(jnp.tanh(x @ params[0]))
+    x = jnp.tanh(x @ params[1])
+    (x,) = enter_stage_p.bind(x, direction=jaxpp.BACKWARD)  # STRAY
     return x
 
 
@@ -157,6 +173,14 @@ def pure_callback_mlp(params, x):
     return x
 
 
+def _column_of(function, tag, part):
+    import inspect
+
+    lines, _ = inspect.getsourcelines(function)
+    line = next(line for line in lines if tag in line)
+    return line.index(part)  # JAX records Python's 0-based column offset
+
+
 def _line_of(function, tag):
     import inspect
 
@@ -183,6 +207,19 @@ def test_custom_vjp_without_backward_marker_is_a_located_error(mesh):
     assert f"test_marker_consistency.py:{_line_of(_layer_fwd, 'custom_vjp forward')}:" in message
     assert "has no backward counterpart" in message
     assert "jaxpp_mlir.mark_stage_end_backward" in message
+
+
+def test_custom_vjp_without_any_backward_marker_is_a_located_error(mesh):
+    """No marker of the step has a backward counterpart: the backward rules' code reads
+    the stages' values (issue 37: it ran with the whole backward on the last rank)."""
+    with pytest.raises(pp.PartitionError) as info:
+        _partition(every_layer_custom_vjp_mlp, mesh)
+    message = str(info.value)
+    assert message.startswith(f"{__file__}:{_line_of(_layer_fwd, 'custom_vjp forward')}:"), message
+    assert "a stage marker has no backward counterpart: the step's gradient crosses 0 " in message
+    assert "(in '_layer_fwd')" in message
+    assert "jaxpp_mlir.mark_stage_end_backward" in message
+    assert "follows the last stage marker" not in message
 
 
 def test_custom_vjp_with_backward_marker_matches_jit(mesh):
@@ -226,6 +263,27 @@ def test_backward_marker_in_forward_code_is_a_located_error(mesh):
         _partition(backward_marker_in_forward_mlp, mesh)
 
 
+@pytest.mark.parametrize("with_loss", [True, False], ids=["value_and_grad", "grad"])
+def test_backward_marker_bound_in_forward_code_is_a_located_error(mesh, with_loss):
+    """No forward marker depends on it: its location says autodiff did not place it
+    (issue 37: the step ran with one stage less)."""
+    lowered = _lower(stray_backward_marker_mlp, with_loss=with_loss)
+    with pytest.raises(pp.PartitionError) as info:
+        pp.partition(lowered, mesh=mesh)
+    message = str(info.value)
+    assert message.startswith(f"{__file__}:{_line_of(stray_backward_marker_mlp, 'STRAY')}:")
+    assert "backward-direction stage marker in forward code: it was bound outside every" in message
+
+
+def test_backward_marker_in_a_forward_only_step_is_a_located_error(mesh):
+    def step(params, batch):
+        forward = lambda mb: stray_backward_marker_mlp(params, mb[0])  # noqa: E731
+        return pp.treduce(forward, batch, operation=pp.Add)
+
+    with pytest.raises(pp.PartitionError, match="backward-direction stage marker in forward code"):
+        pp.partition(jax.jit(step).lower(WEIGHTS, BATCH), mesh=mesh)
+
+
 def test_old_marker_placement_says_the_last_marker_is_missing(mesh):
     """Four stages asked for, three markers written, a layer after the last: the old
     placement (markers at the start of stages 1..n-1)."""
@@ -236,12 +294,28 @@ def test_old_marker_placement_says_the_last_marker_is_missing(mesh):
     assert "add pipeline_enter_stage after the last layer" in message
 
 
-def test_layer_after_the_last_marker_without_a_stage_count_warns(mesh):
-    """No schedule says how many stages: the layer runs in the last stage, with a warning."""
-    _, caught = _partition(old_placement_mlp, toolkit.make_mesh(3))
-    assert any(
-        "follows the last stage marker: it runs in the last stage" in str(w.message) for w in caught
-    )
+def test_layer_after_the_last_marker_without_a_stage_count_warns_of_an_idle_rank(mesh):
+    """No schedule says how many stages: the layer runs in the last stage; on a mesh of
+    one rank more than markers (the old placement's sign), with a warning."""
+    program, caught = _partition(old_placement_mlp, mesh)
+    assert program.num_stages == 3
+    assert [str(w.message).split(": ", 1)[1] for w in caught if "follows" in str(w.message)] == [
+        "warning: a layer ('stablehlo.dot_general' at "
+        f"{__file__}:{_line_of(old_placement_mlp, 'x = jnp.tanh(x @ w)')}:"
+        f"{_column_of(old_placement_mlp, 'x = jnp.tanh(x @ w)', 'x @ w')}) follows the last "
+        "stage marker: it runs in the last stage (2), as in JaxPP, and 1 of the mesh's 4 ranks "
+        "gets no stage. If the markers are at the start of stages 1..n-1 (JaxPP's old "
+        "placement), add one after the last layer"
+    ]
+
+
+@pytest.mark.parametrize("schedule", [None, pp.Std1F1B(2)], ids=["one-per-marker", "merged"])
+def test_layer_after_the_last_marker_is_jaxpps_placement_without_a_warning(schedule):
+    """A head after the last of N markers runs in the last stage: with N stages, or fewer
+    stages of merged segments (issue 35 item 4), nothing is said."""
+    program, caught = _partition(old_placement_mlp, toolkit.make_mesh(3), schedule=schedule)
+    assert program.num_stages == (3 if schedule is None else 2)
+    assert caught == []
 
 
 @pytest.mark.parametrize("model", [debug_print_mlp, pure_callback_mlp])

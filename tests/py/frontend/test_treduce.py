@@ -40,6 +40,7 @@ from jaxpp_mlir.frontend.treduce import (
     treduce_i,
 )
 from jaxpp_mlir.schedules import GPipe
+from jaxpp_mlir.schedules.record import schedule_from_record
 
 # Compares numbers with plain jax.jit or between runs: CI runs it under capped ISAs too.
 pytestmark = pytest.mark.numerics
@@ -394,12 +395,30 @@ def test_a_schedule_name_is_recorded_as_a_bare_name(xs):
         ("Std1F1B(num_stages=2)", "'Std1F1B\\(num_stages=2\\)' is not a built-in schedule name"),
         ("import os", "is not a built-in schedule name"),
         (42, "takes a jaxpp_mlir schedule .*, got int"),
+        ("gpipe", "'gpipe' is not a built-in schedule name .*; did you mean 'GPipe'\\?"),
+        ("auto", "the planner chooses the schedule when the step is partitioned"),
     ],
 )
 def test_schedule_text_or_other_objects_are_refused_when_traced(xs, schedule, message):
     step = jax.jit(lambda xs: treduce(per_mb, xs, schedule=schedule, operation=Add))
     with pytest.raises(TreduceError, match=message):
         step.lower(xs)
+
+
+def test_a_schedule_a_record_cannot_hold_is_recorded_as_its_task_lists(xs):
+    """A Schedule subclass of one's own: the task lists it gives for treduce's count."""
+
+    class ForwardsFirst(GPipe):  # GPipe's order, built by hand: not the built-in's code
+        def _build(self, num_microbatches):
+            return super()._build(num_microbatches)
+
+    schedule = ForwardsFirst(1)
+    step = jax.jit(lambda xs: treduce(per_mb, xs, schedule=schedule, operation=Add))
+    (op,) = _loop_markers(step.lower(xs).compiler_ir("stablehlo"))
+    record = dops.loop_schedule(op)
+    assert record["kind"] == "CustomSchedule"
+    count = len(xs["a"])
+    assert schedule_from_record(record).tasks(count) == schedule.tasks(count)
 
 
 def test_marker_survives_canonicalize(xs):

@@ -51,6 +51,28 @@ def test_a_bad_value_names_the_option_and_its_type(key, text, expected):
         Typed.from_options({key: text})
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"flag": "false"}, "option 'flag' expects bool, got 'false' \\(str\\)"),
+        ({"flag": 1}, "option 'flag' expects bool, got 1 \\(int\\)"),
+        ({"count": True}, "option 'count' expects int, got True \\(bool\\)"),
+        ({"count": 2.0}, "option 'count' expects int, got 2.0 \\(float\\)"),
+        ({"scale": "0.5"}, "option 'scale' expects float, got '0.5' \\(str\\)"),
+        ({"label": 5}, "option 'label' expects str, got 5 \\(int\\)"),
+        ({"ranks": 4}, "option 'ranks' expects tuple\\[int, \\.\\.\\.\\], got 4 \\(int\\)"),
+        ({"ranks": (1, "2")}, "option 'ranks' expects tuple\\[int, \\.\\.\\.\\], got \\(1, '2'\\)"),
+    ],
+)
+def test_a_value_of_another_type_built_in_python_is_refused(value, expected):
+    with pytest.raises(PassOptionError, match=expected):
+        Typed(**value)
+
+
+def test_ints_are_floats_for_a_float_option():
+    assert Typed(scale=2).scale == 2
+
+
 def test_registered_adds_passes_for_the_block_only():
     before = registered_passes()
     with registered(Typed):

@@ -26,7 +26,12 @@ from jaxpp_mlir.schedules import (
     ZeroBubble,
 )
 from jaxpp_mlir.schedules.deps import dependencies
-from jaxpp_mlir.schedules.record import name_record, schedule_from_record, schedule_record
+from jaxpp_mlir.schedules.record import (
+    name_record,
+    recordable,
+    schedule_from_record,
+    schedule_record,
+)
 
 EQUAL = {"fwd": 1, "bwd": 1}
 ZB_COSTS = {"fwd": 1, "bwd": 2, "bwd_i": 1, "bwd_w": 1}
@@ -561,3 +566,37 @@ def test_what_a_record_cannot_hold_is_refused():
         schedule_record(AutoFused(GPipe(2), costs=lambda task: 1.0))
     with pytest.raises(ScheduleError, match="'Wavy' is not a built-in schedule name"):
         name_record("Wavy")
+
+
+def test_what_a_record_cannot_hold_is_recorded_as_its_task_lists():
+    """Where the microbatch count is known (partition, treduce), a schedule of one's own
+    and AutoFused with a cost function become the CustomSchedule of their task lists."""
+
+    class OwnOrder(GPipe):  # another task order under a built-in's name
+        def _build(self, num_microbatches):
+            return [list(reversed(row)) for row in super()._build(num_microbatches)]
+
+    for schedule in (OwnOrder(2), AutoFused(GPipe(2), costs=lambda task: 1.0)):
+        record = recordable(schedule, 3)
+        assert record["kind"] == "CustomSchedule"
+        decoded = schedule_from_record(record)
+        assert decoded.tasks(3) == schedule.tasks(3)
+        assert [decoded.stage_rank(s) for s in range(2)] == [0, 1]
+    assert recordable(GPipe(2), 3) == {"kind": "GPipe", "num_stages": 2}
+    with pytest.raises(ScheduleError, match="OwnOrder\\) cannot be recorded in the module"):
+        recordable(OwnOrder(2), None)
+
+
+@pytest.mark.parametrize(
+    ("name", "auto", "suggestion"),
+    [
+        ("1f1b", False, "did you mean 'Std1F1B' or 'Eager1F1B'?"),
+        ("gpipe", False, "did you mean 'GPipe'?"),
+        ("Auto", True, "did you mean 'auto'?"),
+    ],
+)
+def test_a_misspelt_schedule_name_suggests_the_names_it_resembles(name, auto, suggestion):
+    with pytest.raises(ScheduleError) as info:
+        name_record(name, auto=auto)
+    assert str(info.value).endswith(suggestion)
+    assert ("'auto' (the planner's choice)" in str(info.value)) == auto
