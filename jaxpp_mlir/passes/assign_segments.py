@@ -42,7 +42,7 @@ class AssignSegments(segment_slot.Segmenter):
     Precondition: ``@main`` holds no ``func.call`` (run jaxpp-inline-calls) and
     at least one stage marker, every marker at the top level of the stage
     block (the loop body if there is a loop, else ``@main``).
-    Options: ``chained`` (``segment_slot.Segmenter``).
+    Options: ``chained`` and ``optional`` (the segment slot's chain: ``segment_slot``).
     Postcondition: every op of the stage block but its terminator carries
     ``jaxpp.segment`` and ``jaxpp.kind``; the module carries ``jaxpp.num_segments``.
     Ordering groups by (forward segments ascending, then backward segments

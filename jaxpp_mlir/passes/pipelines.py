@@ -129,13 +129,13 @@ def default_pipeline(
 
 
 def segment_slot(options: PartitionOptions) -> list[PipelineElement]:
-    """The segmenters of the slot: ``SEGMENT_CHAIN`` (all but the last chained) for
-    ``segmenter="auto"``, else the one named, alone."""
+    """The segmenters of the slot: ``SEGMENT_CHAIN`` for ``segmenter="auto"`` (each
+    chained, all but the last optional: ``passes/segment_slot.py``), else the one named."""
     if options.segmenter != AUTO_SEGMENTER:
         return [make_element(SEGMENTERS[options.segmenter]())]
     last = len(SEGMENT_CHAIN) - 1
     return [
-        make_element(SEGMENTERS[name](chained=position < last))
+        make_element(SEGMENTERS[name](chained=True, optional=position < last))
         for position, name in enumerate(SEGMENT_CHAIN)
     ]
 

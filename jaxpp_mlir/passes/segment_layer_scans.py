@@ -51,7 +51,7 @@ class SegmentLayerScans(segment_slot.Segmenter):
     ``jaxpp.segments = array<i64: first, count>`` (its ``jaxpp.segment`` is ``first``);
     the module carries ``jaxpp.num_segments``. The stage markers inside the loops stay
     (jaxpp-split-layer-scans removes them).
-    Options: ``chained`` (``segment_slot.Segmenter``).
+    Options: ``chained`` and ``optional`` (the segment slot's chain: ``segment_slot``).
     """
 
     name = "jaxpp-segment-layer-scans"
@@ -84,10 +84,10 @@ class SegmentLayerScans(segment_slot.Segmenter):
         main = ir_utils.get_main(module)
         block = ir_utils.stage_block(main)
         scans = _Scans(main, block, check_markers=True)
+        _pair_backward(scans)
         forward = [scan for scan in scans.found if scan.kind == jaxpp.FORWARD]
         if not forward:
             raise segment_slot.nothing_to_segment(main)
-        _pair_backward(scans)
         first = 0
         for scan in forward:
             scan.first = first

@@ -3,10 +3,10 @@
 A segmenter cuts the step into segments: it tags every op of the stage block with
 ``jaxpp.segment``/``jaxpp.kind`` and the module with ``jaxpp.num_segments``. The segment
 slot of the pipeline (``passes/pipelines.py``, ``segment_slot``) is a chain of them, each
-run ``chained``: it segments the module only when no segmenter before it did and it
-applies to the module (``Segmenter.applies``); the last of the chain runs unchained and
-fails, where nothing applies, with ``nothing_to_segment`` (what the chain looked for).
-Alone (``jaxpp-opt``), a segmenter is unchained: it segments or says why it cannot.
+run ``chained`` (it leaves a module a segmenter before it segmented) and all but the last
+``optional`` (it leaves a module it does not apply to, ``Segmenter.applies``, to the next);
+the last fails, where nothing applied, with ``nothing_to_segment`` (what the chain looked
+for). Alone (``jaxpp-opt``), a segmenter segments or says why it cannot.
 """
 
 from __future__ import annotations
@@ -66,23 +66,26 @@ def owner_in(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
 
 @dataclasses.dataclass(frozen=True)
 class Segmenter(ModulePass):
-    """Base of the segmenters: the ``chained`` option and the order they share."""
+    """Base of the segmenters: the options of the chain and the order they share."""
 
     chained: bool = dataclasses.field(
         default=False,
         metadata={
-            "help": "in the segment slot's chain: leave the module to the next segmenter when "
-            "one before segmented it or this one does not apply"
+            "help": "in the segment slot's chain: leave a module that a segmenter before it "
+            "segmented unchanged"
+        },
+    )
+    optional: bool = dataclasses.field(
+        default=False,
+        metadata={
+            "help": "leave a module this segmenter does not apply to unchanged, for the next "
+            "segmenter of the chain (else it fails, saying what it looked for)"
         },
     )
 
     def applies(self, module: ir.Operation) -> bool:
         """Whether this segmenter segments ``module`` (it has what the segmenter reads)."""
         raise NotImplementedError
-
-    def passes_on(self, module: ir.Operation) -> bool:
-        """Chained, and the module is another segmenter's (segmented, or not this one's)."""
-        return self.chained and (is_segmented(module) or not self.applies(module))
 
     def check_order(self, module: ir.Operation, completed: Collection[str] = ()) -> None:
         if self.chained and is_segmented(module):
@@ -98,7 +101,9 @@ class Segmenter(ModulePass):
         )
 
     def run(self, module: ir.Operation) -> Unchanged | None:
-        if self.passes_on(module):
+        if self.chained and is_segmented(module):
+            return UNCHANGED
+        if self.optional and not self.applies(module):
             return UNCHANGED
         return self.segment(module)
 

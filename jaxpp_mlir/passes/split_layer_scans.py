@@ -63,8 +63,8 @@ class SplitLayerScans(ModulePass):
       (``j``, or ``n - 1 - j`` for the backward loop);
     - a stacked result (the ``ys``, the residuals the gradient reads, the stacked
       gradient) is produced per stage as a piece of the ``n`` rows its iterations write
-      (starting from a broadcast of the same scalar as the original's start value, else
-      from the rows of it); a later loop of the same stage that reads exactly those rows
+      (starting from the same splat constant or broadcast scalar as the original's start
+      value, else from the rows of it); a later loop of the same stage that reads exactly those rows
       reads the piece; any other reader of the whole value (the gradient accumulator's
       add, a ``ys`` read after the loop) reads one ``stablehlo.concatenate`` (dimension 0)
       of the pieces in row order, tagged with that reader's stage and kind;
@@ -265,6 +265,15 @@ class _Splitter:
         """The start value of a stacked result's piece: the same scalar broadcast, or the
         start value's rows."""
         producer = ir_utils.defining_op(init)
+        if producer is not None and producer.name == "stablehlo.constant":
+            dense = ir.DenseElementsAttr(producer.attributes["value"])
+            if dense.is_splat:
+                piece = _rows_type(init.type, hi - lo)
+                with ir.InsertionPoint(before), producer.location:
+                    op = stablehlo.ConstantOp(
+                        ir.DenseElementsAttr.get_splat(piece, dense.get_splat_value())
+                    )
+                return _tagged(op, tags)
         if producer is not None and producer.name == "stablehlo.broadcast_in_dim":
             scalar = producer.operands[0]
             if not ir.RankedTensorType(scalar.type).shape:
