@@ -19,9 +19,9 @@ import optax
 import pytest
 import toolkit
 from jax.extend.mlir import ir
-from jaxpp_mlir.ir_context import make_context
 
 import jaxpp_mlir as pp
+from jaxpp_mlir.ir_context import make_context
 
 flax = pytest.importorskip("flax")
 from flax import linen as nn  # noqa: E402
@@ -46,12 +46,12 @@ def _mark(x, marked: bool):
 # -- the three ways to write the model ----------------------------------------------------
 
 
-def _lax_apply(params, x, *, marked: bool):
+def _lax_apply(params, x, *, marked: bool, remat: bool = False):
     def layer(h, p):
         return _mark(jnp.tanh(h @ p["w"] + p["b"]), marked), None
 
     h = x @ params["embed"]
-    h, _ = jax.lax.scan(layer, h, params["layers"])
+    h, _ = jax.lax.scan(jax.checkpoint(layer) if remat else layer, h, params["layers"])
     return h @ params["head"]
 
 
@@ -79,12 +79,13 @@ class _LinenBlock(nn.Module):
 
 class _LinenModel(nn.Module):
     marked: bool
+    remat: bool = False
 
     @nn.compact
     def __call__(self, x):
         h = nn.Dense(WIDTH, name="embed")(x)
         layers = nn.scan(
-            _LinenBlock,
+            nn.remat(_LinenBlock) if self.remat else _LinenBlock,
             variable_axes={"params": 0},
             split_rngs={"params": True},
             length=LAYERS,
@@ -113,31 +114,34 @@ class _NnxModel(nnx.Module):
         self.layers = make_layers(rngs)
         self.head = nnx.Linear(WIDTH, WIDTH, rngs=rngs)
 
-    def __call__(self, x, marked: bool):
+    def __call__(self, x, marked: bool, remat: bool = False):
         h = self.embed(x)
+
+        def apply_layer(h, layer):
+            return layer(h, marked)
 
         @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
         def run(h, layer):
-            return layer(h, marked)
+            return (nnx.remat(apply_layer) if remat else apply_layer)(h, layer)
 
         return self.head(run(h, self.layers))
 
 
 @functools.cache
-def _model(kind: str, marked: bool):
+def _model(kind: str, marked: bool, remat: bool = False):
     """(apply(params, x), the initial parameters as numpy arrays)."""
     if kind == "lax":
-        return functools.partial(_lax_apply, marked=marked), _lax_params()
+        return functools.partial(_lax_apply, marked=marked, remat=remat), _lax_params()
     x = np.zeros((2, WIDTH), np.float32)
     if kind == "linen":
-        model = _LinenModel(marked)
+        model = _LinenModel(marked, remat)
         params = jax.tree_util.tree_map(np.asarray, model.init(jax.random.key(0), x))
         return model.apply, params
     graphdef, state = nnx.split(_NnxModel(nnx.Rngs(0)))
     params = jax.tree_util.tree_map(np.asarray, state)
 
     def apply(p, x):
-        return nnx.merge(graphdef, p)(x, marked)
+        return nnx.merge(graphdef, p)(x, marked, remat)
 
     return apply, params
 
@@ -163,8 +167,8 @@ def _batch():
 
 
 @functools.cache
-def _lowered(kind: str, marked: bool):
-    apply, params = _model(kind, marked)
+def _lowered(kind: str, marked: bool, remat: bool = False):
+    apply, params = _model(kind, marked, remat)
     step = _train_step(apply)
     params = jax.tree_util.tree_map(toolkit.on_device, params)
     opt_state = jax.jit(OPTIMIZER.init)(params)
@@ -172,11 +176,11 @@ def _lowered(kind: str, marked: bool):
     return step, jax.jit(step).lower(params, opt_state, xs, ys), (params, opt_state, xs, ys)
 
 
-def _reference(kind: str, marked: bool):
-    step, _, (params, opt_state, xs, ys) = _lowered(kind, marked)
+def _reference(kind: str, marked: bool, remat: bool = False, steps: int = STEPS):
+    step, _, (params, opt_state, xs, ys) = _lowered(kind, marked, remat)
     jitted = jax.jit(step)
     history = []
-    for _ in range(STEPS):
+    for _ in range(steps):
         params, opt_state, total = jitted(params, opt_state, xs, ys)
         history.append((params, opt_state, total))
     return history
@@ -204,22 +208,173 @@ def test_scanned_model_trains_like_jax_jit(kind, marked, schedule):
         toolkit.assert_matches_reference((params, opt_state, total), reference[step], tolerance)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["lax", "linen", "nnx"])
+@pytest.mark.parametrize("marked", [True, False], ids=["marked", "unmarked"])
+def test_rematerialized_scanned_layers_train_like_jax_jit(kind, marked):
+    """jax.checkpoint / nn.remat / nnx.remat on the scanned function: the gradient's loop
+    recomputes each layer, and each stage's gradient loop does so for its own layers."""
+    _, lowered, (params, opt_state, xs, ys) = _lowered(kind, marked, True)
+    program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4))
+    _assert_every_stage_loops_over_its_layers(program)
+    result = program.compile()(params, opt_state, xs, ys)
+    reference = _reference(kind, marked, True, steps=1)[0]
+    toolkit.assert_matches_reference(result, reference, toolkit.SEPARATE_PROGRAMS)
+
+
+@functools.cache
+def _sgd_lowered(kind: str, marked: bool):
+    apply, params = _model(kind, marked)
+
+    def loss(params, microbatch):
+        x, y = microbatch
+        return jnp.mean((apply(params, x) - y) ** 2)
+
+    def step(params, xs, ys):
+        total, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), (xs, ys), operation=pp.Add
+        )
+        return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), total
+
+    args = (jax.tree_util.tree_map(toolkit.on_device, params), *_batch())
+    return step, jax.jit(step).lower(*args), args
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("split", "schedule"),
+    [((1, 3, 3, 1), pp.Std1F1B(4)), ((3, 2, 2, 1), pp.GPipe(4))],
+    ids=["1,3,3,1", "3,2,2,1"],
+)
+def test_stage_split_counts_the_layers_of_the_scan(split, schedule):
+    step, lowered, args = _sgd_lowered("lax", False)
+    program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=schedule, stage_split=split)
+    assert program.stage_split == split
+    _assert_every_stage_loops_over_its_layers(program)
+    result = program.compile()(*args)
+    toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
+
+
+def test_stage_split_must_count_every_layer():
+    _, lowered, _ = _sgd_lowered("lax", False)
+    with pytest.raises(pp.PartitionError, match=r"stage split \[1, 3, 3, 2\] covers 9"):
+        pp.partition(
+            lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4), stage_split=(1, 3, 3, 2)
+        )
+
+
+@pytest.mark.slow
+def test_auto_schedule_splits_a_scanned_model():
+    step, lowered, args = _sgd_lowered("linen", False)
+    program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule="auto")
+    assert sum(program.stage_split) == LAYERS and program.num_stages >= 4
+    _assert_every_stage_loops_over_its_layers(program)
+    result = program.compile()(*args)
+    toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
+
+
+ENCODER, DECODER = 3, 5
+
+
+def _scan(h, stack, marked: bool):
+    def layer(h, p):
+        return _mark(jnp.tanh(h @ p["w"] + p["b"]), marked), None
+
+    return jax.lax.scan(layer, h, stack)[0]
+
+
+def _encoder_decoder_step(marked: bool):
+    def loss(params, microbatch):
+        x, y = microbatch
+        h = _scan(x @ params["embed"], params["encoder"], marked)
+        h = _scan(jnp.sin(h) + x, params["decoder"], marked)
+        return jnp.mean((h @ params["head"] - y) ** 2)
+
+    def step(params, xs, ys):
+        total, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), (xs, ys), operation=pp.Add
+        )
+        return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), total
+
+    return step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("marked", [True, False], ids=["marked", "unmarked"])
+def test_encoder_and_decoder_scans_are_split_in_program_order(marked):
+    params = _lax_params()
+    rng = np.random.default_rng(3)
+    params["encoder"] = {
+        "w": rng.standard_normal((ENCODER, WIDTH, WIDTH), dtype=np.float32) / 3,
+        "b": rng.standard_normal((ENCODER, WIDTH), dtype=np.float32) / 10,
+    }
+    params["decoder"] = {
+        "w": rng.standard_normal((DECODER, WIDTH, WIDTH), dtype=np.float32) / 3,
+        "b": rng.standard_normal((DECODER, WIDTH), dtype=np.float32) / 10,
+    }
+    del params["layers"]
+    args = (jax.tree_util.tree_map(toolkit.on_device, params), *_batch())
+    step = _encoder_decoder_step(marked)
+    program = pp.partition(
+        jax.jit(step).lower(*args),
+        mesh=toolkit.make_mesh(4),
+        schedule=pp.Std1F1B(4),
+        stage_split=(2, 2, 2, 2),
+    )
+    # Stage 1 holds the last encoder layer and the first decoder layer: two loops.
+    assert [_loop_trip_counts(program.stage_module_texts(1)[0])] == [[1, 1]]
+    _assert_every_stage_loops_over_its_layers(program)
+    result = program.compile()(*args)
+    toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
+
+
+def test_marker_in_a_loop_that_is_not_a_layer_scan_is_refused():
+    def loss(w, x):
+        def body(carry):
+            i, h, n = carry
+            return i + 1, pp.pipeline_enter_stage(jnp.tanh(h @ w)), n
+
+        return jax.lax.while_loop(lambda c: c[0] < c[2], body, (0, x, x.shape[0]))[1].sum()
+
+    def step(w, xs):
+        return pp.treduce(lambda mb: loss(w, mb), xs, operation=pp.Add)
+
+    w = toolkit.on_device(np.eye(WIDTH, dtype=np.float32))
+    xs = toolkit.normal((MICROBATCHES, 2, WIDTH), seed=0)
+    with pytest.raises(
+        pp.PartitionError,
+        match="stage marker inside a 'stablehlo.while' that is not a layer scan: its trip "
+        "count is not a constant",
+    ):
+        pp.partition(jax.jit(step).lower(w, xs), mesh=toolkit.make_mesh(2))
+
+
+def test_step_without_markers_or_layer_scan_says_what_was_looked_for():
+    def step(w, xs):
+        return pp.treduce(lambda mb: jnp.tanh(mb @ w).sum(), xs, operation=pp.Add)
+
+    w = toolkit.on_device(np.eye(WIDTH, dtype=np.float32))
+    xs = toolkit.normal((MICROBATCHES, 2, WIDTH), seed=0)
+    with pytest.raises(pp.PartitionError, match="no stage markers found.*a layer scan without"):
+        pp.partition(jax.jit(step).lower(w, xs), mesh=toolkit.make_mesh(2))
+
+
 def _assert_every_stage_loops_over_its_layers(program: pp.PartitionedProgram) -> None:
-    """Each stage's forward and backward program holds one loop over as many iterations as
-    the stage has layers (the split is done on the loop, not by unrolling it)."""
-    layers = program.stage_split
-    assert sum(layers) == LAYERS
-    for stage in range(program.num_stages):
+    """Each stage's forward and backward programs loop over exactly the stage's layers (one
+    loop per layer scan it holds a part of): the split is done on the loops, not by
+    unrolling them."""
+    assert sum(program.stage_split) == LAYERS
+    for stage, layers in enumerate(program.stage_split):
         texts = program.stage_module_texts(stage)
         assert len(texts) == 2, f"stage {stage}: a forward and a backward program"
         for text in texts:
             trip_counts = _loop_trip_counts(text)
-            assert trip_counts == [layers[stage]], (stage, trip_counts)
+            assert trip_counts and sum(trip_counts) == layers, (stage, trip_counts)
 
 
 def _loop_trip_counts(text: str) -> list[int]:
-    """The constant each top-level ``stablehlo.while`` of the module's main function
-    compares its counter with."""
+    """The constant each top-level ``stablehlo.while`` of the module's functions compares
+    its counter with."""
     counts = []
     with make_context():
         module = ir.Module.parse(text)
@@ -228,10 +383,9 @@ def _loop_trip_counts(text: str) -> list[int]:
                 if op.operation.name != "stablehlo.while":
                     continue
                 condition = op.operation.regions[0].blocks[0]
-                limits = [
+                counts.extend(
                     int(ir.DenseIntElementsAttr(o.attributes["value"]).get_splat_value().value)
                     for o in condition.operations
                     if o.operation.name == "stablehlo.constant"
-                ]
-                counts.extend(limits)
+                )
     return counts
