@@ -19,7 +19,10 @@ kept per microbatch in flight.
 A loop of layers (``jaxpp.segments``: a layer scan, each iteration a segment) costs each
 of its segments one iteration: its body's FLOPs, a share of its bytes, of the stacked
 parameters and of the stacked activations it keeps for its backward, and the values its
-iterations carry cross each boundary between its segments.
+iterations carry cross each boundary between its segments. An op on a whole stacked
+value such a loop computes (the gradient accumulator's add of a stacked gradient: as many
+rows as the loop has iterations) is spread over the loop's segments too: each stage
+computes its own rows once stacked values are split (jaxpp-split-layer-scans' pieces).
 """
 
 from __future__ import annotations
@@ -154,6 +157,8 @@ def segment_costs(module: ir.Operation) -> SegmentCosts:
         stage, kind = jaxpp.get_segment(op), jaxpp.get_kind(op)
         direction = jaxpp.FORWARD if kind == jaxpp.FORWARD else jaxpp.BACKWARD
         where[op] = (stage, direction)
+        if loops.spread(op, direction, seen_params):
+            continue
         flops[direction][stage] += op_flops(op) + nested_flops(op)
         traffic[direction][stage] += _op_bytes(op)
         for operand in ir_utils.external_operands(op):
@@ -208,6 +213,37 @@ class _LoopCosts:
                 self.crossing[boundary] += carried
         # Its results leave from the segment its last iteration runs in.
         self.where[op] = (first + count - 1 if direction == jaxpp.FORWARD else first, direction)
+
+    def spread(self, op: ir.Operation, direction: str, seen_params: list[set]) -> bool:
+        """Spreads ``op`` over the segments of the loop of layers whose stacked result it
+        reads, if its results have the loop's rows (True); else leaves it (False)."""
+        span = self._stacked_source(op)
+        if span is None:
+            return False
+        first, count = span
+        flops = (op_flops(op) + nested_flops(op)) / count
+        traffic = _op_bytes(op) / count
+        for segment in range(first, first + count):
+            self.flops[direction][segment] += flops
+            self.traffic[direction][segment] += traffic
+        for operand in ir_utils.external_operands(op):
+            if ir_utils.defining_op(operand) is None and operand not in seen_params[first]:
+                seen_params[first].add(operand)
+                size = _bytes(operand.type)
+                spread = _rows(operand.type) == count
+                for segment in range(first, first + count) if spread else (first,):
+                    self.params[segment] += size // count if spread else size
+        return True
+
+    def _stacked_source(self, op: ir.Operation) -> tuple[int, int] | None:
+        for operand in op.operands:
+            producer = ir_utils.defining_op(operand)
+            span = jaxpp.segment_range(producer) if producer is not None else None
+            if span is None or _rows(operand.type) != span[1]:
+                continue
+            if all(_rows(result.type) == span[1] for result in op.results):
+                return span
+        return None
 
     def _operand(self, op, operand, first, count, direction, seen_params) -> None:
         size = _bytes(operand.type)
