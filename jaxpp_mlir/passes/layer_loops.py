@@ -216,14 +216,28 @@ def _condition(block: ir.Block) -> tuple[int, int, ir.Operation]:
         compare is None
         or compare.name != "stablehlo.compare"
         or _direction(compare) != "LT"
-        or any(o.name not in (*ir_utils.CONSTANT_OPS, _CONSTRAINT_OP) for o in others)
+        or any(o.name not in _CONDITION_OPS for o in others)
     ):
         raise NotALayerLoop("its condition is not 'counter < constant'")
-    lhs, rhs = (_unconstrained(v) for v in compare.operands)
+    lhs, rhs = (_unconverted(v) for v in compare.operands)
     limit = constant_int(rhs)
     if limit is None or lhs not in list(block.arguments):
         raise NotALayerLoop("its trip count is not a constant")
     return list(block.arguments).index(lhs), limit, compare
+
+
+_CONDITION_OPS = (*ir_utils.CONSTANT_OPS, _CONSTRAINT_OP, "stablehlo.convert")
+
+
+def _unconverted(value: ir.Value) -> ir.Value:
+    """``value`` before sharding constraints and converts (JAX converts a weakly typed
+    counter to its own type)."""
+    value = _unconstrained(value)
+    producer = ir_utils.defining_op(value)
+    while producer is not None and producer.name == "stablehlo.convert":
+        value = _unconstrained(producer.operands[0])
+        producer = ir_utils.defining_op(value)
+    return value
 
 
 def _increment(argument: ir.Value, value: ir.Value) -> ir.Operation:

@@ -328,6 +328,40 @@ def test_encoder_and_decoder_scans_are_split_in_program_order(marked):
     toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
 
 
+@pytest.mark.slow
+def test_marked_loop_over_one_shared_weight_is_split_by_iteration():
+    """A fori_loop with constant bounds reading one (unstacked) weight, a marker ending its
+    body: each iteration is a stage; the body's use of the counter sees the original
+    iteration number in every stage."""
+
+    def loss(params, microbatch):
+        x, y = microbatch
+
+        def body(i, h):
+            return pp.pipeline_enter_stage(jnp.tanh(h @ params["w"] + i))
+
+        h = jax.lax.fori_loop(0, 4, body, x @ params["embed"])
+        return jnp.mean((h - y) ** 2)
+
+    def step(params, xs, ys):
+        total, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), (xs, ys), operation=pp.Add
+        )
+        return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), total
+
+    weights = _lax_params()
+    params = {"embed": weights["embed"], "w": weights["head"]}
+    args = (jax.tree_util.tree_map(toolkit.on_device, params), *_batch())
+    program = pp.partition(
+        jax.jit(step).lower(*args), mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4)
+    )
+    assert program.stage_split == (1, 1, 1, 1)
+    for stage in range(4):
+        assert [_loop_trip_counts(t) for t in program.stage_module_texts(stage)] == [[1], [1]]
+    result = program.compile()(*args)
+    toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
+
+
 def test_marker_in_a_loop_that_is_not_a_layer_scan_is_refused():
     def loss(w, x):
         def body(carry):
