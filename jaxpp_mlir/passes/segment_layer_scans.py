@@ -110,6 +110,19 @@ class _Scan:
     def op(self) -> ir.Operation:
         return self.loop.op
 
+    def check_not_recomputed(self) -> None:
+        """A forward scan that autodiff placed in the backward pass is a rematerialization
+        of a whole scan (jax.checkpoint around it): its layers would all be recomputed
+        before the first layer's gradient, which no split into stages can run."""
+        if self.kind == jaxpp.FORWARD and _recomputed_in_backward(self.op.location):
+            raise diagnostics.error(
+                self.op,
+                "this layer scan is recomputed in the backward pass (jax.checkpoint or remat "
+                "around the whole scan): its layers cannot be split into pipeline stages "
+                "that way; put jax.checkpoint (nn.remat, nnx.remat) on the scanned function, "
+                "which recomputes each layer in its own stage",
+            )
+
 
 class _Scans:
     """The layer scans of the stage block (``found``, in program order): with stage
@@ -165,6 +178,8 @@ class _Scans:
                 ) from None
             kind = jaxpp.FORWARD if directions[op] == {jaxpp.FORWARD} else jaxpp.BACKWARD
             self.found.append(_Scan(loop, kind, marked=True))
+        for scan in self.found:
+            scan.check_not_recomputed()
 
     def _unmarked(self) -> None:
         varying = _varying_values(self.block, self.top_ops)
@@ -180,7 +195,9 @@ class _Scans:
             kind = _unmarked_kind(loop, [s for s in self.found if s.kind == jaxpp.FORWARD])
             if kind == jaxpp.FORWARD and not _reads_a_weight(loop, varying):
                 continue  # a loop over time steps or chunks of the microbatch: not layers
-            self.found.append(_Scan(loop, kind, marked=False))
+            scan = _Scan(loop, kind, marked=False)
+            scan.check_not_recomputed()
+            self.found.append(scan)
 
 
 def _varying_values(block: ir.Block, top_ops: list[ir.Operation]) -> set[ir.Value] | None:
@@ -190,7 +207,9 @@ def _varying_values(block: ir.Block, top_ops: list[ir.Operation]) -> set[ir.Valu
         return None
     varying: set[ir.Value] = set(block.arguments)
     for op in top_ops:
-        if any(v in varying for v in ir_utils.operands_read(op)):
+        if op.name == jaxpp.MARKER_OP:  # an optimization barrier: each result its operand
+            varying.update(r for r, v in zip(op.results, op.operands, strict=True) if v in varying)
+        elif any(v in varying for v in ir_utils.operands_read(op)):
             varying.update(op.results)
     return varying
 
@@ -235,6 +254,21 @@ def _in_transpose_scope(location: ir.Location) -> bool:
         return _in_transpose_scope(location.callee)
     if isinstance(location, ir.FusedLoc):
         return any(_in_transpose_scope(inner) for inner in location.locations)
+    return False
+
+
+def _recomputed_in_backward(location: ir.Location) -> bool:
+    """A name in ``location`` says autodiff transposed a rematerialized computation."""
+    location = ir.Location.from_attr(location.attr)
+    if isinstance(location, ir.NameLoc):
+        name = location.name_str
+        if _TRANSPOSE_SCOPE in name and any(s in name for s in _RECOMPUTED_SCOPES):
+            return True
+        return _recomputed_in_backward(location.child_loc)
+    if isinstance(location, ir.CallSiteLoc):
+        return _recomputed_in_backward(location.callee)
+    if isinstance(location, ir.FusedLoc):
+        return any(_recomputed_in_backward(inner) for inner in location.locations)
     return False
 
 

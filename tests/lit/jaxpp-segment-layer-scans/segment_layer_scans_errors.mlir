@@ -156,3 +156,4 @@ module @backward_markers_without_forward_scan {
     return %f#1 : tensor<2x2xf32>
   }
 }
+

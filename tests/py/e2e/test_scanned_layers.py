@@ -383,6 +383,28 @@ def test_marker_in_a_loop_that_is_not_a_layer_scan_is_refused():
         pp.partition(jax.jit(step).lower(w, xs), mesh=toolkit.make_mesh(2))
 
 
+def test_remat_around_the_whole_scan_is_refused_with_the_remedy():
+    _, params = _model("lax", False)
+
+    def loss(params, microbatch):
+        x, y = microbatch
+        apply = jax.checkpoint(functools.partial(_lax_apply, marked=False))
+        return jnp.mean((apply(params, x) - y) ** 2)
+
+    def step(params, xs, ys):
+        return pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), (xs, ys), operation=pp.Add
+        )
+
+    lowered = jax.jit(step).lower(params, *_batch())
+    with pytest.raises(
+        pp.PartitionError,
+        match=r"this layer scan is recomputed in the backward pass \(jax.checkpoint or remat "
+        r"around the whole scan\).*put jax.checkpoint \(nn.remat, nnx.remat\) on the scanned",
+    ):
+        pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4))
+
+
 def test_step_without_markers_or_layer_scan_says_what_was_looked_for():
     def step(w, xs):
         return pp.treduce(lambda mb: jnp.tanh(mb @ w).sum(), xs, operation=pp.Add)
