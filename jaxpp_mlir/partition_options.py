@@ -125,8 +125,10 @@ class PartitionOptions:
       stage, or the planner's split when the schedule has fewer stages than segments).
     - ``memory_limit_bytes``: the estimated peak bytes per rank a split the planner
       chooses must fit (None: no limit).
-    - ``segmenter``: the pass that cuts the step into segments (a name of
-      ``passes.pipelines.SEGMENTERS``; ``"markers"``: the stage markers).
+    - ``segmenter``: the pass that cuts the step into segments: ``"auto"`` (the
+      first of the segment slot's chain that applies: the stage markers, else the
+      iterations of layer scans), or a name of ``passes.pipelines.SEGMENTERS``
+      (``"markers"``: the stage markers; ``"layer-scans"``: the iterations of layer scans).
     """
 
     fuse_tasks: bool = False
@@ -139,7 +141,7 @@ class PartitionOptions:
     strict: bool = False
     stage_split: tuple[int, ...] | None = None
     memory_limit_bytes: int | None = None
-    segmenter: str = "markers"
+    segmenter: str = "auto"
 
     def __post_init__(self) -> None:
         for name in _BOOL_FIELDS:
@@ -231,7 +233,8 @@ def _checked_split(split: Any) -> tuple[int, ...]:
 
 
 def _check_segmenter(name: Any) -> None:
-    from jaxpp_mlir.passes.pipelines import SEGMENTERS  # pipelines builds on these options
+    from jaxpp_mlir.passes.pipelines import AUTO_SEGMENTER, SEGMENTERS  # built on these options
 
-    if name not in SEGMENTERS:
-        _refuse(ValueError, "segmenter", name, f"one of {', '.join(map(repr, SEGMENTERS))}")
+    names = (AUTO_SEGMENTER, *SEGMENTERS)
+    if name not in names:
+        _refuse(ValueError, "segmenter", name, f"one of {', '.join(map(repr, names))}")

@@ -24,7 +24,6 @@ from jax.extend.mlir import ir
 
 from jaxpp_mlir import ir_context
 from jaxpp_mlir.errors import PartitionWarning
-from jaxpp_mlir.ir import utils as ir_utils
 
 #: Stages whose estimated costs differ by more than this factor are reported.
 COST_RATIO = 2.0
@@ -110,7 +109,8 @@ def _findings(
             f"stage {dearest} costs about {max(costs) / min(costs):.1f}x stage {cheapest} "
             f"(estimated FLOPs per microbatch, forward and backward: "
             f"{', '.join(f'stage {s}: {c:.3g}' for s, c in enumerate(costs))}): the slowest "
-            "stage sets the pace and the others wait; move stage markers to even them out"
+            "stage sets the pace and the others wait; move stage markers (or give "
+            "stage_split=, which counts a layer scan's layers) to even them out"
         )
     return found
 
@@ -124,6 +124,6 @@ def operation_flops(operation: ir.Operation) -> float:
     """A FLOP estimate of the StableHLO ops nested in ``operation`` (a module or function):
     the planner's per-op estimate (``planner.segment_costs.op_flops``), so a split the
     planner balanced is judged by the same measure."""
-    from jaxpp_mlir.planner.segment_costs import op_flops
+    from jaxpp_mlir.planner.segment_costs import nested_flops
 
-    return sum(op_flops(op) for op in ir_utils.walk(operation))
+    return nested_flops(operation)

@@ -44,6 +44,13 @@ stage block once a segmenter ran (jaxpp-assign-segments), ``jaxpp.num_segments``
 dictionary, ``schedules.record``; none without a microbatch loop) and, where the
 planner chose or checked the split, ``jaxpp.stage_estimate`` (a dictionary).
 ``jaxpp.calls_inlined`` (unit) on the module once jaxpp-inline-calls ran.
+
+A loop of layers (a ``stablehlo.while`` whose iterations are segments:
+jaxpp-segment-layer-scans) carries besides ``jaxpp.segment`` (its first segment)
+``jaxpp.segments = array<i64: first, count>``; jaxpp-choose-stages adds
+``jaxpp.stage_rows = array<i64: stage, first, count, ...>`` (which stage takes which of
+its segments, as offsets within the loop), and jaxpp-split-layer-scans replaces it by one
+loop per stage, tagged like any op.
 """
 
 from __future__ import annotations
@@ -117,11 +124,13 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     REPLICATED_OP,
     SCHEDULE_ATTR,
     SEGMENT_ATTR,
+    SEGMENTS_ATTR,
     SEND_OP,
     SHARDING_ATTR,
     STAGE_ATTR,
     STAGE_ESTIMATE_ATTR,
     STAGE_NAME_ATTR,
+    STAGE_ROWS_ATTR,
     STAGE_SPLIT_ATTR,
     STATE_RANKS_ATTR,
     TASK_OP,
@@ -147,6 +156,46 @@ def has_segment(op: ir.Operation | ir.OpView) -> bool:
 
 def get_segment(op: ir.Operation | ir.OpView) -> int:
     return ir.IntegerAttr(_operation(op).attributes[SEGMENT_ATTR]).value
+
+
+def set_segment_range(op: ir.Operation | ir.OpView, first: int, count: int, kind: str) -> None:
+    """Tags a loop of layers whose iterations are the segments ``[first, first + count)``
+    (its ``jaxpp.segment`` is ``first``)."""
+    set_segment(op, first, kind)
+    _operation(op).attributes[SEGMENTS_ATTR] = ir.DenseI64ArrayAttr.get([first, count])
+
+
+def segment_range(op: ir.Operation | ir.OpView) -> tuple[int, int] | None:
+    """``(first, count)`` of a loop of layers (None for any other op)."""
+    attributes = _operation(op).attributes
+    if SEGMENTS_ATTR not in attributes:
+        return None
+    first, count = ir.DenseI64ArrayAttr(attributes[SEGMENTS_ATTR])
+    return first, count
+
+
+def set_stage_rows(op: ir.Operation | ir.OpView, rows: Sequence[tuple[int, int, int]]) -> None:
+    """Records on a loop of layers which stage takes which of its segments:
+    ``(stage, first offset, count)`` in order (see ``STAGE_ROWS_ATTR``)."""
+    flat = [number for row in rows for number in row]
+    _operation(op).attributes[STAGE_ROWS_ATTR] = ir.DenseI64ArrayAttr.get(flat)
+
+
+def stage_rows(op: ir.Operation | ir.OpView) -> list[tuple[int, int, int]]:
+    """``(stage, first offset, count)`` per stage of a loop of layers (empty: none recorded)."""
+    attributes = _operation(op).attributes
+    if STAGE_ROWS_ATTR not in attributes:
+        return []
+    flat = list(ir.DenseI64ArrayAttr(attributes[STAGE_ROWS_ATTR]))
+    return [(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
+
+
+def clear_segment_range(op: ir.Operation | ir.OpView) -> None:
+    """Removes the tags of a loop of layers (``jaxpp.segments``, ``jaxpp.stage_rows``)."""
+    attributes = _operation(op).attributes
+    for name in (SEGMENTS_ATTR, STAGE_ROWS_ATTR):
+        if name in attributes:
+            del attributes[name]
 
 
 def set_stage(op: ir.Operation | ir.OpView, stage: int, kind: str) -> None:

@@ -62,6 +62,13 @@ CALLEE_ATTR = "callee"
 # into; stages are what jaxpp-choose-stages makes of them (one or more segments each).
 SEGMENT_ATTR = "jaxpp.segment"
 NUM_SEGMENTS_ATTR = "jaxpp.num_segments"
+# On a loop of layers (a ``stablehlo.while`` whose iterations are segments, tagged by
+# jaxpp-segment-layer-scans): ``[first, count]``, the segments its iterations cover
+# (its ``jaxpp.segment`` is the first). Once jaxpp-choose-stages ran: which stage takes
+# which of them, ``[stage, first, count, ...]`` in the loop's segment offsets, in order
+# (an offset is the layer: the forward loop's iteration number).
+SEGMENTS_ATTR = "jaxpp.segments"
+STAGE_ROWS_ATTR = "jaxpp.stage_rows"
 STAGE_ATTR = "jaxpp.stage"
 KIND_ATTR = "jaxpp.kind"
 RANK_ATTR = "jaxpp.rank"

@@ -9,17 +9,20 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes.base import Evidence, ModulePass, find_untagged, register_pass
+from jaxpp_mlir.passes import segment_slot
+from jaxpp_mlir.passes.base import Evidence, find_untagged, register_pass
 from jaxpp_mlir.passes.marker_flow import MarkerFlow
 
 
 @register_pass
 @dataclasses.dataclass(frozen=True)
-class AssignSegments(ModulePass):
+class AssignSegments(segment_slot.Segmenter):
     """Assign every op of @main to a segment and a direction (fwd/bwd) from the markers.
 
-    The segmenter of markers: the segment slot of the pipeline (``passes/pipelines.py``,
-    ``SEGMENTERS``), after which jaxpp-choose-stages makes stages of the segments.
+    The segmenter of markers, in the segment slot of the pipeline (``passes/pipelines.py``,
+    ``passes/segment_slot.py``), after which jaxpp-choose-stages makes stages of the
+    segments. It applies to a step with a stage marker anywhere but in the body of a
+    top-level ``stablehlo.while`` of the stage block (those are jaxpp-segment-layer-scans').
     Forward stage markers (direction fwd) end a segment: a value
     computed from the output of the k-th marker on its path belongs to segment k
     (the ops after the last marker, typically the loss and its gradient seed,
@@ -39,6 +42,7 @@ class AssignSegments(ModulePass):
     Precondition: ``@main`` holds no ``func.call`` (run jaxpp-inline-calls) and
     at least one stage marker, every marker at the top level of the stage
     block (the loop body if there is a loop, else ``@main``).
+    Options: ``chained`` and ``optional`` (the segment slot's chain: ``segment_slot``).
     Postcondition: every op of the stage block but its terminator carries
     ``jaxpp.segment`` and ``jaxpp.kind``; the module carries ``jaxpp.num_segments``.
     Ordering groups by (forward segments ascending, then backward segments
@@ -47,14 +51,6 @@ class AssignSegments(ModulePass):
 
     name = "jaxpp-assign-segments"
     requires = ("jaxpp-normalize-loop", "jaxpp-inline-calls")
-
-    @classmethod
-    def finished(cls, module: ir.Operation) -> Evidence | None:
-        if jaxpp.NUM_SEGMENTS_ATTR not in module.attributes:
-            return None
-        return Evidence(
-            module, f"the segments are already assigned (found {jaxpp.NUM_SEGMENTS_ATTR})"
-        )
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
@@ -66,7 +62,18 @@ class AssignSegments(ModulePass):
             jaxpp.NUM_SEGMENTS_ATTR,
         )
 
-    def run(self, module: ir.Operation) -> None:
+    def applies(self, module: ir.Operation) -> bool:
+        main = ir_utils.find_main(module)
+        if main is None:
+            return True  # its error names what is missing
+        block = ir_utils.stage_block(main)
+        for marker in segment_slot.stage_markers(main):
+            owner = segment_slot.owner_in(marker, block)
+            if owner is None or owner == marker or owner.name != "stablehlo.while":
+                return True
+        return False
+
+    def segment(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)
         loop = ir_utils.find_loop(main)
         block = jaxpp.loop_body(loop) if loop is not None else ir_utils.body(main)
@@ -82,11 +89,7 @@ class AssignSegments(ModulePass):
                 )
         markers = [i for i, direction in enumerate(flow.direction) if direction is not None]
         if not markers:
-            raise diagnostics.error(
-                main,
-                "no stage markers found: mark the end of every stage with "
-                "jaxpp_mlir.pipeline_enter_stage (the last one after the last layer)",
-            )
+            raise segment_slot.nothing_to_segment(main)
         forward_stage, backward_count = flow.forward, flow.backward
         # Stage k's forward marker ends stage k; the backward markers on a path count the
         # stages from the last. Under jax.grad (no loss value returned) JAX drops the last
@@ -162,7 +165,10 @@ def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: boo
 _NESTING = {
     "stablehlo.while": (
         "",
-        "unroll the loop over layers (a lax.scan or fori_loop cannot hold markers)",
+        "markers inside a layer scan are read by jaxpp-segment-layer-scans, which "
+        "partition runs when every marker ends a layer scan's body (each scanned layer "
+        "then ends a segment): drop the markers outside the scan, or unroll the loop "
+        "over layers",
     ),
     "stablehlo.case": ("", "move the markers out of the conditional"),
     "stablehlo.if": ("", "move the markers out of the conditional"),

@@ -20,7 +20,7 @@ _HOST_CALLBACK_TARGET = re.compile(r"^xla(_ffi)?(_partitioned)?_python_\w+_callb
 @register_pass
 @dataclasses.dataclass(frozen=True)
 class CheckHostCallbacks(ModulePass):
-    """Refuse host callbacks (jax.debug.print, pure_callback, io_callback) in a marked step.
+    """Refuse host callbacks (jax.debug.print, pure_callback, io_callback) in a pipelined step.
 
     A host callback lowers to a ``stablehlo.custom_call`` whose target names a
     Python function registered in the tracing process, with a maximal sharding
@@ -31,8 +31,9 @@ class CheckHostCallbacks(ModulePass):
 
     Precondition: no ``func.call`` in ``@main`` (jaxpp-inline-calls).
     Postcondition: the module is unchanged; it holds no host callback, or the
-    pass failed. A step without stage markers is left alone (it is not
-    pipelined).
+    pass failed. A step with neither stage markers nor a treduce loop is left
+    alone (it is not pipelined; with a treduce loop and no marker, a layer scan may
+    be split into stages).
     """
 
     name = "jaxpp-check-host-callbacks"
@@ -40,7 +41,7 @@ class CheckHostCallbacks(ModulePass):
     def run(self, module: ir.Operation) -> Unchanged:
         main = ir_utils.get_main(module)
         nested = list(ir_utils.walk(main))
-        if not any(jaxpp.is_stage_marker(op) for op in nested):
+        if not any(jaxpp.is_stage_marker(op) or jaxpp.is_loop_marker(op) for op in nested):
             return UNCHANGED
         for op in nested:
             target = _call_target(op)

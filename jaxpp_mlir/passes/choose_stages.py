@@ -64,11 +64,14 @@ class ChooseStages(ModulePass):
     ``jaxpp.segment`` and ``jaxpp.kind``, the module ``jaxpp.num_segments`` (a segmenter
     ran); no stages are chosen yet.
     Postcondition: each of those ops carries ``jaxpp.stage`` (the stage of its segment)
-    in place of ``jaxpp.segment``; the module carries ``jaxpp.num_stages`` and
-    ``jaxpp.stage_split`` (segments per stage, summing to ``jaxpp.num_segments``); with a
-    loop, the module carries the chosen schedule (``jaxpp.schedule``, a dictionary:
-    ``schedules.record``) of ``jaxpp.num_stages`` stages on at most ``mpmd-dim`` ranks,
-    and the loop no longer carries treduce's; where the planner chose or estimated the
+    in place of ``jaxpp.segment``; a loop of layers (``jaxpp.segments``, whose iterations
+    are segments: jaxpp-segment-layer-scans) carries ``jaxpp.stage_rows`` (which stage
+    takes which of its segments) and as its stage the one its first iteration runs in;
+    the module carries ``jaxpp.num_stages`` and ``jaxpp.stage_split`` (segments per
+    stage, summing to ``jaxpp.num_segments``); with a loop, the module carries the chosen
+    schedule (``jaxpp.schedule``, a dictionary: ``schedules.record``) of
+    ``jaxpp.num_stages`` stages on at most ``mpmd-dim`` ranks, and the loop no longer
+    carries treduce's; where the planner chose or estimated the
     split, the module carries its estimate (``jaxpp.stage_estimate``). Schedule and split
     errors are located at the loop and are ``ScheduleError``s from ``partition``.
     """
@@ -323,11 +326,15 @@ class _Choice:
 
 def _set_stages(top_ops: list[ir.Operation], split: tuple[int, ...]) -> None:
     """Replaces each op's ``jaxpp.segment`` by the ``jaxpp.stage`` of its segment (the
-    attribute of a stage built once)."""
+    attribute of a stage built once); a loop of layers gets its stage rows."""
     stage_of = [stage for stage, count in enumerate(split) for _ in range(count)]
     stage_attrs: dict[int, ir.Attribute] = {}
     for op in top_ops:
         attributes = op.attributes
+        span = jaxpp.segment_range(op)
+        if span is not None:
+            _set_loop_stages(op, span, stage_of)
+            continue
         stage = stage_of[ir.IntegerAttr(attributes[jaxpp.SEGMENT_ATTR]).value]
         attr = stage_attrs.get(stage)
         if attr is None:
@@ -336,6 +343,24 @@ def _set_stages(top_ops: list[ir.Operation], split: tuple[int, ...]) -> None:
         else:
             attributes[jaxpp.STAGE_ATTR] = attr
         del attributes[jaxpp.SEGMENT_ATTR]
+
+
+def _set_loop_stages(op: ir.Operation, span: tuple[int, int], stage_of: list[int]) -> None:
+    """A loop of layers: which stage takes which of its segments (``jaxpp.stage_rows``),
+    and as its ``jaxpp.stage`` the stage its first iteration runs in (jaxpp-split-layer-scans
+    makes one loop per stage of it)."""
+    first, count = span
+    rows: list[tuple[int, int, int]] = []
+    for offset in range(count):
+        stage = stage_of[first + offset]
+        if rows and rows[-1][0] == stage:
+            rows[-1] = (stage, rows[-1][1], rows[-1][2] + 1)
+        else:
+            rows.append((stage, offset, 1))
+    jaxpp.set_stage_rows(op, rows)
+    starts = rows[0] if jaxpp.get_kind(op) == jaxpp.FORWARD else rows[-1]
+    jaxpp.set_int_attr(op, jaxpp.STAGE_ATTR, starts[0])
+    del op.attributes[jaxpp.SEGMENT_ATTR]
 
 
 def _estimate_record(estimate: Any) -> Record:

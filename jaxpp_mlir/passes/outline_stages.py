@@ -45,6 +45,7 @@ class OutlineStages(ModulePass):
         "jaxpp-normalize-loop",
         "jaxpp-restore-sharding-constraints",
         "jaxpp-choose-stages",
+        "jaxpp-split-layer-scans",
     )
 
     @classmethod

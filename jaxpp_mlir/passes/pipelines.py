@@ -7,10 +7,13 @@ backward is split, the rank of each stage, task fusion) travels in the attribute
 writes, never through the driver. ``default_pipeline_text`` is the same pipeline in
 ``jaxpp-opt --pass-pipeline`` syntax, and reproduces a partition.
 
-The segment slot holds the pass that cuts the step into segments: one of
-``SEGMENTERS``, by the name ``PartitionOptions.segmenter`` gives. A new segmenter is its
-pass file and its line in ``SEGMENTERS``; a new way to choose stages is a mode of
-jaxpp-choose-stages (``passes/choose_stages.py``).
+The segment slot holds the passes that cut the step into segments (``segment_slot``):
+by default (``PartitionOptions.segmenter == "auto"``) the chain ``SEGMENT_CHAIN``, in
+which each segmenter segments the module only when no segmenter before it did and it
+applies (``passes/segment_slot.py``), the last one failing with what the chain looked
+for; else the one of ``SEGMENTERS`` the option names. A new segmenter is its pass file
+(a ``segment_slot.Segmenter``), its line in ``SEGMENTERS`` and its place in the chain; a
+new way to choose stages is a mode of jaxpp-choose-stages (``passes/choose_stages.py``).
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ from jaxpp_mlir.passes.outline_stages import OutlineStages
 from jaxpp_mlir.passes.pipeline import PipelineElement, make_element
 from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
+from jaxpp_mlir.passes.segment_layer_scans import SegmentLayerScans
+from jaxpp_mlir.passes.segment_slot import Segmenter
 from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
 from jaxpp_mlir.passes.split_backward import SplitBackward
+from jaxpp_mlir.passes.split_layer_scans import SplitLayerScans
 from jaxpp_mlir.passes.split_stacked_values import SplitStackedValues
 from jaxpp_mlir.passes.verify_markers import VerifyMarkers
 from jaxpp_mlir.passes.verify_program import VerifyProgram
@@ -44,9 +50,14 @@ SHARDY_PROPAGATION = "sdy-propagation-pipeline"
 
 #: The passes that can fill the segment slot, by the name ``PartitionOptions.segmenter``
 #: takes; each writes ``jaxpp.segment``/``jaxpp.kind`` and ``jaxpp.num_segments``.
-SEGMENTERS: dict[str, Callable[[], ModulePass]] = {
+SEGMENTERS: dict[str, Callable[..., Segmenter]] = {
     "markers": AssignSegments,  # the stage markers the user wrote end the segments
+    "layer-scans": SegmentLayerScans,  # each iteration of a scan over stacked layers
 }
+#: ``PartitionOptions.segmenter``'s default: the chain below.
+AUTO_SEGMENTER = "auto"
+#: The segment slot's chain, in order: the first segmenter that applies segments the step.
+SEGMENT_CHAIN: tuple[str, ...] = ("markers", "layer-scans")
 
 
 def default_pipeline(
@@ -90,7 +101,7 @@ def default_pipeline(
         # One jaxpp.loop with the microbatch loop's body, whatever JAX lowered.
         make_element(NormalizeLoop()),
         # The segment slot: every op of the loop body gets its segment and kind (fwd/bwd).
-        make_element(SEGMENTERS[options.segmenter]()),
+        *segment_slot(options),
         # The stage decision: segments grouped into stages, the schedule chosen, recorded.
         make_element(
             ChooseStages(
@@ -102,6 +113,8 @@ def default_pipeline(
                 parallel_ranks=parallel_ranks,
             )
         ),
+        # A layer scan spanning several stages becomes one loop per stage over its layers.
+        make_element(SplitLayerScans()),
         # A layer scan split into stages: each stage holds its rows of the stacked
         # parameters, gradients and optimizer state, from the inputs (jaxpp.chunk) to the
         # outputs (jaxpp.assemble); needs the stages and runs while their ops are in place.
@@ -122,6 +135,18 @@ def default_pipeline(
         make_element(InsertTransfers()),
         # The program the plan builder reads is checked whole, located.
         make_element(VerifyProgram()),
+    ]
+
+
+def segment_slot(options: PartitionOptions) -> list[PipelineElement]:
+    """The segmenters of the slot: ``SEGMENT_CHAIN`` for ``segmenter="auto"`` (each
+    chained, all but the last optional: ``passes/segment_slot.py``), else the one named."""
+    if options.segmenter != AUTO_SEGMENTER:
+        return [make_element(SEGMENTERS[options.segmenter]())]
+    last = len(SEGMENT_CHAIN) - 1
+    return [
+        make_element(SEGMENTERS[name](chained=True, optional=position < last))
+        for position, name in enumerate(SEGMENT_CHAIN)
     ]
 
 

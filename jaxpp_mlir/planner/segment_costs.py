@@ -6,7 +6,8 @@ an analysis). It only reads the IR. Per segment and direction it counts
 
 * FLOPs: ``dot_general``/``dot`` 2 x result elements x contracted size; convolution
   2 x result elements x kernel elements / output features; reductions one per input
-  element; any other op (elementwise) one per result element;
+  element; any other op (elementwise) one per result element; a loop's body once per
+  iteration where its trip count is a constant;
 * bytes: what each op reads and writes (its operands' and results' sizes);
 
 and per segment boundary the bytes of forward values that cross it (a skip connection
@@ -14,6 +15,14 @@ crosses every boundary it spans; backward sends as much back). A segment's memor
 its parameters (values from outside the stage block it reads; with their gradient,
 twice that) and its activations: forward values the backward of the same segment reads,
 kept per microbatch in flight.
+
+A loop of layers (``jaxpp.segments``: a layer scan, each iteration a segment) costs each
+of its segments one iteration: its body's FLOPs, a share of its bytes, of the stacked
+parameters and of the stacked activations it keeps for its backward, and the values its
+iterations carry cross each boundary between its segments. An op on a whole stacked
+value such a loop computes (the gradient accumulator's add of a stacked gradient: as many
+rows as the loop has iterations) is spread over the loop's segments too: each stage
+computes its own rows once stacked values are split (jaxpp-split-layer-scans' pieces).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from jax.extend.mlir.dialects import stablehlo
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import layer_loops
 
 _CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot")
 _FREE = ("stablehlo.constant", "stablehlo.reshape", "stablehlo.custom_call", "stablehlo.iota")
@@ -95,6 +105,31 @@ def op_flops(op: ir.Operation) -> float:
     return float(out)
 
 
+def nested_flops(op: ir.Operation) -> float:
+    """The FLOPs of the ops nested in ``op``, a loop's body counted once per iteration
+    where its trip count is a constant (``layer_loops``), else once."""
+    if not len(op.regions):
+        return 0.0
+    total = 0.0
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                total += op_flops(inner)
+                if len(inner.regions):
+                    total += nested_flops(inner) * _iterations(inner)
+    return total
+
+
+def _iterations(op: ir.Operation) -> int:
+    if op.name != layer_loops.WHILE_OP:
+        return 1
+    try:
+        return layer_loops.analyze(op).trip_count
+    except layer_loops.NotALayerLoop:
+        return 1
+
+
 def _lhs_contracting(dims: ir.Attribute) -> list[int]:
     return list(stablehlo.DotDimensionNumbers(dims).lhs_contracting_dimensions)
 
@@ -113,11 +148,18 @@ def segment_costs(module: ir.Operation) -> SegmentCosts:
     params, activations, crossing = [0] * num, [0] * num, [0] * max(0, num - 1)
     where: dict[ir.Operation, tuple[int, str]] = {}
     seen_params: list[set[ir.Value]] = [set() for _ in range(num)]
+    loops = _LoopCosts(flops, traffic, params, activations, crossing, where)
     for op in top_ops:
+        span = jaxpp.segment_range(op)
+        if span is not None:
+            loops.add(op, span, seen_params)
+            continue
         stage, kind = jaxpp.get_segment(op), jaxpp.get_kind(op)
         direction = jaxpp.FORWARD if kind == jaxpp.FORWARD else jaxpp.BACKWARD
         where[op] = (stage, direction)
-        flops[direction][stage] += op_flops(op) + sum(map(op_flops, ir_utils.walk(op)))
+        if loops.spread(op, direction, seen_params):
+            continue
+        flops[direction][stage] += op_flops(op) + nested_flops(op)
         traffic[direction][stage] += _op_bytes(op)
         for operand in ir_utils.external_operands(op):
             producer = ir_utils.defining_op(operand)
@@ -142,3 +184,102 @@ def segment_costs(module: ir.Operation) -> SegmentCosts:
         activation_bytes=tuple(activations),
         boundary_bytes=tuple(crossing),
     )
+
+
+class _LoopCosts:
+    """Adds a loop of layers to the per-segment tallies of ``segment_costs``."""
+
+    def __init__(self, flops, traffic, params, activations, crossing, where):
+        self.flops, self.traffic = flops, traffic
+        self.params, self.activations, self.crossing = params, activations, crossing
+        self.where = where
+        self.forward_loops: dict[ir.Operation, tuple[int, int]] = {}
+
+    def add(self, op: ir.Operation, span: tuple[int, int], seen_params: list[set]) -> None:
+        first, count = span
+        direction = jaxpp.FORWARD if jaxpp.get_kind(op) == jaxpp.FORWARD else jaxpp.BACKWARD
+        segments = range(first, first + count)
+        per_iteration = nested_flops(op)
+        share = _op_bytes(op) / count
+        for segment in segments:
+            self.flops[direction][segment] += per_iteration
+            self.traffic[direction][segment] += share
+        for operand in ir_utils.external_operands(op):
+            self._operand(op, operand, first, count, direction, seen_params)
+        if direction == jaxpp.FORWARD:
+            self.forward_loops[op] = span
+            carried = _carried_bytes(op)
+            for boundary in range(first, first + count - 1):
+                self.crossing[boundary] += carried
+        # Its results leave from the segment its last iteration runs in.
+        self.where[op] = (first + count - 1 if direction == jaxpp.FORWARD else first, direction)
+
+    def spread(self, op: ir.Operation, direction: str, seen_params: list[set]) -> bool:
+        """Spreads ``op`` over the segments of the loop of layers whose stacked result it
+        reads, if its results have the loop's rows (True); else leaves it (False)."""
+        span = self._stacked_source(op)
+        if span is None:
+            return False
+        first, count = span
+        flops = (op_flops(op) + nested_flops(op)) / count
+        traffic = _op_bytes(op) / count
+        for segment in range(first, first + count):
+            self.flops[direction][segment] += flops
+            self.traffic[direction][segment] += traffic
+        for operand in ir_utils.external_operands(op):
+            if ir_utils.defining_op(operand) is None and operand not in seen_params[first]:
+                seen_params[first].add(operand)
+                size = _bytes(operand.type)
+                spread = _rows(operand.type) == count
+                for segment in range(first, first + count) if spread else (first,):
+                    self.params[segment] += size // count if spread else size
+        return True
+
+    def _stacked_source(self, op: ir.Operation) -> tuple[int, int] | None:
+        for operand in op.operands:
+            producer = ir_utils.defining_op(operand)
+            span = jaxpp.segment_range(producer) if producer is not None else None
+            if span is None or _rows(operand.type) != span[1]:
+                continue
+            if all(_rows(result.type) == span[1] for result in op.results):
+                return span
+        return None
+
+    def _operand(self, op, operand, first, count, direction, seen_params) -> None:
+        size = _bytes(operand.type)
+        stacked = _rows(operand.type) == count
+        producer = ir_utils.defining_op(operand)
+        if producer is None or producer not in self.where:
+            if producer is None and operand not in seen_params[first]:
+                seen_params[first].add(operand)
+                if stacked:
+                    for segment in range(first, first + count):
+                        self.params[segment] += size // count
+                else:
+                    self.params[first] += size
+            return
+        source, source_direction = self.where[producer]
+        if source_direction == jaxpp.FORWARD and direction == jaxpp.BACKWARD:
+            if stacked and producer in self.forward_loops:
+                for segment in range(first, first + count):
+                    self.activations[segment] += size // count
+            elif first <= source < first + count:
+                self.activations[source] += size
+        elif source_direction == direction == jaxpp.FORWARD:
+            for boundary in range(source, first):
+                self.crossing[boundary] += size
+
+
+def _rows(value_type: ir.Type) -> int | None:
+    if not isinstance(value_type, ir.RankedTensorType) or not value_type.shape:
+        return None
+    return value_type.shape[0]
+
+
+def _carried_bytes(op: ir.Operation) -> int:
+    """The bytes a loop of layers carries from one iteration to the next."""
+    try:
+        loop = layer_loops.analyze(op)
+    except layer_loops.NotALayerLoop:
+        return 0
+    return sum(_bytes(op.operands[i].type) for i in loop.carried())

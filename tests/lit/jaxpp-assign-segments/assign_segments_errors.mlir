@@ -58,7 +58,7 @@ module @marker_in_loop {
     } do {
       %c_1 = stablehlo.constant dense<1> : tensor<i32>
       %1 = stablehlo.add %iterArg, %c_1 : tensor<i32>
-      // expected-error @+1 {{stage marker inside 'stablehlo.while' is not supported: stage boundaries must sit at the top level of the step: unroll the loop over layers (a lax.scan or fori_loop cannot hold markers); for the microbatch loop use jaxpp_mlir.treduce}}
+      // expected-error @+1 {{stage marker inside 'stablehlo.while' is not supported: stage boundaries must sit at the top level of the step: markers inside a layer scan are read by jaxpp-segment-layer-scans, which partition runs when every marker ends a layer scan's body (each scanned layer then ends a segment): drop the markers outside the scan, or unroll the loop over layers; for the microbatch loop use jaxpp_mlir.treduce}}
       %2 = stablehlo.custom_call @jaxpp.enter_stage(%iterArg_0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
       stablehlo.return %1, %2 : tensor<i32>, tensor<2x4xf32>
     }
@@ -109,7 +109,7 @@ module @marker_in_scan_inside_treduce {
       } do {
         %c_1 = stablehlo.constant dense<1> : tensor<i32>
         %2 = stablehlo.add %iterArg, %c_1 : tensor<i32>
-        // expected-error @+1 {{stage marker inside 'stablehlo.while' is not supported: stage boundaries must sit at the top level of the function treduce applies to each microbatch: unroll the loop over layers (a lax.scan or fori_loop cannot hold markers)}}
+        // expected-error @+1 {{stage marker inside 'stablehlo.while' is not supported: stage boundaries must sit at the top level of the function treduce applies to each microbatch: markers inside a layer scan are read by jaxpp-segment-layer-scans, which partition runs when every marker ends a layer scan's body (each scanned layer then ends a segment): drop the markers outside the scan, or unroll the loop over layers}}
         %3 = stablehlo.custom_call @jaxpp.enter_stage(%iterArg_0) {api_version = 4 : i32, backend_config = {}, mhlo.frontend_attributes = {jaxpp.direction = "fwd"}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
         stablehlo.return %2, %3 : tensor<i32>, tensor<2x4xf32>
       }

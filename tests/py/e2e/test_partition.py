@@ -257,16 +257,20 @@ def test_more_stages_than_submeshes(batch):
 
 
 def test_marker_inside_control_flow_names_the_source_line(batch):
-    def body(i, x):
-        return pp.pipeline_enter_stage(jnp.tanh(x))
+    # A loop whose trip count depends on the data is no layer scan (a fori_loop over
+    # constant bounds is one: each iteration then ends a stage).
+    def body(carry):
+        i, n, x = carry
+        return i + 1, n, pp.pipeline_enter_stage(jnp.tanh(x))
 
     def f(x):
-        return jax.lax.fori_loop(0, 3, body, x)
+        n = (x.sum() > 0).astype(jnp.int32) + 2
+        return jax.lax.while_loop(lambda c: c[0] < c[1], body, (0, n, x))[2]
 
     with pytest.raises(
         pp.PartitionError,
         match=r"test_partition.py:\d+:\d+: error: stage marker "
-        r"inside 'stablehlo.while' is not supported",
+        r"inside a 'stablehlo.while' that is not a layer scan: its trip count is not a constant",
     ):
         pp.partition(jax.jit(f).lower(batch[0]), mesh=make_mesh(2))
 

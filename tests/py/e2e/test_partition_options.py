@@ -68,7 +68,11 @@ def test_options_are_frozen_and_checked():
         ({"memory_limit_bytes": True}, TypeError, "memory_limit_bytes must be an int"),
         ({"replicate_max_bytes": 1.5}, TypeError, "replicate_max_bytes must be an int"),
         ({"dump_dir": 3}, TypeError, "dump_dir must be a path"),
-        ({"segmenter": "layers"}, ValueError, "segmenter must be one of 'markers', got 'layers'"),
+        (
+            {"segmenter": "layers"},
+            ValueError,
+            "segmenter must be one of 'auto', 'markers', 'layer-scans', got 'layers'",
+        ),
     ],
 )
 def test_each_field_is_type_and_range_checked_by_name(fields, error, message):

@@ -1,0 +1,53 @@
+"""benchmarks/scan_compile.py's code paths at a tiny size: each side's child run in this
+process (the benchmark runs each in a fresh one), its numbers against plain jax.jit, the
+table."""
+
+import contextlib
+import io
+import json
+
+import pytest
+import toolkit
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def scan_compile():
+    return toolkit.load_benchmark("scan_compile")
+
+
+@pytest.fixture(scope="module")
+def records(scan_compile):
+    found = {}
+    for side in scan_compile.SIDES:
+        argv = ["--child", side, "--layers", "4", "--width", "8", "--microbatches", "4"]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert scan_compile.main([*argv, "--steps", "1"]) == 0
+        found[side] = json.loads(out.getvalue().strip().splitlines()[-1])
+    return found
+
+
+def test_each_side_reports_every_phase(scan_compile, records):
+    for side, times in records.items():
+        assert set(scan_compile.PHASES) <= set(times), side
+        assert all(times[phase] >= 0 for phase in scan_compile.PHASES), side
+    assert records["jit"]["partition"] == 0.0
+
+
+def test_pipelined_sides_match_plain_jit(records):
+    for side in ("scanned", "unrolled"):
+        assert records[side]["max_ulps"] <= toolkit.SEPARATE_PROGRAMS.ulps, side
+
+
+def test_table_compares_the_sides(scan_compile, records):
+    medians = {(side, depth): records[side] for side in scan_compile.SIDES for depth in (4, 8)}
+    text = scan_compile.table(medians, [4, 8])
+    assert "| 8 | scanned |" in text and "scanned / unrolled (total)" in text
+    assert "1.00x" in text
+
+
+def test_depths_must_split_into_the_stages(scan_compile):
+    with pytest.raises(SystemExit):
+        scan_compile.parse_args(["--layers", "6", "--stages", "4"])

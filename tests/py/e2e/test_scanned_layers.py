@@ -1,0 +1,447 @@
+"""Scanned layer stacks (jax.lax.scan, flax nn.scan, nnx.scan) pipelined along the scan.
+
+Each model is an embedding, ``LAYERS`` tanh layers applied by a scan over stacked
+parameters, and a head; trained with AdamW after ``clip_by_global_norm`` over ``treduce``'s
+summed gradients. With a stage marker ending the scanned function and with no marker at
+all, under Std1F1B(4) and Interleaved1F1B(8, 4) on 4 ranks, three steps feeding the
+outputs back give jax.jit's numbers within the ulp rule; every stage program keeps a loop
+over its own layers (never unrolled).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+import toolkit
+from jax.extend.mlir import ir
+
+import jaxpp_mlir as pp
+from jaxpp_mlir.ir_context import make_context
+
+flax = pytest.importorskip("flax")
+from flax import linen as nn  # noqa: E402
+from flax import nnx  # noqa: E402
+
+pytestmark = pytest.mark.numerics
+
+LAYERS = 8
+WIDTH = 8
+MICROBATCHES = 8
+STEPS = 3
+OPTIMIZER = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-2, weight_decay=1e-2))
+SCHEDULES = {"Std1F1B(4)": pp.Std1F1B(4), "Interleaved1F1B(8, 4)": pp.Interleaved1F1B(8, 4)}
+
+shared_stage_compiles = toolkit.stage_compiles_shared_by_file()
+
+
+def _mark(x, marked: bool):
+    return pp.pipeline_enter_stage(x) if marked else x
+
+
+# -- the three ways to write the model ----------------------------------------------------
+
+
+def _lax_apply(params, x, *, marked: bool, remat: bool = False):
+    def layer(h, p):
+        return _mark(jnp.tanh(h @ p["w"] + p["b"]), marked), None
+
+    h = x @ params["embed"]
+    h, _ = jax.lax.scan(jax.checkpoint(layer) if remat else layer, h, params["layers"])
+    return h @ params["head"]
+
+
+def _lax_params():
+    rng = np.random.default_rng(0)
+    scale = np.float32(1 / np.sqrt(WIDTH))
+
+    def draw(*shape):
+        return rng.standard_normal(shape, dtype=np.float32) * scale
+
+    return {
+        "embed": draw(WIDTH, WIDTH),
+        "layers": {"w": draw(LAYERS, WIDTH, WIDTH), "b": draw(LAYERS, WIDTH) / 10},
+        "head": draw(WIDTH, WIDTH),
+    }
+
+
+class _LinenBlock(nn.Module):
+    marked: bool
+
+    @nn.compact
+    def __call__(self, h, _):
+        return _mark(jnp.tanh(nn.Dense(WIDTH)(h)), self.marked), None
+
+
+class _LinenModel(nn.Module):
+    marked: bool
+    remat: bool = False
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.Dense(WIDTH, name="embed")(x)
+        layers = nn.scan(
+            nn.remat(_LinenBlock) if self.remat else _LinenBlock,
+            variable_axes={"params": 0},
+            split_rngs={"params": True},
+            length=LAYERS,
+        )(self.marked, name="layers")
+        h, _ = layers(h, None)
+        return nn.Dense(WIDTH, name="head")(h)
+
+
+class _NnxBlock(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.linear = nnx.Linear(WIDTH, WIDTH, rngs=rngs)
+
+    def __call__(self, h, marked: bool):
+        return _mark(jnp.tanh(self.linear(h)), marked)
+
+
+class _NnxModel(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.embed = nnx.Linear(WIDTH, WIDTH, rngs=rngs)
+
+        @nnx.split_rngs(splits=LAYERS)
+        @nnx.vmap(in_axes=(0,), out_axes=0)
+        def make_layers(rngs):
+            return _NnxBlock(rngs)
+
+        self.layers = make_layers(rngs)
+        self.head = nnx.Linear(WIDTH, WIDTH, rngs=rngs)
+
+    def __call__(self, x, marked: bool, remat: bool = False):
+        h = self.embed(x)
+
+        def apply_layer(h, layer):
+            return layer(h, marked)
+
+        @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+        def run(h, layer):
+            return (nnx.remat(apply_layer) if remat else apply_layer)(h, layer)
+
+        return self.head(run(h, self.layers))
+
+
+@functools.cache
+def _model(kind: str, marked: bool, remat: bool = False):
+    """(apply(params, x), the initial parameters as numpy arrays)."""
+    if kind == "lax":
+        return functools.partial(_lax_apply, marked=marked, remat=remat), _lax_params()
+    x = np.zeros((2, WIDTH), np.float32)
+    if kind == "linen":
+        model = _LinenModel(marked, remat)
+        params = jax.tree_util.tree_map(np.asarray, model.init(jax.random.key(0), x))
+        return model.apply, params
+    graphdef, state = nnx.split(_NnxModel(nnx.Rngs(0)))
+    params = jax.tree_util.tree_map(np.asarray, state)
+
+    def apply(p, x):
+        return nnx.merge(graphdef, p)(x, marked, remat)
+
+    return apply, params
+
+
+def _train_step(apply):
+    def loss(params, microbatch):
+        x, y = microbatch
+        return jnp.mean((apply(params, x) - y) ** 2)
+
+    def step(params, opt_state, xs, ys):
+        total, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), (xs, ys), operation=pp.Add
+        )
+        updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, total
+
+    return step
+
+
+def _batch():
+    shape = (MICROBATCHES, 2, WIDTH)
+    return toolkit.normal(shape, seed=1), toolkit.normal(shape, seed=2)
+
+
+@functools.cache
+def _lowered(kind: str, marked: bool, remat: bool = False):
+    apply, params = _model(kind, marked, remat)
+    step = _train_step(apply)
+    params = jax.tree_util.tree_map(toolkit.on_device, params)
+    opt_state = jax.jit(OPTIMIZER.init)(params)
+    xs, ys = _batch()
+    return step, jax.jit(step).lower(params, opt_state, xs, ys), (params, opt_state, xs, ys)
+
+
+def _reference(kind: str, marked: bool, remat: bool = False, steps: int = STEPS):
+    step, _, (params, opt_state, xs, ys) = _lowered(kind, marked, remat)
+    jitted = jax.jit(step)
+    history = []
+    for _ in range(steps):
+        params, opt_state, total = jitted(params, opt_state, xs, ys)
+        history.append((params, opt_state, total))
+    return history
+
+
+CASES = [
+    (kind, marked, schedule)
+    for kind in ("lax", "linen", "nnx")
+    for marked in (True, False)
+    for schedule in SCHEDULES
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "marked", "schedule"), CASES)
+def test_scanned_model_trains_like_jax_jit(kind, marked, schedule):
+    _, lowered, (params, opt_state, xs, ys) = _lowered(kind, marked)
+    program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=SCHEDULES[schedule])
+    _assert_every_stage_loops_over_its_layers(program)
+    compiled = program.compile()
+    reference = _reference(kind, marked)
+    for step in range(STEPS):
+        params, opt_state, total = compiled(params, opt_state, xs, ys)
+        tolerance = toolkit.SEPARATE_PROGRAMS if step == 0 else toolkit.SEVERAL_STEPS
+        toolkit.assert_matches_reference((params, opt_state, total), reference[step], tolerance)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["lax", "linen", "nnx"])
+@pytest.mark.parametrize("marked", [True, False], ids=["marked", "unmarked"])
+def test_rematerialized_scanned_layers_train_like_jax_jit(kind, marked):
+    """jax.checkpoint / nn.remat / nnx.remat on the scanned function: the gradient's loop
+    recomputes each layer, and each stage's gradient loop does so for its own layers."""
+    _, lowered, (params, opt_state, xs, ys) = _lowered(kind, marked, True)
+    program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4))
+    _assert_every_stage_loops_over_its_layers(program)
+    result = program.compile()(params, opt_state, xs, ys)
+    reference = _reference(kind, marked, True, steps=1)[0]
+    toolkit.assert_matches_reference(result, reference, toolkit.SEPARATE_PROGRAMS)
+
+
+@functools.cache
+def _sgd_lowered(kind: str, marked: bool):
+    apply, params = _model(kind, marked)
+
+    def loss(params, microbatch):
+        x, y = microbatch
+        return jnp.mean((apply(params, x) - y) ** 2)
+
+    def step(params, xs, ys):
+        total, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), (xs, ys), operation=pp.Add
+        )
+        return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), total
+
+    args = (jax.tree_util.tree_map(toolkit.on_device, params), *_batch())
+    return step, jax.jit(step).lower(*args), args
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("split", "schedule"),
+    [((1, 3, 3, 1), pp.Std1F1B(4)), ((3, 2, 2, 1), pp.GPipe(4))],
+    ids=["1,3,3,1", "3,2,2,1"],
+)
+def test_stage_split_counts_the_layers_of_the_scan(split, schedule):
+    step, lowered, args = _sgd_lowered("lax", False)
+    program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=schedule, stage_split=split)
+    assert program.stage_split == split
+    _assert_every_stage_loops_over_its_layers(program)
+    result = program.compile()(*args)
+    toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
+
+
+def test_stage_split_must_count_every_layer():
+    _, lowered, _ = _sgd_lowered("lax", False)
+    with pytest.raises(pp.PartitionError, match=r"stage split \[1, 3, 3, 2\] covers 9"):
+        pp.partition(
+            lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4), stage_split=(1, 3, 3, 2)
+        )
+
+
+@pytest.mark.slow
+def test_auto_schedule_splits_a_scanned_model():
+    step, lowered, args = _sgd_lowered("linen", False)
+    program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule="auto")
+    assert sum(program.stage_split) == LAYERS and program.num_stages >= 4
+    _assert_every_stage_loops_over_its_layers(program)
+    result = program.compile()(*args)
+    toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
+
+
+ENCODER, DECODER = 3, 5
+
+
+def _scan(h, stack, marked: bool):
+    def layer(h, p):
+        return _mark(jnp.tanh(h @ p["w"] + p["b"]), marked), None
+
+    return jax.lax.scan(layer, h, stack)[0]
+
+
+def _encoder_decoder_step(marked: bool):
+    def loss(params, microbatch):
+        x, y = microbatch
+        h = _scan(x @ params["embed"], params["encoder"], marked)
+        h = _scan(jnp.sin(h) + x, params["decoder"], marked)
+        return jnp.mean((h @ params["head"] - y) ** 2)
+
+    def step(params, xs, ys):
+        total, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), (xs, ys), operation=pp.Add
+        )
+        return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), total
+
+    return step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("marked", [True, False], ids=["marked", "unmarked"])
+def test_encoder_and_decoder_scans_are_split_in_program_order(marked):
+    params = _lax_params()
+    rng = np.random.default_rng(3)
+    params["encoder"] = {
+        "w": rng.standard_normal((ENCODER, WIDTH, WIDTH), dtype=np.float32) / 3,
+        "b": rng.standard_normal((ENCODER, WIDTH), dtype=np.float32) / 10,
+    }
+    params["decoder"] = {
+        "w": rng.standard_normal((DECODER, WIDTH, WIDTH), dtype=np.float32) / 3,
+        "b": rng.standard_normal((DECODER, WIDTH), dtype=np.float32) / 10,
+    }
+    del params["layers"]
+    args = (jax.tree_util.tree_map(toolkit.on_device, params), *_batch())
+    step = _encoder_decoder_step(marked)
+    program = pp.partition(
+        jax.jit(step).lower(*args),
+        mesh=toolkit.make_mesh(4),
+        schedule=pp.Std1F1B(4),
+        stage_split=(2, 2, 2, 2),
+    )
+    # Stage 1 holds the last encoder layer and the first decoder layer: two loops.
+    assert [_loop_trip_counts(program.stage_module_texts(1)[0])] == [[1, 1]]
+    _assert_every_stage_loops_over_its_layers(program)
+    result = program.compile()(*args)
+    toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
+
+
+@pytest.mark.slow
+def test_marked_loop_over_one_shared_weight_is_split_by_iteration():
+    """A fori_loop with constant bounds reading one (unstacked) weight, a marker ending its
+    body: each iteration is a stage; the body's use of the counter sees the original
+    iteration number in every stage."""
+
+    def loss(params, microbatch):
+        x, y = microbatch
+
+        def body(i, h):
+            return pp.pipeline_enter_stage(jnp.tanh(h @ params["w"] + i))
+
+        h = jax.lax.fori_loop(0, 4, body, x @ params["embed"])
+        return jnp.mean((h - y) ** 2)
+
+    def step(params, xs, ys):
+        total, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), (xs, ys), operation=pp.Add
+        )
+        return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), total
+
+    weights = _lax_params()
+    params = {"embed": weights["embed"], "w": weights["head"]}
+    args = (jax.tree_util.tree_map(toolkit.on_device, params), *_batch())
+    program = pp.partition(
+        jax.jit(step).lower(*args), mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4)
+    )
+    assert program.stage_split == (1, 1, 1, 1)
+    for stage in range(4):
+        assert [_loop_trip_counts(t) for t in program.stage_module_texts(stage)] == [[1], [1]]
+    result = program.compile()(*args)
+    toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
+
+
+def test_marker_in_a_loop_that_is_not_a_layer_scan_is_refused():
+    def loss(w, x):
+        def body(carry):
+            i, h, n = carry
+            return i + 1, pp.pipeline_enter_stage(jnp.tanh(h @ w)), n
+
+        return jax.lax.while_loop(lambda c: c[0] < c[2], body, (0, x, x.shape[0]))[1].sum()
+
+    def step(w, xs):
+        return pp.treduce(lambda mb: loss(w, mb), xs, operation=pp.Add)
+
+    w = toolkit.on_device(np.eye(WIDTH, dtype=np.float32))
+    xs = toolkit.normal((MICROBATCHES, 2, WIDTH), seed=0)
+    with pytest.raises(
+        pp.PartitionError,
+        match="stage marker inside a 'stablehlo.while' that is not a layer scan: its trip "
+        "count is not a constant",
+    ):
+        pp.partition(jax.jit(step).lower(w, xs), mesh=toolkit.make_mesh(2))
+
+
+def test_remat_around_the_whole_scan_is_refused_with_the_remedy():
+    _, params = _model("lax", False)
+
+    def loss(params, microbatch):
+        x, y = microbatch
+        apply = jax.checkpoint(functools.partial(_lax_apply, marked=False))
+        return jnp.mean((apply(params, x) - y) ** 2)
+
+    def step(params, xs, ys):
+        return pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(params, mb), (xs, ys), operation=pp.Add
+        )
+
+    lowered = jax.jit(step).lower(params, *_batch())
+    with pytest.raises(
+        pp.PartitionError,
+        match=r"this layer scan is recomputed in the backward pass \(jax.checkpoint or remat "
+        r"around the whole scan\).*put jax.checkpoint \(nn.remat, nnx.remat\) on the scanned",
+    ):
+        pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4))
+
+
+def test_step_without_markers_or_layer_scan_says_what_was_looked_for():
+    def step(w, xs):
+        return pp.treduce(lambda mb: jnp.tanh(mb @ w).sum(), xs, operation=pp.Add)
+
+    w = toolkit.on_device(np.eye(WIDTH, dtype=np.float32))
+    xs = toolkit.normal((MICROBATCHES, 2, WIDTH), seed=0)
+    with pytest.raises(pp.PartitionError, match="no stage markers found.*a layer scan without"):
+        pp.partition(jax.jit(step).lower(w, xs), mesh=toolkit.make_mesh(2))
+
+
+def _assert_every_stage_loops_over_its_layers(program: pp.PartitionedProgram) -> None:
+    """Each stage's forward and backward programs loop over exactly the stage's layers (one
+    loop per layer scan it holds a part of): the split is done on the loops, not by
+    unrolling them."""
+    assert sum(program.stage_split) == LAYERS
+    for stage, layers in enumerate(program.stage_split):
+        texts = program.stage_module_texts(stage)
+        assert len(texts) == 2, f"stage {stage}: a forward and a backward program"
+        for text in texts:
+            trip_counts = _loop_trip_counts(text)
+            assert trip_counts and sum(trip_counts) == layers, (stage, trip_counts)
+
+
+def _loop_trip_counts(text: str) -> list[int]:
+    """The constant each top-level ``stablehlo.while`` of the module's functions compares
+    its counter with."""
+    counts = []
+    with make_context():
+        module = ir.Module.parse(text)
+        for function in module.body.operations:
+            for op in function.operation.regions[0].blocks[0].operations:
+                if op.operation.name != "stablehlo.while":
+                    continue
+                condition = op.operation.regions[0].blocks[0]
+                counts.extend(
+                    int(ir.DenseIntElementsAttr(o.attributes["value"]).get_splat_value().value)
+                    for o in condition.operations
+                    if o.operation.name == "stablehlo.constant"
+                )
+    return counts
