@@ -125,7 +125,10 @@ class PartitionOptions:
     - ``memory_limit_bytes``: the estimated peak bytes per rank a split the planner
       chooses must fit (None: no limit).
     - ``segmenter``: the pass that cuts the step into segments (a name of
-      ``passes.pipelines.SEGMENTERS``; ``"markers"``: the stage markers).
+      ``passes.pipelines.SEGMENTERS``; ``"markers"``: the stage markers, or, in a step
+      without markers, the model's repeated blocks).
+    - ``split_points``: module paths where stages start, e.g. ``("layers_4", "layers_8")``
+      for a model one cannot mark (``jaxpp-segment-split-points``; None: not used).
     """
 
     fuse_tasks: bool = False
@@ -139,6 +142,7 @@ class PartitionOptions:
     stage_split: tuple[int, ...] | None = None
     memory_limit_bytes: int | None = None
     segmenter: str = "markers"
+    split_points: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in _BOOL_FIELDS:
@@ -154,6 +158,8 @@ class PartitionOptions:
         if self.memory_limit_bytes is not None:
             _check_int(self, "memory_limit_bytes", minimum=1)
         _check_segmenter(self.segmenter)
+        if self.split_points is not None:
+            object.__setattr__(self, "split_points", _checked_split_points(self.split_points))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PartitionOptions:
@@ -216,6 +222,24 @@ def _checked_split(split: Any) -> tuple[int, ...]:
     if not split or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in split):
         _refuse(ValueError, "stage_split", split, "a non-empty tuple of positive ints")
     return tuple(split)
+
+
+def _checked_split_points(points: Any) -> tuple[str, ...]:
+    if isinstance(points, str) or not isinstance(points, (tuple, list)):
+        _refuse(TypeError, "split_points", points, "a tuple of module paths (strs)")
+    if not points or any(not isinstance(p, str) for p in points):
+        _refuse(TypeError, "split_points", points, "a non-empty tuple of module paths (strs)")
+    for point in points:
+        # A pass option carries them comma-separated, options space-separated.
+        if not point.strip("/") or any(c == "," or c.isspace() for c in point):
+            _refuse(
+                ValueError,
+                "split_points",
+                points,
+                "module paths such as 'layers_4' or 'transformer/h/4' (non-empty, no commas "
+                "or spaces)",
+            )
+    return tuple(points)
 
 
 def _check_segmenter(name: Any) -> None:

@@ -110,7 +110,8 @@ def _findings(
             f"stage {dearest} costs about {max(costs) / min(costs):.1f}x stage {cheapest} "
             f"(estimated FLOPs per microbatch, forward and backward: "
             f"{', '.join(f'stage {s}: {c:.3g}' for s, c in enumerate(costs))}): the slowest "
-            "stage sets the pace and the others wait; move stage markers to even them out"
+            "stage sets the pace and the others wait; move the stage markers (or split "
+            "points) to even them out"
         )
     return found
 

@@ -59,6 +59,11 @@ CALLEE_ATTR = "callee"
 # into; stages are what jaxpp-choose-stages makes of them (one or more segments each).
 SEGMENT_ATTR = "jaxpp.segment"
 NUM_SEGMENTS_ATTR = "jaxpp.num_segments"
+# On the module, from a segmenter that cuts the step by module paths: its pass name (a
+# later segmenter of the segment slot leaves such a module alone) and the module path
+# (a Block name, ``Model/layers_4``) each segment after the first starts at.
+SEGMENTER_ATTR = "jaxpp.segmenter"
+SEGMENT_STARTS_ATTR = "jaxpp.segment_starts"
 STAGE_ATTR = "jaxpp.stage"
 KIND_ATTR = "jaxpp.kind"
 RANK_ATTR = "jaxpp.rank"

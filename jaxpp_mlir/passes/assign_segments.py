@@ -9,8 +9,9 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes.base import Evidence, ModulePass, find_untagged, register_pass
+from jaxpp_mlir.passes.base import UNCHANGED, Evidence, ModulePass, Unchanged, register_pass
 from jaxpp_mlir.passes.marker_flow import MarkerFlow
+from jaxpp_mlir.passes.segment_positions import place_unanchored, segments_left, set_segments
 
 
 @register_pass
@@ -36,6 +37,10 @@ class AssignSegments(ModulePass):
     applies to the ops of the loop body, which is one microbatch's work; the
     code before and after the loop is placed later (jaxpp-outline-outer-code).
 
+    A module an earlier segmenter of the segment slot cut (it recorded
+    ``jaxpp.segmenter``: jaxpp-segment-repeated-blocks on a step without markers) is
+    left as it is.
+
     Precondition: ``@main`` holds no ``func.call`` (run jaxpp-inline-calls) and
     at least one stage marker, every marker at the top level of the stage
     block (the loop body if there is a loop, else ``@main``).
@@ -50,7 +55,7 @@ class AssignSegments(ModulePass):
 
     @classmethod
     def finished(cls, module: ir.Operation) -> Evidence | None:
-        if jaxpp.NUM_SEGMENTS_ATTR not in module.attributes:
+        if jaxpp.NUM_SEGMENTS_ATTR not in module.attributes or jaxpp.segmenter(module):
             return None
         return Evidence(
             module, f"the segments are already assigned (found {jaxpp.NUM_SEGMENTS_ATTR})"
@@ -58,15 +63,11 @@ class AssignSegments(ModulePass):
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
-        # An op's segment becomes its stage once jaxpp-choose-stages ran.
-        return find_untagged(
-            module,
-            lambda op: jaxpp.has_segment(op) or jaxpp.has_stage(op),
-            "segment",
-            jaxpp.NUM_SEGMENTS_ATTR,
-        )
+        return segments_left(module)
 
-    def run(self, module: ir.Operation) -> None:
+    def run(self, module: ir.Operation) -> Unchanged | None:
+        if jaxpp.segmenter(module):
+            return UNCHANGED  # an earlier segmenter of the segment slot cut the step
         main = ir_utils.get_main(module)
         loop = ir_utils.find_loop(main)
         block = jaxpp.loop_body(loop) if loop is not None else ir_utils.body(main)
@@ -121,8 +122,8 @@ class AssignSegments(ModulePass):
                 positions.append(min(stage, num_segments - 1))
             else:
                 positions.append(None)
-        _place_unanchored(flow.producers, positions)
-        _set_segments(top_ops, positions, num_segments)
+        place_unanchored(flow.producers, positions)
+        set_segments(top_ops, positions, num_segments)
         jaxpp.set_int_attr(module, jaxpp.NUM_SEGMENTS_ATTR, num_segments)
 
 
@@ -160,38 +161,3 @@ def _check_marker_placement(main: ir.Operation, block: ir.Block, *, in_loop: boo
                 f"stage marker inside '{parent.name}' is not supported: stage boundaries "
                 f"must sit at the top level of {where}: {hint}",
             )
-
-
-def _place_unanchored(producers: list[list[int]], positions: list[int | None]) -> None:
-    """Places ops that depend on no marker (position None) with their earliest user
-    (stage 0 if none)."""
-    # Users come after their producers: in reverse order every user of an op is placed
-    # before the op, and has handed its position to its producers.
-    earliest_user: list[int | None] = [None] * len(positions)
-    for index in reversed(range(len(positions))):
-        position = positions[index]
-        if position is None:
-            known = earliest_user[index]
-            position = positions[index] = 0 if known is None else known
-        for producer in producers[index]:
-            known = earliest_user[producer]
-            if known is None or position < known:
-                earliest_user[producer] = position
-
-
-def _set_segments(top_ops: list[ir.Operation], positions: list[int], num_segments: int) -> None:
-    """Tags every op with the segment and kind of its position (forward segments, then the
-    backward segments from the last). The tags of a position are built once, on its first
-    op, and copied onto the others."""
-    tags_at: dict[int, tuple[ir.Attribute, ir.Attribute]] = {}
-    for op, position in zip(top_ops, positions, strict=True):
-        attributes = op.attributes
-        tags = tags_at.get(position)
-        if tags is None:
-            if position < num_segments:
-                jaxpp.set_segment(op, position, jaxpp.FORWARD)
-            else:
-                jaxpp.set_segment(op, 2 * num_segments - 1 - position, jaxpp.BACKWARD)
-            tags_at[position] = (attributes[jaxpp.SEGMENT_ATTR], attributes[jaxpp.KIND_ATTR])
-        else:
-            attributes[jaxpp.SEGMENT_ATTR], attributes[jaxpp.KIND_ATTR] = tags

@@ -7,10 +7,12 @@ backward is split, the rank of each stage, task fusion) travels in the attribute
 writes, never through the driver. ``default_pipeline_text`` is the same pipeline in
 ``jaxpp-opt --pass-pipeline`` syntax, and reproduces a partition.
 
-The segment slot holds the pass that cuts the step into segments: one of
-``SEGMENTERS``, by the name ``PartitionOptions.segmenter`` gives. A new segmenter is its
-pass file and its line in ``SEGMENTERS``; a new way to choose stages is a mode of
-jaxpp-choose-stages (``passes/choose_stages.py``).
+The segment slot holds the passes that cut the step into segments: with
+``PartitionOptions.split_points``, jaxpp-segment-split-points; else the segmenters
+``SEGMENTERS`` names for ``PartitionOptions.segmenter``, in order, each cutting the step
+only where it applies and no segmenter before it did (it records ``jaxpp.segmenter``).
+A new segmenter is its pass file and its place in ``SEGMENTERS``; a new way to choose
+stages is a mode of jaxpp-choose-stages (``passes/choose_stages.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from jaxpp_mlir.passes.outline_stages import OutlineStages
 from jaxpp_mlir.passes.pipeline import PipelineElement, make_element
 from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
+from jaxpp_mlir.passes.segment_repeated_blocks import SegmentRepeatedBlocks
+from jaxpp_mlir.passes.segment_split_points import SegmentSplitPoints
 from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
 from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.verify_markers import VerifyMarkers
@@ -40,10 +44,14 @@ from jaxpp_mlir.passes.verify_program import VerifyProgram
 
 SHARDY_PROPAGATION = "sdy-propagation-pipeline"
 
-#: The passes that can fill the segment slot, by the name ``PartitionOptions.segmenter``
-#: takes; each writes ``jaxpp.segment``/``jaxpp.kind`` and ``jaxpp.num_segments``.
-SEGMENTERS: dict[str, Callable[[], ModulePass]] = {
-    "markers": AssignSegments,  # the stage markers the user wrote end the segments
+#: The passes that fill the segment slot, in order, by the name
+#: ``PartitionOptions.segmenter`` takes; each writes ``jaxpp.segment``/``jaxpp.kind`` and
+#: ``jaxpp.num_segments``, and leaves a module an earlier one cut alone.
+SEGMENTERS: dict[str, tuple[Callable[[], ModulePass], ...]] = {
+    # A step without markers is cut at its repeated blocks; the stage markers the user
+    # wrote end the segments.
+    "markers": (SegmentRepeatedBlocks, AssignSegments),
+    "repeated-blocks": (SegmentRepeatedBlocks,),
 }
 
 
@@ -85,7 +93,7 @@ def default_pipeline(
         # One jaxpp.loop with the microbatch loop's body, whatever JAX lowered.
         make_element(NormalizeLoop()),
         # The segment slot: every op of the loop body gets its segment and kind (fwd/bwd).
-        make_element(SEGMENTERS[options.segmenter]()),
+        *_segment_slot(options),
         # The stage decision: segments grouped into stages, the schedule chosen, recorded.
         make_element(
             ChooseStages(
@@ -130,6 +138,12 @@ def default_pipeline_text(options: PartitionOptions | None = None, **target: Any
     """``default_pipeline(options, **target)`` in ``jaxpp-opt --pass-pipeline`` syntax."""
     elements = default_pipeline(options, **target)
     return "builtin.module(" + ",".join(str(e) for e in elements) + ")"
+
+
+def _segment_slot(options: PartitionOptions) -> list[PipelineElement]:
+    if options.split_points:
+        return [make_element(SegmentSplitPoints(points=options.split_points))]
+    return [make_element(segmenter()) for segmenter in SEGMENTERS[options.segmenter]]
 
 
 def _sharding_propagation(sharded: bool) -> list[PipelineElement]:
