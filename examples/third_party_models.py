@@ -327,9 +327,11 @@ def mamba2_nnx(
         _tokens(num_microbatches, 2, 12, vocab, seed=3),
         pp.Std1F1B(num_stages),
         num_stages,
-        # Each block's mixer runs under jax.named_scope("mamba2_mixer"), its blocks have
-        # no numbers: call k of the mixer is "mamba2_mixer#k".
-        _evenly([f"mamba2_mixer#{i}" for i in range(num_layers)], num_stages)
+        # Its blocks have no numbers, but each starts with a norm that runs under
+        # jax.named_scope("rms_norm") (so does the final norm): block k starts at call k,
+        # "mamba2_backbone/rms_norm#k" (before its mixer, "mamba2_mixer#k", two values
+        # would cross the cut: the norm's output and the residual).
+        _evenly([f"mamba2_backbone/rms_norm#{i}" for i in range(num_layers)], num_stages)
         if cut == "split-points"
         else None,
     )

@@ -18,11 +18,12 @@ module path take the segment their place in program order gives (forward ops aft
 k-th cut: segment k; backward ops after the backward of the block of cut k is done:
 segment k-1 or below), so the embedding before the first block joins the first
 segment, the head and loss after the last block the last, in both directions. Ops without
-one (code of functions JAX called and jaxpp-inline-calls inlined, the loss) follow the
-ops they compute from: in program order where they sit among the model's backward ops,
-and after the last of those (the gradient accumulators) with the latest segment they
-read from. Ops that compute from no such op (constants, parameter casts) go with their
-earliest user. Positions never decrease along a dependence, so the ordering
+one (code of functions JAX called and jaxpp-inline-calls inlined, the loss) that compute
+from ops in a module take their place in program order too, except after the last op in a
+module of their direction (the accumulation of gradients and of model state into the
+loop's accumulators): there they join the latest segment they read from. Ops that compute
+from no op in a module (constants, parameter casts, the microbatch's slicing) go with
+their earliest user. Positions never decrease along a dependence, so the ordering
 (forward segments ascending, then backward segments descending) is a topological order.
 """
 
@@ -30,6 +31,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
+import itertools
+import math
 import re
 from collections.abc import Callable
 from typing import NamedTuple
@@ -122,14 +126,37 @@ class ModuleIndex:
         module = self.modules[path]
         forward, backward = module.forward_runs, module.backward_runs
         if len(forward) == 1:
-            last = backward[-1][1] if backward else -1
-            return [Block(path, None, forward[0][0], last)]
-        # Autodiff runs the calls' backward in reverse order: call k's is run n-1-k.
-        paired = len(backward) == len(forward)
+            return [self._whole(path)]
+        if len(backward) == len(forward):
+            # Autodiff runs the calls' backward in reverse order: call k's is run n-1-k.
+            ends = [backward[-1 - call][1] for call in range(len(forward))]
+        else:
+            ends = self._backward_ends_by_residuals(path)
         return [
-            Block(path, call, run[0], backward[-1 - call][1] if paired else -1)
-            for call, run in enumerate(forward)
+            Block(path, call, run[0], end)
+            for call, (run, end) in enumerate(zip(forward, ends, strict=True))
         ]
+
+    def _whole(self, path: tuple[str, ...]) -> Block:
+        """Module ``path`` as one block, whatever the number of its calls."""
+        module = self.modules[path]
+        last = module.backward_runs[-1][1] if module.backward_runs else -1
+        return Block(path, None, module.forward_runs[0][0], last)
+
+    def _backward_ends_by_residuals(self, path: tuple[str, ...]) -> list[int]:
+        """The last backward op of module ``path`` that reads a value of each call's forward
+        (its residuals), where the backward runs do not pair with the calls."""
+        starts = [first for first, _ in self.modules[path].forward_runs]
+        ends = [-1] * len(starts)
+        for index, op_path in enumerate(self.paths):
+            if not self.backward[index] or op_path[: len(path)] != path:
+                continue
+            for producer in self.producers[index]:
+                if not self.backward[producer]:
+                    call = bisect.bisect_right(starts, producer) - 1
+                    if call >= 0 and producer <= self.modules[path].forward_runs[call][1]:
+                        ends[call] = index
+        return ends
 
     def repeated_blocks(self) -> list[Block]:
         """The model's repeated blocks, in program order: the members of the outermost
@@ -137,33 +164,31 @@ class ModuleIndex:
         at that depth: an encoder's and a decoder's), else the calls of the outermost
         module that runs several times. Empty when there are neither."""
         families: dict[tuple[tuple[str, ...], str], list[tuple[str, ...]]] = {}
-        for path, module in self.modules.items():
+        for path in self.modules:
             numbered = _NUMBERED.fullmatch(path[-1])
-            if numbered is not None and module.forward_runs:
+            if numbered is not None:
                 families.setdefault((path[:-1], numbered.group(1) or ""), []).append(path)
         repeated = {key: members for key, members in families.items() if len(members) > 1}
         called = [path for path, m in self.modules.items() if len(m.forward_runs) > 1]
         family_depth = min((len(parent) for parent, _ in repeated), default=None)
         called_depth = min((len(path) - 1 for path in called), default=None)
         if family_depth is not None and (called_depth is None or family_depth <= called_depth):
-            members = [
-                p for (parent, _), ms in repeated.items() if len(parent) == family_depth for p in ms
+            blocks = [
+                self._whole(path)
+                for (parent, _), members in repeated.items()
+                if len(parent) == family_depth
+                for path in members
             ]
-            blocks = [block for path in members for block in self.blocks_of(path)[:1]]
-            blocks = [self._whole(block) for block in blocks]
         elif called_depth is not None:
+            # Of several, the one whose calls start where the least data flows (a block's
+            # first module, not one inside it after its residual branch), then the heaviest.
             outermost = [p for p in called if len(p) - 1 == called_depth]
-            most = max(outermost, key=self._forward_span)
-            blocks = self.blocks_of(most)
+            blocks = self.blocks_of(
+                min(outermost, key=lambda p: (self._crossing(p), -self._forward_span(p)))
+            )
         else:
             return []
         return sorted(blocks, key=lambda block: block.first_forward)
-
-    def _whole(self, block: Block) -> Block:
-        """``block``'s module as one block, whatever the number of its calls."""
-        module = self.modules[block.path]
-        last = module.backward_runs[-1][1] if module.backward_runs else -1
-        return Block(block.path, None, module.forward_runs[0][0], last)
 
     def candidates(self) -> str:
         """The repeated blocks found, for an error message."""
@@ -185,7 +210,7 @@ class ModuleIndex:
         wanted = tuple(part for part in text.split("/") if part)
         if not wanted or (separator and not call_text.isdigit()):
             return f"'{point}' is no module path (write it as Model/layers_4, or path#k)"
-        matches = [p for p in self.modules if p[-len(wanted) :] == wanted and self._runs(p)]
+        matches = [p for p in self.modules if p[-len(wanted) :] == wanted]
         if not matches:
             return f"split point '{point}' names no module of the step: {self.candidates()}"
         depth = min(len(p) for p in matches)
@@ -213,8 +238,28 @@ class ModuleIndex:
         """How many ops the forward runs of module ``path`` span (a measure of its work)."""
         return sum(last - first + 1 for first, last in self.modules[path].forward_runs)
 
-    def _runs(self, path: tuple[str, ...]) -> bool:
-        return bool(self.modules[path].forward_runs)
+    def _crossing(self, path: tuple[str, ...]) -> float:
+        """The mean number of elements the forward carries across a cut before each call
+        of module ``path`` but the first."""
+        starts = [first for first, _ in self.modules[path].forward_runs[1:]]
+        return sum(self._carried[start] for start in starts) / len(starts)
+
+    @functools.cached_property
+    def _carried(self) -> list[int]:
+        """Per op, the elements of the forward values computed before it and read by it or
+        after it in the forward."""
+        last_read = list(range(len(self.ops)))
+        for index, producers in enumerate(self.producers):
+            if not self.backward[index]:
+                for producer in producers:
+                    last_read[producer] = index
+        change = [0] * (len(self.ops) + 1)
+        for index, op in enumerate(self.ops):
+            if not self.backward[index] and last_read[index] > index:
+                size = sum(_elements(result.type) for result in op.results)
+                change[index + 1] += size
+                change[last_read[index] + 1] -= size
+        return list(itertools.accumulate(change))[:-1]
 
     def _first(self, path: tuple[str, ...]) -> int:
         return self.modules[path].forward_runs[0][0]
@@ -227,25 +272,34 @@ class ModuleIndex:
         num_segments = len(cuts) + 1
         starts = [cut.first_forward for cut in cuts]
         ends = sorted(cut.last_backward for cut in cuts)
-        named_backward = [i for i, path in enumerate(self.paths) if path and self.backward[i]]
-        last_named_backward = named_backward[-1] if named_backward else -1
+        last_named = {False: -1, True: -1}  # the last op in a module, forward and backward
+        for index, path in enumerate(self.paths):
+            if path:
+                last_named[self.backward[index]] = index
         positions: list[int | None] = []
         for index in range(len(self.ops)):
             if not self.anchored[index]:
                 positions.append(None)
                 continue
+            backward = self.backward[index]
             read = [positions[p] for p in self.producers[index] if positions[p] is not None]
-            if not self.backward[index]:
-                position = bisect.bisect_right(starts, index)
-            elif index > last_named_backward:
-                position = max(read, default=num_segments)
-            else:
+            if not self.paths[index] and index > last_named[backward]:
+                position = max(read)  # after the model's code: with what it computes from
+            elif backward:
                 segment = len(ends) - bisect.bisect_left(ends, index)
                 position = 2 * num_segments - 1 - segment
-            if self.backward[index]:
+            else:
+                position = bisect.bisect_right(starts, index)
+            if backward:
                 position = max(position, num_segments)
             positions.append(max(position, *read) if read else position)
         return positions
+
+
+def _elements(value_type: ir.Type) -> int:
+    if not isinstance(value_type, ir.RankedTensorType) or not value_type.has_static_shape:
+        return 0
+    return math.prod(value_type.shape)
 
 
 def listed(names: list[str]) -> str:

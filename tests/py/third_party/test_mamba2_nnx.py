@@ -1,8 +1,9 @@
 """mamba2-jax's Mamba2ForCausalLM (flax nnx), each block wrapped from outside to end a stage,
 trained with AdamW: the numbers of jax.jit. Without markers: nnx names no module, but
-mamba2-jax runs each block's mixer under ``jax.named_scope("mamba2_mixer")``, so the
-calls of that scope are the repeated blocks: three blocks cut into three stages by
-split points ``mamba2_mixer#1`` and ``#2``, and by ``partition`` itself into two."""
+mamba2-jax runs each block's norm and mixer under ``jax.named_scope``s, so the calls of
+those scopes are the repeated blocks (the norm's, where a block starts; the final norm
+is a fourth call): three blocks cut into three stages by split points
+``mamba2_backbone/rms_norm#1`` and ``#2``, and by ``partition`` itself into two."""
 
 from __future__ import annotations
 
@@ -26,17 +27,16 @@ def test_one_stage_per_block(trained):
     assert trained.program.num_stages == 2
 
 
-# AdamW's first steps divide each gradient by its own root mean square plus eps (1e-8):
-# a weight whose gradient is a cancelling sum near 1e-8 (4e-8 against a leaf largest
-# of 0.3, seen in out_proj) moves by a fraction of the learning rate that its rounding
-# decides. Stages cut elsewhere than the markers' round such sums differently; the
-# optimizer's moments (the gradients) stay within SEVERAL_STEPS.
-ADAMW_NEAR_ZERO_GRADIENTS = toolkit.Tolerance(
-    ulps=1024,
-    why="AdamW divides each gradient by its magnitude plus 1e-8: a gradient near 1e-8 "
-    "moves its weight by a fraction of the learning rate its rounding decides",
+# AdamW moves a parameter that starts at zero (the convolutions' biases, 3e-3 after three
+# steps) by steps whose size its gradient's relative rounding sets: stages cut elsewhere
+# than the markers (another grouping of a cancelling sum) show as ~100 ulps of the bias's
+# own magnitude after three steps. Each single step stays within SEVERAL_STEPS.
+ADAMW_FROM_ZERO = toolkit.Tolerance(
+    ulps=512,
+    why="AdamW normalizes each gradient: zero-initialized biases (3e-3 after three steps) "
+    "carry their cancelling gradients' relative rounding as ~100 ulps of their magnitude",
 )
-MIXER = "mamba2_causal_lm/mamba2_backbone/mamba2_mixer"
+NORM = "mamba2_causal_lm/mamba2_backbone/rms_norm"
 # Without markers: (cut, stages, blocks).
 UNMARKED = {"split-points": (3, 3), "auto": (2, 3)}
 
@@ -51,17 +51,12 @@ def unmarked(request):
 
 @pytest.mark.slow
 def test_without_markers_trains_like_jax_jit(unmarked):
-    third_party_suite.assert_trained_like_jax_jit(
-        unmarked[1],
-        step_tolerance=ADAMW_NEAR_ZERO_GRADIENTS,
-        state_tolerance=ADAMW_NEAR_ZERO_GRADIENTS,
-    )
-    for ours, theirs in zip(unmarked[1].steps, unmarked[1].reference_steps, strict=True):
-        toolkit.assert_matches_reference(ours[1], theirs[1], toolkit.SEVERAL_STEPS)
+    third_party_suite.assert_trained_like_jax_jit(unmarked[1], state_tolerance=ADAMW_FROM_ZERO)
 
 
 @pytest.mark.slow
-def test_without_markers_stages_start_at_mixer_calls(unmarked):
+def test_without_markers_stages_start_at_the_blocks_norm_calls(unmarked):
     cut, trained = unmarked
     assert trained.program.num_stages == UNMARKED[cut][0]
-    assert trained.program.segment_starts == (f"{MIXER}#1", f"{MIXER}#2")
+    calls = (1, 2) if cut == "split-points" else (1, 2, 3)  # the final norm's, found
+    assert trained.program.segment_starts == tuple(f"{NORM}#{k}" for k in calls)
