@@ -43,8 +43,8 @@ from jax.extend.mlir import ir
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import name_stacks
-from jaxpp_mlir.passes.base import UNCHANGED, Evidence, Unchanged
-from jaxpp_mlir.passes.segment_positions import place_unanchored, set_segments
+from jaxpp_mlir.passes.base import UNCHANGED, Evidence, ModulePass, Unchanged
+from jaxpp_mlir.passes.segment_positions import place_unanchored, segments_left, set_segments
 
 # A numbered module: ``layers_3``, ``block_group_0``, ``h/3`` (the name ``3``).
 _NUMBERED = re.compile(r"(?:(.+)_)?(\d+)")
@@ -337,8 +337,19 @@ def segment_by_blocks(module: ir.Operation, segmenter: str, choose: ChooseCuts) 
     return None
 
 
-def finished_evidence(module: ir.Operation, segmenter: str) -> Evidence | None:
-    """Evidence that ``segmenter`` already cut ``module`` (its name on the module)."""
-    if jaxpp.segmenter(module) != segmenter:
-        return None
-    return Evidence(module, f"the segments are already assigned (by {segmenter})")
+@dataclasses.dataclass(frozen=True)
+class BlockSegmenter(ModulePass):
+    """What the segmenters that cut by module paths declare alike: their place in the
+    pipeline (after jaxpp-inline-calls and jaxpp-normalize-loop, once)."""
+
+    requires = ("jaxpp-normalize-loop", "jaxpp-inline-calls")
+
+    @classmethod
+    def finished(cls, module: ir.Operation) -> Evidence | None:
+        if jaxpp.segmenter(module) != cls.name:
+            return None
+        return Evidence(module, f"the segments are already assigned (by {cls.name})")
+
+    @classmethod
+    def unfinished(cls, module: ir.Operation) -> Evidence | None:
+        return segments_left(module)

@@ -9,19 +9,13 @@ from jax.extend.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes.base import UNCHANGED, Evidence, ModulePass, Unchanged, register_pass
-from jaxpp_mlir.passes.module_blocks import (
-    Block,
-    ModuleIndex,
-    finished_evidence,
-    segment_by_blocks,
-)
-from jaxpp_mlir.passes.segment_positions import segments_left
+from jaxpp_mlir.passes.base import UNCHANGED, Unchanged, register_pass
+from jaxpp_mlir.passes.module_blocks import Block, BlockSegmenter, ModuleIndex, segment_by_blocks
 
 
 @register_pass
 @dataclasses.dataclass(frozen=True)
-class SegmentRepeatedBlocks(ModulePass):
+class SegmentRepeatedBlocks(BlockSegmenter):
     """Cut a step without stage markers into one segment per repeated block of the model.
 
     A segmenter of the segment slot (``passes/pipelines.py``) for models one cannot edit:
@@ -31,7 +25,9 @@ class SegmentRepeatedBlocks(ModulePass):
     families of numbered modules (``layers_0..layers_N``, ``blocks_i``, ``h_i``,
     Hugging Face's ``h/0..h/N``, penzai's ``0..N``; all families at that depth, in
     program order: an encoder's and a decoder's blocks), else the calls of the
-    outermost module that runs several times (the heaviest, if several do). Each block
+    outermost module that runs several times (of several, the one before whose calls
+    the forward carries the fewest elements, a block's first module rather than one
+    after its residual branch; then the heaviest). Each block
     starts a segment, so jaxpp-choose-stages and the planner balance them into stages
     as they do marked segments; the ops before the first block (the embedding) join the
     first segment, those after the last (the head, the loss) the last, in the forward
@@ -53,15 +49,6 @@ class SegmentRepeatedBlocks(ModulePass):
     """
 
     name = "jaxpp-segment-repeated-blocks"
-    requires = ("jaxpp-normalize-loop", "jaxpp-inline-calls")
-
-    @classmethod
-    def finished(cls, module: ir.Operation) -> Evidence | None:
-        return finished_evidence(module, cls.name)
-
-    @classmethod
-    def unfinished(cls, module: ir.Operation) -> Evidence | None:
-        return segments_left(module)
 
     def run(self, module: ir.Operation) -> Unchanged | None:
         main = ir_utils.get_main(module)

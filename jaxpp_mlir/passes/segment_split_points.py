@@ -7,19 +7,13 @@ import dataclasses
 from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
-from jaxpp_mlir.passes.base import Evidence, ModulePass, Unchanged, register_pass
-from jaxpp_mlir.passes.module_blocks import (
-    Block,
-    ModuleIndex,
-    finished_evidence,
-    segment_by_blocks,
-)
-from jaxpp_mlir.passes.segment_positions import segments_left
+from jaxpp_mlir.passes.base import Unchanged, register_pass
+from jaxpp_mlir.passes.module_blocks import Block, BlockSegmenter, ModuleIndex, segment_by_blocks
 
 
 @register_pass
 @dataclasses.dataclass(frozen=True)
-class SegmentSplitPoints(ModulePass):
+class SegmentSplitPoints(BlockSegmenter):
     """Cut the step into segments before the modules ``points`` names (no markers needed).
 
     A segmenter of the segment slot (``passes/pipelines.py``), after PyTorch pipelining's
@@ -54,19 +48,10 @@ class SegmentSplitPoints(ModulePass):
     """
 
     name = "jaxpp-segment-split-points"
-    requires = ("jaxpp-normalize-loop", "jaxpp-inline-calls")
     points: tuple[str, ...] = dataclasses.field(
         default=(),
         metadata={"help": "module paths (layers_4, transformer/h/4, path#k) where segments start"},
     )
-
-    @classmethod
-    def finished(cls, module: ir.Operation) -> Evidence | None:
-        return finished_evidence(module, cls.name)
-
-    @classmethod
-    def unfinished(cls, module: ir.Operation) -> Evidence | None:
-        return segments_left(module)
 
     def run(self, module: ir.Operation) -> Unchanged | None:
         return segment_by_blocks(module, self.name, self._cuts)
