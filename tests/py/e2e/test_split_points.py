@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 import toolkit
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from jaxpp_mlir.runtime.instructions import receive, registry
 
 import jaxpp_mlir as pp
@@ -164,3 +166,31 @@ def test_a_step_without_markers_or_blocks_says_what_was_looked_for(inputs):
     lowered = jax.jit(step).lower(toolkit.normal((5, 3), seed=3), xs, ys)
     with pytest.raises(pp.PartitionError, match="no stage markers found, and no repeated blocks"):
         pp.partition(lowered, mesh=toolkit.make_mesh(2), schedule=pp.Std1F1B(2))
+
+
+def test_more_stages_than_blocks_says_where_the_segments_start(inputs):
+    lowered = toolkit.lower_cached(_step(Model()), *inputs)
+    with pytest.raises(pp.PartitionError) as raised:
+        pp.partition(lowered, mesh=toolkit.make_mesh(8), schedule=pp.Std1F1B(8))
+    assert (
+        "has 8 stages but the program has 6 (cut by jaxpp-segment-repeated-blocks, starting at "
+        "the step, Model/layers_1, Model/layers_2, Model/layers_3, Model/layers_4, "
+        "Model/layers_5)"
+    ) in str(raised.value)
+
+
+def test_repeated_blocks_of_a_step_sharded_inside_each_stage(inputs):
+    """Shardy's propagation, which runs before the segmenters, keeps the ops' locations."""
+    mesh = toolkit.mpmd_mesh({"stage": 2, "data": 2})
+    lowering_mesh = mesh.lowering_mesh()
+    rows = NamedSharding(lowering_mesh, P(None, "data", None))
+    params, xs, ys = inputs
+    replicated = jax.tree.map(lambda _: NamedSharding(lowering_mesh, P()), params)
+    args = (jax.device_put(params, replicated), jax.device_put(xs, rows), jax.device_put(ys, rows))
+    step = jax.jit(_step(Model(remat=True)), in_shardings=(replicated, rows, rows))
+    program = pp.partition(step.lower(*args), mesh=mesh, schedule=pp.Std1F1B(2))
+    assert program.segment_starts == tuple(f"Model/layers_{i}" for i in range(1, LAYERS))
+    assert _transfers(program) == 2 * MICROBATCHES  # the activation and its gradient
+    toolkit.assert_matches_reference(
+        program.compile()(*args), step(*args), toolkit.SEPARATE_PROGRAMS
+    )
