@@ -1,9 +1,13 @@
-"""Models as their authors ship them, pipelined with stage markers added from outside.
+"""Models as their authors ship them, pipelined with stage markers added from outside, or
+with no markers at all.
 
 Four model implementations from installed packages that nobody on this project wrote,
-each in its library's own style, used unchanged: the markers are added around the
-library's blocks from outside (an interceptor, a model edit or a wrapper), never by
-editing the library's code.
+each in its library's own style, used unchanged. Each is cut into stages one of three
+ways (``--cut``): ``markers``, stage markers added around the library's blocks from
+outside (an interceptor, a model edit or a wrapper), never by editing the library's
+code; ``split-points``, no markers, ``partition(..., split_points=...)`` naming the
+module paths where stages start (as JAX's name stack spells them); ``auto``, no markers,
+``partition`` finds the repeated blocks itself and balances them into stages.
 
 - ``gpt2_hf``: Hugging Face transformers' ``FlaxGPT2LMHeadModel`` (flax linen), with its
   dropout on (one key per microbatch, split in the batch) and AdamW with a warmup-cosine
@@ -33,6 +37,7 @@ one step's are small; ``tests/py/third_party/`` states each model's tolerance:
 
     python examples/third_party_models.py                 # every model, 3 steps
     python examples/third_party_models.py --model gpt2_hf --steps 5
+    python examples/third_party_models.py --cut auto --stages 3 --layers 6
 
 Needs ``pip install -e ".[third-party]"`` (transformers<5, penzai, mamba2-jax,
 dm-haiku). ``tests/py/third_party/`` runs the same workloads in CI;
@@ -76,12 +81,27 @@ class Workload:
     num_stages: int
     schedule: pp.Schedule
     mpmd_mesh: pp.MpmdMesh | None = None  # default: one device per stage
+    split_points: tuple[str, ...] | None = None  # partition's (None: markers or automatic)
 
     def mesh(self) -> pp.MpmdMesh:
         if self.mpmd_mesh is not None:
             return self.mpmd_mesh
         devices = np.array(jax.devices()[: self.num_stages])
         return pp.MpmdMesh(Mesh(devices, ("stage",)), "stage")
+
+
+#: How a workload is cut into stages (see the module doc).
+CUTS = ("markers", "split-points", "auto")
+
+
+def _check_cut(cut: str) -> None:
+    if cut not in CUTS:
+        raise ValueError(f"cut must be one of {CUTS}, got {cut!r}")
+
+
+def _evenly(names: list[str], num_stages: int) -> tuple[str, ...]:
+    """Split points starting ``num_stages - 1`` stages at evenly spaced ``names`` (blocks)."""
+    return tuple(names[len(names) * stage // num_stages] for stage in range(1, num_stages))
 
 
 def _tokens(num_microbatches: int, rows: int, length: int, vocab: int, seed: int) -> jax.Array:
@@ -107,6 +127,7 @@ def _language_model(
     tokens: jax.Array,
     schedule: pp.Schedule,
     num_stages: int,
+    split_points: tuple[str, ...] | None,
 ) -> Workload:
     """A language model trained on the same ``tokens`` each step: the mean loss over the
     microbatches, ``optimizer``'s update."""
@@ -117,21 +138,35 @@ def _language_model(
         return optax.apply_updates(params, updates), opt_state, loss / tokens.shape[0]
 
     state = (params, jax.jit(optimizer.init)(params))
-    return Workload(name, library, step, state, lambda i: (tokens,), num_stages, schedule)
+    return Workload(
+        name,
+        library,
+        step,
+        state,
+        lambda i: (tokens,),
+        num_stages,
+        schedule,
+        split_points=split_points,
+    )
 
 
 # -- Hugging Face transformers: FlaxGPT2LMHeadModel (flax linen), dropout on ------------
 
 
-def gpt2_hf(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
+def gpt2_hf(
+    num_stages: int = 2, num_microbatches: int = 4, *, cut: str = "markers", num_layers: int = 0
+) -> Workload:
+    """``num_layers`` blocks (default: one per stage); with markers, one stage per block."""
     import flax.linen as nn
     import transformers
     from transformers.models.gpt2.modeling_flax_gpt2 import FlaxGPT2Block
 
+    _check_cut(cut)
+    num_layers = num_layers or num_stages
     transformers.logging.set_verbosity_error()  # its notice that Flax classes are deprecated
     vocab = 64
     config = transformers.GPT2Config(
-        vocab_size=vocab, n_positions=16, n_embd=32, n_layer=num_stages, n_head=4
+        vocab_size=vocab, n_positions=16, n_embd=32, n_layer=num_layers, n_head=4
     )
     model = transformers.FlaxGPT2LMHeadModel(config, seed=0)
 
@@ -143,7 +178,10 @@ def gpt2_hf(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
 
     def loss_fn(params, microbatch):
         tokens, key = microbatch
-        with nn.intercept_methods(end_stage_after_each_block):
+        if cut == "markers":
+            with nn.intercept_methods(end_stage_after_each_block):
+                logits = model(tokens[:, :-1], params=params, dropout_rng=key, train=True).logits
+        else:
             logits = model(tokens[:, :-1], params=params, dropout_rng=key, train=True).logits
         return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
 
@@ -160,6 +198,7 @@ def gpt2_hf(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
 
     tokens = _tokens(num_microbatches, 2, 9, vocab, seed=1)
     params = model.params
+    blocks = [f"h/{i}" for i in range(num_layers)]  # the blocks' module paths: transformer/h/i
     return Workload(
         "gpt2_hf",
         f"transformers {transformers.__version__} (flax linen)",
@@ -168,18 +207,24 @@ def gpt2_hf(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
         lambda i: (tokens, jax.random.key(i)),
         num_stages,
         pp.Std1F1B(num_stages),
+        split_points=_evenly(blocks, num_stages) if cut == "split-points" else None,
     )
 
 
 # -- penzai: a Llama-style transformer --------------------------------------------------
 
 
-def llama_penzai(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
+def llama_penzai(
+    num_stages: int = 2, num_microbatches: int = 4, *, cut: str = "markers", num_layers: int = 0
+) -> Workload:
+    """``num_layers`` blocks (default: one per stage); with markers, one stage per block."""
     import penzai
     from penzai import pz
     from penzai.models.transformer import model_parts
     from penzai.models.transformer.variants import llamalike_common
 
+    _check_cut(cut)
+    num_layers = num_layers or num_stages
     vocab = 64
     config = llamalike_common.LlamalikeTransformerConfig(
         num_kv_heads=2,
@@ -187,7 +232,7 @@ def llama_penzai(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
         embedding_dim=32,
         projection_dim=8,
         mlp_hidden_dim=64,
-        num_decoder_blocks=num_stages,
+        num_decoder_blocks=num_layers,
         vocab_size=vocab,
         mlp_variant="swiglu",
         tie_embedder_and_logits=False,
@@ -199,11 +244,12 @@ def llama_penzai(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
         def __call__(self, x, **side_inputs):
             return pp.pipeline_enter_stage(x)
 
-    model = (
-        pz.select(model)
-        .at_instances_of(model_parts.TransformerBlock)
-        .apply(lambda block: pz.nn.Sequential([block, EndStage()]))
-    )
+    if cut == "markers":
+        model = (
+            pz.select(model)
+            .at_instances_of(model_parts.TransformerBlock)
+            .apply(lambda block: pz.nn.Sequential([block, EndStage()]))
+        )
     unbound, params = pz.unbind_params(model, freeze=True)
 
     def loss_fn(params, tokens):
@@ -222,16 +268,26 @@ def llama_penzai(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
         _tokens(num_microbatches, 2, 9, vocab, seed=2),
         pp.GPipe(num_stages),
         num_stages,
+        # penzai's Sequential names its i-th layer's scope "i": the embedding is 0, the
+        # blocks 1..num_layers.
+        _evenly([str(i) for i in range(1, num_layers + 1)], num_stages)
+        if cut == "split-points"
+        else None,
     )
 
 
 # -- mamba2-jax: Mamba2ForCausalLM (flax nnx) -------------------------------------------
 
 
-def mamba2_nnx(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
+def mamba2_nnx(
+    num_stages: int = 2, num_microbatches: int = 4, *, cut: str = "markers", num_layers: int = 0
+) -> Workload:
+    """``num_layers`` blocks (default: one per stage); with markers, one stage per block."""
     import mamba2_jax
     from flax import nnx
 
+    _check_cut(cut)
+    num_layers = num_layers or num_stages
     vocab = 64
     config = mamba2_jax.Mamba2Config(
         vocab_size=vocab,
@@ -239,7 +295,7 @@ def mamba2_nnx(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
         state_size=8,
         head_dim=8,
         chunk_size=8,  # shorter than the sequence: the chunked scan
-        num_hidden_layers=num_stages,
+        num_hidden_layers=num_layers,
     )
     model = mamba2_jax.Mamba2ForCausalLM(config, rngs=nnx.Rngs(0))
 
@@ -253,9 +309,10 @@ def mamba2_nnx(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
             hidden, *rest = self.block(*args, **kwargs)
             return (pp.pipeline_enter_stage(hidden), *rest)
 
-    layers = model.backbone.layers
-    for index in range(len(layers)):
-        layers[index] = EndsStage(layers[index])
+    if cut == "markers":
+        layers = model.backbone.layers
+        for index in range(len(layers)):
+            layers[index] = EndsStage(layers[index])
     graph, params = nnx.split(model, nnx.Param)
 
     def loss_fn(params, tokens):
@@ -270,15 +327,29 @@ def mamba2_nnx(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
         _tokens(num_microbatches, 2, 12, vocab, seed=3),
         pp.Std1F1B(num_stages),
         num_stages,
+        # Its blocks have no numbers, but each starts with a norm that runs under
+        # jax.named_scope("rms_norm") (so does the final norm): block k starts at call k,
+        # "mamba2_backbone/rms_norm#k" (before its mixer, "mamba2_mixer#k", two values
+        # would cross the cut: the norm's output and the residual).
+        _evenly([f"mamba2_backbone/rms_norm#{i}" for i in range(num_layers)], num_stages)
+        if cut == "split-points"
+        else None,
     )
 
 
 # -- dm-haiku: hk.nets.ResNet with BatchNorm state --------------------------------------
 
 
-def resnet_haiku(num_microbatches: int = 4) -> Workload:
+def resnet_haiku(
+    num_stages: int = 2, num_microbatches: int = 4, *, cut: str = "markers", num_layers: int = 0
+) -> Workload:
+    """Four block groups; with markers, two stages (groups 0-1 and 2-3): ``num_stages``
+    and ``num_layers`` apply to the other cuts."""
     import haiku as hk
 
+    _check_cut(cut)
+    if cut == "markers":
+        num_stages = 2
     stage_ends = ("block_group_1", "block_group_3")  # 4 block groups, 2 stages
 
     def end_stage_after_groups(next_fun, args, kwargs, context):
@@ -299,6 +370,8 @@ def resnet_haiku(num_microbatches: int = 4) -> Workload:
             channels_per_group=(4, 8, 8, 8),
             use_projection=(True, True, True, True),
         )
+        if cut != "markers":
+            return net(images, is_training=is_training)
         with hk.intercept_methods(end_stage_after_groups):
             return net(images, is_training=is_training)
 
@@ -337,8 +410,11 @@ def resnet_haiku(num_microbatches: int = 4) -> Workload:
         step,
         (params, state, jax.jit(optimizer.init)(params)),
         lambda i: ((images, labels),),
-        2,
-        pp.Std1F1B(2),
+        num_stages,
+        pp.Std1F1B(num_stages),
+        split_points=_evenly([f"block_group_{i}" for i in range(4)], num_stages)
+        if cut == "split-points"
+        else None,
     )
 
 
@@ -377,7 +453,12 @@ class SideBySide:
 
 def partition(workload: Workload) -> pp.PartitionedProgram:
     lowered = jax.jit(workload.step).lower(*workload.state, *workload.inputs(0))
-    return pp.partition(lowered, mesh=workload.mesh(), schedule=workload.schedule)
+    return pp.partition(
+        lowered,
+        mesh=workload.mesh(),
+        schedule=workload.schedule,
+        split_points=workload.split_points,
+    )
 
 
 def train_side_by_side(workload: Workload, steps: int) -> SideBySide:
@@ -420,10 +501,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", choices=sorted(MODELS), action="append")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--max-ulps", type=float, default=64, help="the tolerance (SEVERAL_STEPS)")
+    parser.add_argument("--cut", choices=CUTS, default="markers", help="how stages are cut")
+    parser.add_argument(
+        "--stages", type=int, default=2, help="stages (with --cut other than markers)"
+    )
+    parser.add_argument("--layers", type=int, default=0, help="blocks (default: one per stage)")
     args = parser.parse_args(argv)
     failed = False
     for name in args.model or MODELS:
-        workload = MODELS[name]()
+        if args.cut == "markers":
+            workload = MODELS[name]()
+        else:
+            workload = MODELS[name](args.stages, cut=args.cut, num_layers=args.layers)
         result = train_side_by_side(workload, args.steps)
         loss_ulps = ulps_apart(result.losses, result.reference_losses)
         state_ulps = ulps_apart(result.state, result.reference_state)
@@ -431,8 +520,10 @@ def main(argv: list[str] | None = None) -> int:
         ok = loss_ulps <= args.max_ulps
         failed |= not ok
         losses = ", ".join(f"{float(x):.6f}" for x in result.losses)
+        starts = ", ".join(result.program.segment_starts) or "-"
         print(
-            f"{name} [{workload.library}], {workload.num_stages} stages: losses {losses}; "
+            f"{name} [{workload.library}], cut by {args.cut}, {workload.num_stages} stages "
+            f"(segments start at {starts}; split {result.program.stage_split}): losses {losses}; "
             f"against jax.jit: losses {loss_ulps:.1f} ulps, state after {args.steps} steps "
             f"{state_ulps:.1f} ulps, one step from jax.jit's state {step_ulps:.1f} ulps "
             f"{'ok' if ok else 'TOO FAR'}"

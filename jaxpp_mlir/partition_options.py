@@ -127,8 +127,13 @@ class PartitionOptions:
       chooses must fit (None: no limit).
     - ``segmenter``: the pass that cuts the step into segments: ``"auto"`` (the
       first of the segment slot's chain that applies: the stage markers, else the
-      iterations of layer scans), or a name of ``passes.pipelines.SEGMENTERS``
-      (``"markers"``: the stage markers; ``"layer-scans"``: the iterations of layer scans).
+      model's repeated blocks, else the iterations of layer scans), or a name of
+      ``passes.pipelines.SEGMENTERS`` (``"markers"``: the stage markers;
+      ``"repeated-blocks"``: the model's repeated blocks, read from the module paths in
+      the ops' locations; ``"layer-scans"``: the iterations of layer scans).
+    - ``split_points``: module paths where stages start, e.g. ``("layers_4", "layers_8")``
+      for a model one cannot mark (``jaxpp-segment-split-points``, in place of the
+      segmenter; None: not used).
     """
 
     fuse_tasks: bool = False
@@ -142,6 +147,7 @@ class PartitionOptions:
     stage_split: tuple[int, ...] | None = None
     memory_limit_bytes: int | None = None
     segmenter: str = "auto"
+    split_points: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in _BOOL_FIELDS:
@@ -157,6 +163,8 @@ class PartitionOptions:
         if self.memory_limit_bytes is not None:
             _check_int(self, "memory_limit_bytes", minimum=1)
         _check_segmenter(self.segmenter)
+        if self.split_points is not None:
+            object.__setattr__(self, "split_points", _checked_split_points(self.split_points))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PartitionOptions:
@@ -230,6 +238,24 @@ def _checked_split(split: Any) -> tuple[int, ...]:
     ):
         _refuse(ValueError, "stage_split", split, "a non-empty tuple of positive ints")
     return tuple(int(n) for n in split)
+
+
+def _checked_split_points(points: Any) -> tuple[str, ...]:
+    if isinstance(points, str) or not isinstance(points, (tuple, list)):
+        _refuse(TypeError, "split_points", points, "a tuple of module paths (strs)")
+    if not points or any(not isinstance(p, str) for p in points):
+        _refuse(TypeError, "split_points", points, "a non-empty tuple of module paths (strs)")
+    for point in points:
+        # A pass option carries them comma-separated, options space-separated.
+        if not point.strip("/") or any(c == "," or c.isspace() for c in point):
+            _refuse(
+                ValueError,
+                "split_points",
+                points,
+                "module paths such as 'layers_4' or 'transformer/h/4' (non-empty, no commas "
+                "or spaces)",
+            )
+    return tuple(points)
 
 
 def _check_segmenter(name: Any) -> None:

@@ -68,6 +68,9 @@ class PartitionedProgram:
         self.stage_split: tuple[int, ...] = jaxpp.get_stage_split(module.operation) or (
             (1,) * self.num_stages
         )
+        # Where the step was cut by module paths (split points, repeated blocks): the
+        # module each segment after the first starts at (empty otherwise).
+        self.segment_starts: tuple[str, ...] = tuple(jaxpp.segment_starts(module.operation))
         # The planner's estimate of the split (a planner.stage_split.SplitEstimate), where
         # jaxpp-choose-stages chose or checked it with the planner.
         self.stage_estimate: Any = _stage_estimate(module)

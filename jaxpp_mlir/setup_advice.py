@@ -109,8 +109,9 @@ def _findings(
             f"stage {dearest} costs about {max(costs) / min(costs):.1f}x stage {cheapest} "
             f"(estimated FLOPs per microbatch, forward and backward: "
             f"{', '.join(f'stage {s}: {c:.3g}' for s, c in enumerate(costs))}): the slowest "
-            "stage sets the pace and the others wait; move stage markers (or give "
-            "stage_split=, which counts a layer scan's layers) to even them out"
+            "stage sets the pace and the others wait; move the stage markers or split "
+            "points (or give stage_split=, which counts a layer scan's layers) to even "
+            "them out"
         )
     return found
 

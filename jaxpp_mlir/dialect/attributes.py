@@ -100,6 +100,29 @@ def _for_task(attr: ir.Attribute) -> bool:
     return _int(0)(stage) and _string(*v.KINDS)(kind)
 
 
+def _segment_range(attr: ir.Attribute) -> bool:
+    # Written as array<i64: first, count> (dialect.ops.set_segment_range).
+    return (
+        isinstance(attr, ir.DenseI64ArrayAttr)
+        and _ints(0)(attr)
+        and len(attr) == 2
+        and (list(attr)[1] >= 1)
+    )
+
+
+def _stage_rows(attr: ir.Attribute) -> bool:
+    # Written as array<i64: stage, first, count, ...> (dialect.ops.set_stage_rows).
+    return (
+        isinstance(attr, ir.DenseI64ArrayAttr)
+        and _ints(0)(attr)
+        and (len(attr) > 0 and len(attr) % 3 == 0)
+    )
+
+
+def _strings(attr: ir.Attribute) -> bool:
+    return isinstance(attr, ir.ArrayAttr) and all(_string()(item) for item in attr)
+
+
 _TASK_KINDS = (*v.KINDS, v.PRE, v.POST)
 _INDEX = AttributeKind("an integer of at least 0", _int(0))
 _COUNT = AttributeKind("an integer of at least 1", _int(1))
@@ -121,6 +144,17 @@ ATTRIBUTES: dict[str, AttributeKind] = {
     ),
     v.LOOP_STAGE_MARKERS_ATTR: AttributeKind("a string (marker source lines)", _string()),
     v.SEGMENT_ATTR: _INDEX,
+    v.SEGMENTS_ATTR: AttributeKind(
+        "[first, count]: the segments a loop of layers covers (integers, count at least 1)",
+        _segment_range,
+    ),
+    v.STAGE_ROWS_ATTR: AttributeKind(
+        "[stage, first, count, ...]: integers of at least 0, three per stage", _stage_rows
+    ),
+    v.SEGMENTER_ATTR: AttributeKind("a string (the segmenter's pass name)", _string()),
+    v.SEGMENT_STARTS_ATTR: AttributeKind(
+        "an array of strings (the module paths where segments start)", _strings
+    ),
     v.STAGE_ATTR: _INDEX,
     v.KIND_ATTR: AttributeKind(
         f"a string: {', '.join(repr(k) for k in _TASK_KINDS)}", _string(*_TASK_KINDS)

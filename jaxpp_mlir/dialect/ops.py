@@ -38,11 +38,14 @@ Attributes on ops of the input program (set by the passes)
 ----------------------------------------------------------
 ``jaxpp.segment`` (i64) and ``jaxpp.kind`` (string) on every top-level op of the
 stage block once a segmenter ran (jaxpp-assign-segments), ``jaxpp.num_segments``
-(i64) on the module. jaxpp-choose-stages replaces each op's ``jaxpp.segment`` by its
-``jaxpp.stage`` (i64) and records on the module ``jaxpp.num_stages`` (i64),
-``jaxpp.stage_split`` (segments per stage), the chosen schedule ``jaxpp.schedule`` (a
-dictionary, ``schedules.record``; none without a microbatch loop) and, where the
-planner chose or checked the split, ``jaxpp.stage_estimate`` (a dictionary).
+(i64) on the module; a segmenter that cuts by module paths also records its name
+(``jaxpp.segmenter``, a string) and where each segment after the first starts
+(``jaxpp.segment_starts``, an array of module paths). jaxpp-choose-stages replaces
+each op's ``jaxpp.segment`` by its ``jaxpp.stage`` (i64) and records on the module
+``jaxpp.num_stages`` (i64), ``jaxpp.stage_split`` (segments per stage), the chosen
+schedule ``jaxpp.schedule`` (a dictionary, ``schedules.record``; none without a
+microbatch loop) and, where the planner chose or checked the split,
+``jaxpp.stage_estimate`` (a dictionary).
 ``jaxpp.calls_inlined`` (unit) on the module once jaxpp-inline-calls ran.
 
 A loop of layers (a ``stablehlo.while`` whose iterations are segments:
@@ -124,6 +127,8 @@ from jaxpp_mlir.dialect.vocabulary import (  # noqa: E402, F401  (re-exported: o
     REPLICATED_OP,
     SCHEDULE_ATTR,
     SEGMENT_ATTR,
+    SEGMENT_STARTS_ATTR,
+    SEGMENTER_ATTR,
     SEGMENTS_ATTR,
     SEND_OP,
     SHARDING_ATTR,
@@ -282,6 +287,32 @@ def get_int_attr(op: ir.Operation | ir.OpView, name: str) -> int | None:
 
 def set_int_attr(op: ir.Operation | ir.OpView, name: str, value: int) -> None:
     _operation(op).attributes[name] = _i64(value)
+
+
+def segmenter(module: ir.Operation | ir.OpView) -> str | None:
+    """The segmenter that recorded its name on ``module`` (None: none did)."""
+    attributes = _operation(module).attributes
+    if SEGMENTER_ATTR not in attributes:
+        return None
+    return ir.StringAttr(attributes[SEGMENTER_ATTR]).value
+
+
+def set_segmenter(
+    module: ir.Operation | ir.OpView, name: str, segment_starts: Sequence[str]
+) -> None:
+    attributes = _operation(module).attributes
+    attributes[SEGMENTER_ATTR] = ir.StringAttr.get(name)
+    attributes[SEGMENT_STARTS_ATTR] = ir.ArrayAttr.get(
+        [ir.StringAttr.get(start) for start in segment_starts]
+    )
+
+
+def segment_starts(module: ir.Operation | ir.OpView) -> list[str]:
+    """The module paths recorded as segment starts (empty when none were)."""
+    attributes = _operation(module).attributes
+    if SEGMENT_STARTS_ATTR not in attributes:
+        return []
+    return [ir.StringAttr(start).value for start in ir.ArrayAttr(attributes[SEGMENT_STARTS_ATTR])]
 
 
 # -------------------------------------------------------------- the task ops

@@ -69,6 +69,11 @@ NUM_SEGMENTS_ATTR = "jaxpp.num_segments"
 # (an offset is the layer: the forward loop's iteration number).
 SEGMENTS_ATTR = "jaxpp.segments"
 STAGE_ROWS_ATTR = "jaxpp.stage_rows"
+# On the module, from a segmenter that cuts the step by module paths: its pass name (a
+# later segmenter of the segment slot leaves such a module alone) and the module path
+# (a Block name, ``Model/layers_4``) each segment after the first starts at.
+SEGMENTER_ATTR = "jaxpp.segmenter"
+SEGMENT_STARTS_ATTR = "jaxpp.segment_starts"
 STAGE_ATTR = "jaxpp.stage"
 KIND_ATTR = "jaxpp.kind"
 RANK_ATTR = "jaxpp.rank"

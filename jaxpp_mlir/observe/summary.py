@@ -93,6 +93,8 @@ def summary_text(program: Any) -> str:
             if count == 1
             else f" (segments {first}-{first + count - 1})"
         )
+        if first > 0 and program.segment_starts:  # cut by module paths: where it starts
+            segments += f" from {program.segment_starts[first - 1]}"
         cost = (
             f", estimated fwd {estimate.stage_forward_s[stage] * 1e3:.3g} ms "
             f"bwd {estimate.stage_backward_s[stage] * 1e3:.3g} ms"

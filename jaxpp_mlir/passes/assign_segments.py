@@ -10,8 +10,9 @@ from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import segment_slot
-from jaxpp_mlir.passes.base import Evidence, find_untagged, register_pass
+from jaxpp_mlir.passes.base import Evidence, register_pass
 from jaxpp_mlir.passes.marker_flow import MarkerFlow
+from jaxpp_mlir.passes.segment_positions import place_unanchored, segments_left, set_segments
 
 
 @register_pass
@@ -54,13 +55,7 @@ class AssignSegments(segment_slot.Segmenter):
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
-        # An op's segment becomes its stage once jaxpp-choose-stages ran.
-        return find_untagged(
-            module,
-            lambda op: jaxpp.has_segment(op) or jaxpp.has_stage(op),
-            "segment",
-            jaxpp.NUM_SEGMENTS_ATTR,
-        )
+        return segments_left(module)
 
     def applies(self, module: ir.Operation) -> bool:
         main = ir_utils.find_main(module)
@@ -124,8 +119,8 @@ class AssignSegments(segment_slot.Segmenter):
                 positions.append(min(stage, num_segments - 1))
             else:
                 positions.append(None)
-        _place_unanchored(flow.producers, positions)
-        _set_segments(top_ops, positions, num_segments)
+        place_unanchored(flow.producers, positions)
+        set_segments(top_ops, positions, num_segments)
         jaxpp.set_int_attr(module, jaxpp.NUM_SEGMENTS_ATTR, num_segments)
 
 
@@ -178,38 +173,3 @@ _NESTING = {
         "outside it (pipeline_enter_stage(shard_map(f, ...)(x)))",
     ),
 }
-
-
-def _place_unanchored(producers: list[list[int]], positions: list[int | None]) -> None:
-    """Places ops that depend on no marker (position None) with their earliest user
-    (stage 0 if none)."""
-    # Users come after their producers: in reverse order every user of an op is placed
-    # before the op, and has handed its position to its producers.
-    earliest_user: list[int | None] = [None] * len(positions)
-    for index in reversed(range(len(positions))):
-        position = positions[index]
-        if position is None:
-            known = earliest_user[index]
-            position = positions[index] = 0 if known is None else known
-        for producer in producers[index]:
-            known = earliest_user[producer]
-            if known is None or position < known:
-                earliest_user[producer] = position
-
-
-def _set_segments(top_ops: list[ir.Operation], positions: list[int], num_segments: int) -> None:
-    """Tags every op with the segment and kind of its position (forward segments, then the
-    backward segments from the last). The tags of a position are built once, on its first
-    op, and copied onto the others."""
-    tags_at: dict[int, tuple[ir.Attribute, ir.Attribute]] = {}
-    for op, position in zip(top_ops, positions, strict=True):
-        attributes = op.attributes
-        tags = tags_at.get(position)
-        if tags is None:
-            if position < num_segments:
-                jaxpp.set_segment(op, position, jaxpp.FORWARD)
-            else:
-                jaxpp.set_segment(op, 2 * num_segments - 1 - position, jaxpp.BACKWARD)
-            tags_at[position] = (attributes[jaxpp.SEGMENT_ATTR], attributes[jaxpp.KIND_ATTR])
-        else:
-            attributes[jaxpp.SEGMENT_ATTR], attributes[jaxpp.KIND_ATTR] = tags

@@ -266,9 +266,15 @@ class _Choice:
             split = self._checked_sum(forced)
             return split, self._within_limit(schedule, split)
         if schedule.num_stages > self.num_segments:
+            cut_by = (
+                "one per pipeline_enter_stage marker"
+                if jaxpp.segmenter(self.module) is None
+                else f"cut by {jaxpp.segmenter(self.module)}, starting at "
+                + ", ".join(["the step", *jaxpp.segment_starts(self.module)])
+            )
             raise self.fail(
                 f"the schedule {schedule!r} has {schedule.num_stages} stages but the program "
-                f"has {self.num_segments} (one per pipeline_enter_stage marker)"
+                f"has {self.num_segments} ({cut_by})"
             )
         if schedule.num_stages == self.num_segments:
             split = (1,) * self.num_segments

@@ -8,11 +8,12 @@ writes, never through the driver. ``default_pipeline_text`` is the same pipeline
 ``jaxpp-opt --pass-pipeline`` syntax, and reproduces a partition.
 
 The segment slot holds the passes that cut the step into segments (``segment_slot``):
-by default (``PartitionOptions.segmenter == "auto"``) the chain ``SEGMENT_CHAIN``, in
-which each segmenter segments the module only when no segmenter before it did and it
-applies (``passes/segment_slot.py``), the last one failing with what the chain looked
-for; else the one of ``SEGMENTERS`` the option names. A new segmenter is its pass file
-(a ``segment_slot.Segmenter``), its line in ``SEGMENTERS`` and its place in the chain; a
+with ``PartitionOptions.split_points``, jaxpp-segment-split-points alone; else by default
+(``PartitionOptions.segmenter == "auto"``) the chain ``SEGMENT_CHAIN``, in which each
+segmenter segments the module only when no segmenter before it did and it applies
+(``passes/segment_slot.py``), the last one failing with what the chain looked for; else
+the one of ``SEGMENTERS`` the option names. A new segmenter is its pass file (a
+``segment_slot.Segmenter``), its line in ``SEGMENTERS`` and its place in the chain; a
 new way to choose stages is a mode of jaxpp-choose-stages (``passes/choose_stages.py``).
 """
 
@@ -23,7 +24,6 @@ from typing import Any
 
 from jaxpp_mlir.partition_options import PartitionOptions
 from jaxpp_mlir.passes.assign_segments import AssignSegments
-from jaxpp_mlir.passes.base import ModulePass
 from jaxpp_mlir.passes.check_attributes import CheckAttributes
 from jaxpp_mlir.passes.check_host_callbacks import CheckHostCallbacks
 from jaxpp_mlir.passes.check_shardings import CheckShardings
@@ -38,7 +38,9 @@ from jaxpp_mlir.passes.pipeline import PipelineElement, make_element
 from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
 from jaxpp_mlir.passes.segment_layer_scans import SegmentLayerScans
+from jaxpp_mlir.passes.segment_repeated_blocks import SegmentRepeatedBlocks
 from jaxpp_mlir.passes.segment_slot import Segmenter
+from jaxpp_mlir.passes.segment_split_points import SegmentSplitPoints
 from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
 from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.split_layer_scans import SplitLayerScans
@@ -52,12 +54,14 @@ SHARDY_PROPAGATION = "sdy-propagation-pipeline"
 #: takes; each writes ``jaxpp.segment``/``jaxpp.kind`` and ``jaxpp.num_segments``.
 SEGMENTERS: dict[str, Callable[..., Segmenter]] = {
     "markers": AssignSegments,  # the stage markers the user wrote end the segments
+    # A step without markers: each of the model's repeated blocks (layers_0..layers_N)
+    "repeated-blocks": SegmentRepeatedBlocks,
     "layer-scans": SegmentLayerScans,  # each iteration of a scan over stacked layers
 }
 #: ``PartitionOptions.segmenter``'s default: the chain below.
 AUTO_SEGMENTER = "auto"
 #: The segment slot's chain, in order: the first segmenter that applies segments the step.
-SEGMENT_CHAIN: tuple[str, ...] = ("markers", "layer-scans")
+SEGMENT_CHAIN: tuple[str, ...] = ("markers", "repeated-blocks", "layer-scans")
 
 
 def default_pipeline(
@@ -139,8 +143,11 @@ def default_pipeline(
 
 
 def segment_slot(options: PartitionOptions) -> list[PipelineElement]:
-    """The segmenters of the slot: ``SEGMENT_CHAIN`` for ``segmenter="auto"`` (each
-    chained, all but the last optional: ``passes/segment_slot.py``), else the one named."""
+    """The segmenters of the slot: jaxpp-segment-split-points for ``split_points``, else
+    ``SEGMENT_CHAIN`` for ``segmenter="auto"`` (each chained, all but the last optional:
+    ``passes/segment_slot.py``), else the one named."""
+    if options.split_points:
+        return [make_element(SegmentSplitPoints(points=options.split_points))]
     if options.segmenter != AUTO_SEGMENTER:
         return [make_element(SEGMENTERS[options.segmenter]())]
     last = len(SEGMENT_CHAIN) - 1

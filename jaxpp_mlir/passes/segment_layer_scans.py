@@ -10,7 +10,8 @@ from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import layer_loops, segment_slot
-from jaxpp_mlir.passes.base import Evidence, find_untagged, register_pass
+from jaxpp_mlir.passes.base import Evidence, register_pass
+from jaxpp_mlir.passes.segment_positions import segments_left
 
 _TRANSPOSE_SCOPE = "transpose("
 _RECOMPUTED_SCOPES = ("rematted_computation", "checkpoint", "remat")  # forward code, rerun
@@ -59,12 +60,7 @@ class SegmentLayerScans(segment_slot.Segmenter):
 
     @classmethod
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
-        return find_untagged(
-            module,
-            lambda op: jaxpp.has_segment(op) or jaxpp.has_stage(op),
-            "segment",
-            jaxpp.NUM_SEGMENTS_ATTR,
-        )
+        return segments_left(module)
 
     def applies(self, module: ir.Operation) -> bool:
         main = ir_utils.find_main(module)

@@ -28,6 +28,8 @@ LOOKED_FOR: list[str] = [
     "microbatch)",
     "stage markers at the end of the body of a layer scan (jax.lax.scan, flax nn.scan or "
     "nnx.scan over stacked layer parameters)",
+    "repeated blocks without markers (modules numbered like layers_0..layers_N or "
+    "h/0..h/N, or called several times, in the ops' locations)",
     "a layer scan without markers (a stablehlo.while of 2 or more iterations reading a "
     "stacked parameter [L, ...] a row at a time at its counter)",
 ]
@@ -38,7 +40,8 @@ def nothing_to_segment(main: ir.Operation) -> diagnostics.PassFailed:
     return diagnostics.error(
         main,
         "no stage markers found: mark the end of every stage with "
-        "jaxpp_mlir.pipeline_enter_stage (the last one after the last layer); looked for "
+        "jaxpp_mlir.pipeline_enter_stage (the last one after the last layer), or pass "
+        "split_points=(...) naming the modules where stages start; looked for "
         + "; ".join(LOOKED_FOR),
     )
 

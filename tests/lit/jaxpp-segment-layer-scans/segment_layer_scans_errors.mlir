@@ -1,7 +1,7 @@
 // RUN: jaxpp-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-segment-layer-scans)'
 
 module @no_marker_no_scan {
-  // expected-error @+1 {{no stage markers found: mark the end of every stage with jaxpp_mlir.pipeline_enter_stage (the last one after the last layer); looked for stage markers at the top level of the step}}
+  // expected-error @+1 {{no stage markers found: mark the end of every stage with jaxpp_mlir.pipeline_enter_stage (the last one after the last layer), or pass split_points=(...) naming the modules where stages start; looked for stage markers at the top level of the step}}
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.tanh %arg0 : tensor<2x4xf32>
     return %0 : tensor<2x4xf32>

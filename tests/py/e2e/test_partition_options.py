@@ -8,6 +8,7 @@ from toolkit import lower_cached, make_mesh, mlp_batch, mlp_params, mlp_train_st
 
 import jaxpp_mlir as pp
 from jaxpp_mlir import partition_options
+from jaxpp_mlir.passes.pipeline import parse_pipeline
 from jaxpp_mlir.passes.pipelines import default_pipeline, default_pipeline_text
 
 
@@ -71,8 +72,15 @@ def test_options_are_frozen_and_checked():
         (
             {"segmenter": "layers"},
             ValueError,
-            "segmenter must be one of 'auto', 'markers', 'layer-scans', got 'layers'",
+            "segmenter must be one of 'auto', 'markers', 'repeated-blocks', 'layer-scans', "
+            "got 'layers'",
         ),
+        ({"split_points": "layers_4"}, TypeError, "split_points must be a tuple of module paths"),
+        ({"split_points": ()}, TypeError, "split_points must be a non-empty tuple of module"),
+        ({"split_points": ("layers_4", 8)}, TypeError, "split_points must be a non-empty tuple"),
+        ({"split_points": ("a,b",)}, ValueError, "no commas or spaces"),
+        ({"split_points": ("",)}, ValueError, "split_points must be module paths"),
+        ({"split_points": ("h/4 ",)}, ValueError, "split_points must be module paths"),
     ],
 )
 def test_each_field_is_type_and_range_checked_by_name(fields, error, message):
@@ -83,6 +91,23 @@ def test_each_field_is_type_and_range_checked_by_name(fields, error, message):
 def test_fields_are_normalized():
     options = pp.PartitionOptions(stage_split=[2, 2], dump_dir=pathlib.Path("/tmp/d"))
     assert options.stage_split == (2, 2) and options.dump_dir == "/tmp/d"
+
+
+def test_split_points_are_the_option_of_their_segmenter_in_the_segment_slot():
+    options = pp.PartitionOptions(split_points=["layers_4", "transformer/h/8", "mixer#2"])
+    assert options.split_points == ("layers_4", "transformer/h/8", "mixer#2")
+    text = default_pipeline_text(options, mpmd_dim=2)
+    assert (
+        "jaxpp-normalize-loop,jaxpp-segment-split-points{points=layers_4,transformer/h/8,mixer#2},"
+        "jaxpp-choose-stages"
+    ) in text
+    (parsed,) = [e for e in parse_pipeline(text) if e.name == "jaxpp-segment-split-points"]
+    assert parsed.jaxpp_pass.points == options.split_points
+    # Without split points: the repeated blocks where there are no markers, else the markers.
+    assert (
+        "jaxpp-normalize-loop,jaxpp-segment-repeated-blocks,jaxpp-assign-segments,"
+        "jaxpp-choose-stages"
+    ) in default_pipeline_text(mpmd_dim=2)
 
 
 def test_the_replication_limit_is_a_pass_option():

@@ -58,6 +58,19 @@ SEVERAL_STEPS = Tolerance(
     "several layers of reductions) and grow with them",
 )
 
+# Several Adam(W) steps against jax.jit: an update divides an element's first moment by the
+# root of its second, so an element whose gradient is far below its leaf's largest carries
+# its own relative rounding (not the leaf's) into the parameter: after one step within
+# SEPARATE_PROGRAMS, the parameters of the next steps drift further than SEVERAL_STEPS.
+# Measured: 111 ulps on an 8-layer nnx scan after 3 AdamW steps (tests/py/e2e/
+# test_scanned_layers.py, the moments themselves within 25).
+ADAPTIVE_OPTIMIZER_STEPS = Tolerance(
+    ulps=512,
+    why="Adam divides each element's update by the root of its own second moment, so an "
+    "element with a small gradient passes its relative rounding difference, not the leaf's, "
+    "into the parameters of later steps",
+)
+
 
 def _leaves_with_paths(tree) -> list[tuple[str, object]]:
     flat, _ = jax.tree_util.tree_flatten_with_path(tree)

@@ -23,21 +23,27 @@ def examples():
     return toolkit.load_example("third_party_models")
 
 
-def train(name: str) -> Any:
-    """The workload ``name`` trained ``STEPS`` steps pipelined and under ``jax.jit``
-    (a ``SideBySide``)."""
+def train(name: str, **settings: Any) -> Any:
+    """The workload ``name`` (built with ``settings``: ``cut``, ``num_stages``,
+    ``num_layers``) trained ``STEPS`` steps pipelined and under ``jax.jit`` (a
+    ``SideBySide``)."""
     module = examples()
-    return module.train_side_by_side(module.MODELS[name](), STEPS)
+    return module.train_side_by_side(module.MODELS[name](**settings), STEPS)
+
+
+#: The cuts of the models without markers (``examples/third_party_models.py``' ``CUTS``).
+UNMARKED_CUTS = ("split-points", "auto")
 
 
 def assert_trained_like_jax_jit(
     result: Any,
     *,
     state_tolerance: toolkit.Tolerance = toolkit.SEVERAL_STEPS,
+    step_tolerance: toolkit.Tolerance = toolkit.SEVERAL_STEPS,
     comparable: Callable[[Any], Any] = lambda tree: tree,
 ) -> None:
     """Against ``jax.jit``: each step's loss within ``SEVERAL_STEPS``; each single step
-    taken from ``jax.jit``'s state (its new state and loss) within ``SEVERAL_STEPS``; the
+    taken from ``jax.jit``'s state (its new state and loss) within ``step_tolerance``; the
     state after the last step (parameters, optimizer and model state) within
     ``state_tolerance``, where training amplified the rounding of earlier steps. Trees
     pass through ``comparable`` first (to set aside values that are rounding noise in
@@ -45,9 +51,7 @@ def assert_trained_like_jax_jit(
     toolkit.assert_matches_reference(result.losses, result.reference_losses, toolkit.SEVERAL_STEPS)
     for step, (ours, theirs) in enumerate(zip(result.steps, result.reference_steps, strict=True)):
         try:
-            toolkit.assert_matches_reference(
-                comparable(ours), comparable(theirs), toolkit.SEVERAL_STEPS
-            )
+            toolkit.assert_matches_reference(comparable(ours), comparable(theirs), step_tolerance)
         except AssertionError as failure:
             raise AssertionError(f"step {step} from jax.jit's state: {failure}") from None
     toolkit.assert_matches_reference(

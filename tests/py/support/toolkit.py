@@ -356,6 +356,7 @@ assert_same_program = numerics.assert_same_program
 assert_matches_reference = numerics.assert_matches_reference
 SEPARATE_PROGRAMS = numerics.SEPARATE_PROGRAMS
 SEVERAL_STEPS = numerics.SEVERAL_STEPS
+ADAPTIVE_OPTIMIZER_STEPS = numerics.ADAPTIVE_OPTIMIZER_STEPS
 Tolerance = numerics.Tolerance
 
 

@@ -1,6 +1,8 @@
 """Hugging Face transformers' FlaxGPT2LMHeadModel (flax linen) with its dropout on, a marker
 after each block through ``flax.linen.intercept_methods``, trained with AdamW and a
-warmup-cosine schedule: the numbers of jax.jit, mask for mask."""
+warmup-cosine schedule: the numbers of jax.jit, mask for mask. Without markers: four
+blocks cut by split points (the blocks' module paths, ``h/i``) into four stages, and by
+the repeated blocks ``partition`` finds into two."""
 
 from __future__ import annotations
 
@@ -84,3 +86,36 @@ def test_dropout_is_on_and_draws_the_masks_of_jax_jit(trained):
         toolkit.assert_matches_reference(loss, expected, toolkit.SEPARATE_PROGRAMS)
         losses[seed] = float(loss)
     assert losses[10] != losses[11]
+
+
+# Without markers: (cut, stages, blocks).
+UNMARKED = {"split-points": (4, 4), "auto": (2, 4)}
+BLOCKS = tuple(f"FlaxGPT2LMHeadModule/transformer/h/{i}" for i in range(4))
+
+
+@pytest.fixture(scope="module", params=third_party_suite.UNMARKED_CUTS)
+def unmarked(request):
+    stages, layers = UNMARKED[request.param]
+    return request.param, third_party_suite.train(
+        "gpt2_hf", cut=request.param, num_stages=stages, num_layers=layers
+    )
+
+
+@pytest.mark.slow
+def test_without_markers_trains_like_jax_jit(unmarked):
+    _, trained = unmarked
+    # Stages cut elsewhere than after each block round the biases' cancelling gradients
+    # otherwise: within one step already, AdamW shows it (ADAMW_FROM_ZERO's reason).
+    third_party_suite.assert_trained_like_jax_jit(
+        trained,
+        state_tolerance=ADAMW_FROM_ZERO,
+        step_tolerance=ADAMW_FROM_ZERO,
+        comparable=_without_key_bias,
+    )
+
+
+@pytest.mark.slow
+def test_without_markers_stages_start_at_blocks(unmarked):
+    cut, trained = unmarked
+    assert trained.program.num_stages == UNMARKED[cut][0]
+    assert trained.program.segment_starts == BLOCKS[1:]
