@@ -13,7 +13,15 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any
 
-from jax.extend.mlir import ir
+# ``jax.extend.core``, ``jax.extend.mlir.passmanager`` and ``jax.extend.mlir.dialects``
+# re-export these very objects (0.10.2, 0.11.2, 0.12.x), but importing anything under
+# ``jax.extend`` runs its package, which imports Pallas: about 20 ms of CPU in the first
+# trace and partition, for nothing the library uses. ``ir`` has a public home that
+# ``import jax`` loads already (``jax.interpreters.mlir``); these names have none.
+from jax._src.core import Primitive, jaxpr_as_fun  # noqa: F401, E402
+from jax.interpreters.mlir import ir
+from jaxlib.mlir import passmanager  # noqa: F401, E402
+from jaxlib.mlir.dialects import func, sdy, stablehlo  # noqa: F401, E402
 
 
 def make_ir_context() -> ir.Context:

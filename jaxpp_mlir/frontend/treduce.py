@@ -76,9 +76,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.core import jaxpr_as_fun
 from jax.interpreters import partial_eval as pe
 
+from jaxpp_mlir._jax_compat import jaxpr_as_fun
 from jaxpp_mlir.frontend.loop_marker import ScheduleParam, loop_marker_p
 from jaxpp_mlir.frontend.markers import recording_markers
 from jaxpp_mlir.frontend.reductions import (
