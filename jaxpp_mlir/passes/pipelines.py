@@ -33,6 +33,7 @@ from jaxpp_mlir.passes.outline_stages import OutlineStages
 from jaxpp_mlir.passes.pipeline import PipelineElement, make_element
 from jaxpp_mlir.passes.place_stages import PlaceStages
 from jaxpp_mlir.passes.restore_sharding_constraints import RestoreShardingConstraints
+from jaxpp_mlir.passes.share_constant_tasks import ShareConstantTasks
 from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
 from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.verify_markers import VerifyMarkers
@@ -109,6 +110,9 @@ def default_pipeline(
         make_element(PlaceStages(mpmd_dim=mpmd_dim)),
         # Code before and after the loop runs where its inputs live, as tasks.
         make_element(OutlineOuterCode(replicate_max_bytes=options.replicate_max_bytes)),
+        # Ranks whose zero accumulators differ by a scalar make them in one program text,
+        # compiled once instead of once per variant.
+        make_element(ShareConstantTasks()),
         # Values crossing ranks get explicit transfers.
         make_element(InsertTransfers()),
         # The program the plan builder reads is checked whole, located.
