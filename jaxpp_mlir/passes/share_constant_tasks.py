@@ -85,13 +85,17 @@ class ShareConstantTasks(ModulePass):
         while remaining:
             largest, *others = remaining
             remaining = []
+            text = None  # the largest body's, printed once if some task has its results
             for candidate in others:
-                if _covers(largest, candidate, self.max_bytes):
-                    if candidate.keys != largest.keys or _text(candidate) != _text(largest):
-                        _take_body(candidate, largest)
-                        changed = True
-                else:
+                if not _covers(largest, candidate, self.max_bytes):
                     remaining.append(candidate)
+                    continue
+                if candidate.keys == largest.keys:
+                    text = _text(largest) if text is None else text
+                    if _text(candidate) == text:
+                        continue  # already one program text
+                _take_body(candidate, largest)
+                changed = True
         return None if changed else UNCHANGED
 
 
