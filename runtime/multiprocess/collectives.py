@@ -23,10 +23,10 @@ from typing import Any
 import jax
 import jax.interpreters.mlir as jax_mlir
 import numpy as np
+from jax.extend.mlir.dialects import func, stablehlo  # loaded with several processes only
 from jax.interpreters.mlir import ir
 
 from .. import _jax_compat as jc
-from .._jax_compat import func, stablehlo
 from ..dtypes import ELEMENT_TYPES
 from ..errors import RuntimeFailure
 from ..failure.exit_hooks import note_peer_caused_failure
