@@ -13,7 +13,22 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any
 
-from jax.extend.mlir import ir
+from jax._src import core as _core
+from jax.interpreters.mlir import ir
+from jaxlib.mlir import passmanager  # noqa: F401 (re-exported, see below)
+from jaxlib.mlir.dialects import func, sdy, stablehlo  # noqa: F401 (re-exported, see below)
+
+# ``passmanager``, ``func``, ``sdy``, ``stablehlo`` (the MLIR bindings' modules), and
+# these two names: the very objects ``jax.extend.mlir.passmanager``,
+# ``jax.extend.mlir.dialects`` and ``jax.extend.core`` re-export (0.10.2, 0.11.2, 0.12.x).
+# Importing anything under ``jax.extend`` runs its package, which imports Pallas: about
+# 20 ms of CPU in the first trace and partition, for nothing the library uses. ``ir`` has
+# a public home that ``import jax`` loads already (``jax.interpreters.mlir``).
+
+#: A JAX primitive (``jax.extend.core.Primitive``).
+Primitive = _core.Primitive
+#: ``jaxpr_as_fun(closed_jaxpr)``: a closed jaxpr as a function (``jax.extend.core``).
+jaxpr_as_fun = _core.jaxpr_as_fun
 
 
 def make_ir_context() -> ir.Context:

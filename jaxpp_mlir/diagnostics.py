@@ -20,7 +20,7 @@ import dataclasses
 import os
 from collections.abc import Iterator
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 ERROR = "error"
 WARNING = "warning"

@@ -6,7 +6,7 @@ import io
 import re
 
 import numpy as np
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import partition_options
 from jaxpp_mlir.errors import MlirParseError

@@ -15,7 +15,6 @@ from jaxpp_mlir import partition_log, setup_advice
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.dialect.records import record_text
 from jaxpp_mlir.errors import ScheduleError
-from jaxpp_mlir.host_heap import collector_paused
 from jaxpp_mlir.ir.utils import walk
 from jaxpp_mlir.mesh import MpmdMesh, parallel_ranks
 from jaxpp_mlir.partition_options import PartitionOptions, checked_byte_count
@@ -23,6 +22,7 @@ from jaxpp_mlir.passes.choose_stages import AUTO
 from jaxpp_mlir.passes.pipelines import default_pipeline, segment_pipeline
 from jaxpp_mlir.pipeline_run import PipelineRun
 from jaxpp_mlir.program import PartitionedProgram
+from jaxpp_mlir.runtime.host_heap import collector_paused
 from jaxpp_mlir.runtime.observation import phases
 from jaxpp_mlir.schedules import Schedule
 from jaxpp_mlir.schedules.record import name_record, recordable, schedule_record

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics, pass_warnings
 from jaxpp_mlir.errors import PartitionWarning

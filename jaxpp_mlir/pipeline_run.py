@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import partition_log
 from jaxpp_mlir.errors import PartitionError, PartitionScheduleError, ScheduleError

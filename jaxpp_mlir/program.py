@@ -13,15 +13,15 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import jax
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import CallError
-from jaxpp_mlir.host_heap import collector_paused
 from jaxpp_mlir.ir.utils import find_loop, find_main
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan import build_plan
 from jaxpp_mlir.runtime.executable import PlanExecutable
+from jaxpp_mlir.runtime.host_heap import collector_paused
 from jaxpp_mlir.runtime.observation import phases
 from jaxpp_mlir.runtime.observation.memory import peak_bytes_per_rank
 from jaxpp_mlir.schedules import Schedule
@@ -162,10 +162,10 @@ class PartitionedProgram:
         and runs only its own ranks (``jaxpp_mlir.runtime.multiprocess.distributed``; ``options``
         is a ``DistributedOptions``).
         """
-        from jaxpp_mlir.runtime.execution.executor import compile_plan
-
-        devices = [self.mesh.rank_devices(rank) for rank in range(self.num_ranks)]
         with collector_paused():
+            from jaxpp_mlir.runtime.execution.executor import compile_plan
+
+            devices = [self.mesh.rank_devices(rank) for rank in range(self.num_ranks)]
             if jax.process_count() > 1:
                 return self._compile_distributed(devices, options)
             compiled = compile_plan(

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import ir_context
 from jaxpp_mlir.errors import PartitionWarning

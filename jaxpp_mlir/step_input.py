@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import ir_context
 from jaxpp_mlir.program import TreeInfo

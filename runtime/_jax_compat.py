@@ -17,8 +17,17 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+from jax._src import compiler as _compiler
 from jax.sharding import Sharding
 from jaxlib import xla_client as _xc
+
+#: ``get_compile_options(num_replicas, num_partitions, device_assignment, backend=...)``,
+#: the very function ``jax.extend.backend`` re-exports (0.10.2, 0.11.2, 0.12.x): importing
+#: anything under ``jax.extend`` runs its package, which imports Pallas, about 20 ms of
+#: CPU in the first compile for nothing the runtime uses. (The transfer programs of
+#: several processes, ``multiprocess/collectives.py``, build IR with
+#: ``jax.extend.mlir.dialects``; one process never loads them.)
+get_compile_options = _compiler.get_compile_options
 
 # --- types used in annotations and exact type tests (0.10.2, 0.11.2, 0.12.x) ---------------
 

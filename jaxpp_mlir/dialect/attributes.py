@@ -20,7 +20,7 @@ import difflib
 import re
 from collections.abc import Callable
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import vocabulary as v
 from jaxpp_mlir.dialect.records import attr_record

@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import stablehlo
+from jax.interpreters.mlir import ir
 
+from jaxpp_mlir._jax_compat import stablehlo
 from jaxpp_mlir.dialect.op_access import as_operation as _operation
 from jaxpp_mlir.dialect.op_access import i64_attr as _i64
 from jaxpp_mlir.dialect.records import attr_record, record_attr

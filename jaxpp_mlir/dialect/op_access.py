@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 
 def as_operation(op: ir.Operation | ir.OpView) -> ir.Operation:

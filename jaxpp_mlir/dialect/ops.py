@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import _jax_compat
 

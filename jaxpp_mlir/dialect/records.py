@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect.op_access import as_operation as _operation
 from jaxpp_mlir.dialect.op_access import i64_attr as _i64

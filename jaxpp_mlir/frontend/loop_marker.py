@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
-from jax.extend.core import Primitive
-from jax.extend.mlir import ir
 from jax.interpreters import ad, batching, mlir
+from jax.interpreters.mlir import ir
 
+from jaxpp_mlir._jax_compat import Primitive
 from jaxpp_mlir.dialect.ops import create_loop_marker
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.frontend.reductions import TreduceError

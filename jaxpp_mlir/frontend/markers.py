@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import Primitive
-from jax.extend.mlir import ir
 from jax.interpreters import ad, batching, mlir
+from jax.interpreters.mlir import ir
 
+from jaxpp_mlir._jax_compat import Primitive
 from jaxpp_mlir.dialect.ops import BACKWARD, FORWARD, MARKER_PRIMITIVE, create_stage_marker
 from jaxpp_mlir.errors import MarkerError
 

@@ -76,9 +76,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.core import jaxpr_as_fun
 from jax.interpreters import partial_eval as pe
 
+from jaxpp_mlir._jax_compat import jaxpr_as_fun
 from jaxpp_mlir.frontend.loop_marker import ScheduleParam, loop_marker_p
 from jaxpp_mlir.frontend.markers import recording_markers
 from jaxpp_mlir.frontend.reductions import (
@@ -91,6 +91,7 @@ from jaxpp_mlir.frontend.reductions import (
     TreduceError,
     _resolve_operations,
 )
+from jaxpp_mlir.runtime.host_heap import collector_paused
 
 __all__ = [
     "Add",
@@ -147,6 +148,13 @@ def treduce_i(
     length = int(length)
     if length < 1:
         raise TreduceError(f"treduce needs at least one microbatch, got {length}")
+    # Tracing a model's forward and backward allocates like partitioning does (see
+    # host_heap): the cyclic collector waits until the loop is built.
+    with collector_paused():
+        return _treduce_i(fun, length, schedule, operation)
+
+
+def _treduce_i(fun: Callable[[jax.Array], Y], length: int, schedule: Any, operation: Any) -> Y:
     index_struct = jax.ShapeDtypeStruct((), INDEX_DTYPE)
     with recording_markers() as stage_markers:
         jaxpr, out_shape = jax.make_jaxpr(fun, return_shape=True)(index_struct)

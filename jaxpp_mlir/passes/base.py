@@ -44,7 +44,7 @@ import typing
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, ClassVar, NamedTuple
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.diagnostics import PassFailed

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import sdy
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
+from jaxpp_mlir._jax_compat import sdy
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass

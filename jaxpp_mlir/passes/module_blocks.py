@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils

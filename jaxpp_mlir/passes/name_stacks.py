@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 # Scopes JAX's transformations and control flow push, which name no module of the model.
 _STRUCTURAL_SCOPES = frozenset(

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import func
+from jax.interpreters.mlir import ir
 
+from jaxpp_mlir._jax_compat import func
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.dialect.vocabulary import KIND_ATTR, RANK_ATTR, STAGE_ATTR
 from jaxpp_mlir.ir import utils as ir_utils

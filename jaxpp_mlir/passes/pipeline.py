@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from jax.extend.mlir import ir, passmanager
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
+from jaxpp_mlir._jax_compat import passmanager
 from jaxpp_mlir.passes.base import ModulePass, PassOptionError, PassRun, get_pass_class
 
 

@@ -41,6 +41,7 @@ from jaxpp_mlir.passes.segment_layer_scans import SegmentLayerScans
 from jaxpp_mlir.passes.segment_repeated_blocks import SegmentRepeatedBlocks
 from jaxpp_mlir.passes.segment_slot import Segmenter
 from jaxpp_mlir.passes.segment_split_points import SegmentSplitPoints
+from jaxpp_mlir.passes.share_constant_tasks import ShareConstantTasks
 from jaxpp_mlir.passes.split_accumulators import SplitAccumulators
 from jaxpp_mlir.passes.split_backward import SplitBackward
 from jaxpp_mlir.passes.split_layer_scans import SplitLayerScans
@@ -135,6 +136,9 @@ def default_pipeline(
         make_element(PlaceStages(mpmd_dim=mpmd_dim)),
         # Code before and after the loop runs where its inputs live, as tasks.
         make_element(OutlineOuterCode(replicate_max_bytes=options.replicate_max_bytes)),
+        # Ranks whose zero accumulators differ by a scalar make them in one program text,
+        # compiled once instead of once per variant.
+        make_element(ShareConstantTasks()),
         # Values crossing ranks get explicit transfers.
         make_element(InsertTransfers()),
         # The program the plan builder reads is checked whole, located.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import sdy
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
+from jaxpp_mlir._jax_compat import sdy
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
 

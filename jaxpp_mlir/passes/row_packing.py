@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import stablehlo
+from jax.interpreters.mlir import ir
 
+from jaxpp_mlir._jax_compat import stablehlo
 from jaxpp_mlir.dialect import ops as jaxpp
 
 

@@ -8,7 +8,7 @@ jaxpp-segment-split-points, jaxpp-segment-repeated-blocks); a helper, not a pass
 
 from __future__ import annotations
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.passes.base import Evidence, find_untagged

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import sdy
+from jax.interpreters.mlir import ir
 
+from jaxpp_mlir._jax_compat import sdy
 from jaxpp_mlir.dialect.vocabulary import SHARDING_ATTR
 from jaxpp_mlir.ir import utils as ir_utils
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import sdy, stablehlo
+from jax.interpreters.mlir import ir
 
+from jaxpp_mlir._jax_compat import sdy, stablehlo
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings

@@ -6,7 +6,7 @@ import collections
 import dataclasses
 from collections.abc import Iterable
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError

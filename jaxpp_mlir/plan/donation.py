@@ -6,7 +6,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.runtime.instructions import run

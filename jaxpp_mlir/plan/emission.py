@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.plan.stage_modules import (
     Source,

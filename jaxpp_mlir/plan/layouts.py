@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import sdy
+from jax.interpreters.mlir import ir
 
+from jaxpp_mlir._jax_compat import sdy
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.runtime.instructions import receive, run, send
 from jaxpp_mlir.runtime.instructions.receive import Recv

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.errors import PartitionError
 from jaxpp_mlir.runtime import dtypes

@@ -6,10 +6,10 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import func, sdy
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import _jax_compat
+from jaxpp_mlir._jax_compat import func, sdy
 from jaxpp_mlir.dialect.vocabulary import SHARDING_ATTR
 from jaxpp_mlir.ir.utils import find_main
 

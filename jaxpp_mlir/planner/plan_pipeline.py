@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import ScheduleError

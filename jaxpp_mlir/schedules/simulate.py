@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from jaxpp_mlir.errors import ScheduleError
-from jaxpp_mlir.host_heap import collector_paused
+from jaxpp_mlir.runtime.host_heap import collector_paused
 from jaxpp_mlir.schedules.check import check_tasks, schedule_error
 from jaxpp_mlir.schedules.deps import releases_activation
 from jaxpp_mlir.schedules.task import BWD, BWD_I, BWD_W, FWD, KINDS, ScheduleItem, Task

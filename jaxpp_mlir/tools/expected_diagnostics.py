@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.diagnostics import Diagnostic

@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from jax.extend.mlir import ir
+from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics, ir_context
 from jaxpp_mlir.diagnostics import Diagnostic

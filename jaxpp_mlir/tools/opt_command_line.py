@@ -10,8 +10,9 @@ import sys
 from collections.abc import Callable
 from typing import IO
 
-from jax.extend.mlir import ir, passmanager
+from jax.interpreters.mlir import ir
 
+from jaxpp_mlir._jax_compat import passmanager
 from jaxpp_mlir.passes.base import ModulePass, registered_passes
 from jaxpp_mlir.passes.pipeline import PipelineElement, PipelineSyntaxError, parse_pipeline
 from jaxpp_mlir.tools.opt_base import PROG, SPLIT_MARKER, UsageError

@@ -21,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import numpy as np
-from jax.extend import backend as jax_backend
 
 from .. import _jax_compat as jc
 from ..errors import RuntimeFailure
@@ -220,7 +219,7 @@ def _rebind(
 
 def _options(devices: tuple[jax.Device, ...]) -> jc.CompileOptions:
     """Compile options for one SPMD program over ``devices`` (one partition each)."""
-    return jax_backend.get_compile_options(
+    return jc.get_compile_options(
         num_replicas=1,
         num_partitions=len(devices),
         device_assignment=np.array([[d.id for d in devices]]),

@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
-from jax.extend import backend as jax_backend
 
 from .. import _jax_compat as jc
 from .. import options
@@ -108,7 +107,7 @@ def _ids(devices: Sequence[jax.Device]) -> tuple[int, ...]:
 def key(module_text: str, devices: Sequence[jax.Device]) -> Key:
     """What a compilation of ``module_text`` for ``devices`` depends on, but the device ids."""
     client = devices[0].client
-    canonical = jax_backend.get_compile_options(
+    canonical = jc.get_compile_options(
         num_replicas=1,
         num_partitions=len(devices),
         device_assignment=np.arange(len(devices)).reshape(1, -1),

@@ -23,8 +23,8 @@ from typing import Any
 import jax
 import jax.interpreters.mlir as jax_mlir
 import numpy as np
-from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import func, stablehlo
+from jax.extend.mlir.dialects import func, stablehlo  # loaded with several processes only
+from jax.interpreters.mlir import ir
 
 from .. import _jax_compat as jc
 from ..dtypes import ELEMENT_TYPES

@@ -38,14 +38,15 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
 from ..liveness import live_bytes, received_bytes
 from ..plan import ExecutionPlan
-from .timeline import FlowEnd, OpTrace, Record, Timeline, build_timeline
-from .trace_files import chrome_trace, write_trace
+
+if TYPE_CHECKING:  # loaded when a trace is taken: the compile and the dispatch read ACTIVE only
+    from .timeline import OpTrace, Record, Timeline
 
 logger = logging.getLogger("jaxpp_mlir.runtime.observation.trace")
 
@@ -139,6 +140,8 @@ class TraceRecorder:
         return wrapped
 
     def _traced(self, op: Callable, trace: OpTrace):
+        from .timeline import Record
+
         records = self.records
         watcher = self._watcher(trace.rank) if self.device_time else None
         outputs = trace.outputs
@@ -169,10 +172,14 @@ class TraceRecorder:
     # ------------------------------------------------------------- results
     def timeline(self) -> Timeline:
         """Everything recorded, as typed spans (call ``finish`` first)."""
+        from .timeline import build_timeline
+
         return build_timeline(self.process, self.records, self.steps, self.compiles)
 
     def write(self, path: str | os.PathLike) -> str:
         """Writes the trace JSON to ``path``; returns the path."""
+        from .trace_files import chrome_trace, write_trace
+
         return write_trace(path, chrome_trace(self.timeline()))
 
 
@@ -188,6 +195,8 @@ def _described(plan: Any) -> list[OpTrace]:
 def describe_ops(dispatch: Any) -> list[OpTrace]:
     """One ``OpTrace`` per generated operation of a ``DispatchView``, from the facts its
     instruction kind gave it (``execution.codegen.OpFacts``) and the plan's liveness."""
+    from .timeline import FlowEnd, OpTrace
+
     plan: ExecutionPlan = dispatch.plan
     after = live_bytes(plan).after
     traces = []

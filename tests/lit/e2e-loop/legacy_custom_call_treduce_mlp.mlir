@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %S/../inputs/legacy_custom_call_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-check-attributes,jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0 mpmd-dim=2},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-segments{chained=true optional=true},jaxpp-segment-repeated-blocks{chained=true optional=true},jaxpp-segment-layer-scans{chained=true optional=false},jaxpp-choose-stages{schedule= mpmd-dim=2 stage-split= memory-limit=0 fuse-tasks=false parallel-ranks=0},jaxpp-split-layer-scans,jaxpp-split-stacked-values,jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s --check-prefixes=CHECK,JAX010
+// RUN: jaxpp-opt %S/../inputs/legacy_custom_call_treduce_mlp.mlir --pass-pipeline='builtin.module(jaxpp-check-attributes,jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0 mpmd-dim=2},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-segments{chained=true optional=true},jaxpp-segment-repeated-blocks{chained=true optional=true},jaxpp-segment-layer-scans{chained=true optional=false},jaxpp-choose-stages{schedule= mpmd-dim=2 stage-split= memory-limit=0 fuse-tasks=false parallel-ranks=0},jaxpp-split-layer-scans,jaxpp-split-stacked-values,jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=2},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-share-constant-tasks{max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s --check-prefixes=CHECK,JAX010
 
 // A module saved before the markers became optimization barriers (jax 0.10.2's
 // capture, with `stablehlo.custom_call @jaxpp.enter_stage` / `@jaxpp.loop_marker`
@@ -17,15 +17,17 @@
 // [1, 0, 1]. Its body is one microbatch: the four tasks in 1F1B's dependency
 // order, the activation and its gradient crossing ranks through a send/recv
 // pair on their own channel, all inside the loop. Each rank zeroes its own
-// accumulators before the loop (pre0_r*) and updates its own weight after it
+// accumulators before the loop (pre0_r*; rank 0's task makes rank 1's losses
+// buffer too, unused, so both are one program: jaxpp-share-constant-tasks) and
+// updates its own weight after it
 // (post0_r*), so nothing crosses ranks outside the loop; the losses are
 // returned from the loop as they are.
 
 // CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 2 : i64, jaxpp.num_segments = 2 : i64, jaxpp.num_stages = 2 : i64
 // CHECK-NEXT:    func.func public @main(%[[W0:.*]]: tensor<4x4xf32>, %[[W1:.*]]: tensor<4x4xf32>, %[[XS:.*]]: tensor<4x2x4xf32>, %[[YS:.*]]: tensor<4x2x4xf32>) -> (tensor<4x4xf32> {jax.result_info = "result[0][0]"}, tensor<4x4xf32> {jax.result_info = "result[0][1]"}, tensor<4xf32> {jax.result_info = "result[1]"}) {
-// CHECK-NEXT:      %[[PRE0:.*]] = "jaxpp.task"() {callee = @pre0_r0, jaxpp.kind = "pre", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : () -> tensor<4x4xf32>
+// CHECK-NEXT:      %[[PRE0:.*]]:2 = "jaxpp.task"() {callee = @pre0_r0, jaxpp.kind = "pre", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : () -> (tensor<4xf32>, tensor<4x4xf32>)
 // CHECK-NEXT:      %[[PRE1:.*]]:2 = "jaxpp.task"() {callee = @pre0_r1, jaxpp.kind = "pre", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64} : () -> (tensor<4xf32>, tensor<4x4xf32>)
-// CHECK-NEXT:      %[[LOOP:.*]]:3 = "jaxpp.loop"(%[[PRE1]]#0, %[[PRE0]], %[[PRE1]]#1) ({
+// CHECK-NEXT:      %[[LOOP:.*]]:3 = "jaxpp.loop"(%[[PRE1]]#0, %[[PRE0]]#1, %[[PRE1]]#1) ({
 // CHECK-NEXT:      ^bb0(%[[I:.*]]: tensor<i32>, %[[LOSSES:.*]]: tensor<4xf32>, %[[G0:.*]]: tensor<4x4xf32>, %[[G1:.*]]: tensor<4x4xf32>):
 // CHECK-NEXT:        %[[F0:.*]]:2 = "jaxpp.task"(%[[I]], %[[XS]], %[[W0]]) {callee = @stage0_fwd, jaxpp.kind = "fwd", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : (tensor<i32>, tensor<4x2x4xf32>, tensor<4x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
 // CHECK-NEXT:        "jaxpp.send"(%[[F0]]#1) {jaxpp.channel = 0 : i64, jaxpp.for_task = [0, "fwd"], jaxpp.peer = 1 : i64, jaxpp.rank = 0 : i64} : (tensor<2x4xf32>) -> ()
@@ -77,10 +79,12 @@
 // their operands: see tests/lit/jaxpp-outline-outer-code/
 // outline_outer_code_functions.mlir for the jaxpp.rank left on them.)
 
-// CHECK-NEXT:    func.func private @pre0_r0() -> tensor<4x4xf32> {
+// CHECK-NEXT:    func.func private @pre0_r0() -> (tensor<4xf32>, tensor<4x4xf32>) {
 // CHECK-NEXT:      %[[Z:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<f32>
-// CHECK-NEXT:      %[[ZEROS:.*]] = stablehlo.broadcast_in_dim %[[Z]], dims = []
-// CHECK-NEXT:      return %[[ZEROS]] : tensor<4x4xf32>
+// CHECK-NEXT:      %[[Z2:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT:      %[[LOSSES0:.*]] = stablehlo.broadcast_in_dim %[[Z]], dims = []
+// CHECK-NEXT:      %[[ZEROS:.*]] = stablehlo.broadcast_in_dim %[[Z2]], dims = []
+// CHECK-NEXT:      return %[[LOSSES0]], %[[ZEROS]] : tensor<4xf32>, tensor<4x4xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:    func.func private @pre0_r1() -> (tensor<4xf32>, tensor<4x4xf32>) {
 // CHECK-NEXT:      %[[Z:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<f32>

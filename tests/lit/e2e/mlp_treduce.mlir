@@ -1,4 +1,4 @@
-// RUN: jaxpp-opt %inputs/mlp_treduce.mlir --pass-pipeline='builtin.module(jaxpp-check-attributes,jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0 mpmd-dim=3},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-segments{chained=true optional=true},jaxpp-segment-repeated-blocks{chained=true optional=true},jaxpp-segment-layer-scans{chained=true optional=false},jaxpp-choose-stages{schedule= mpmd-dim=3 stage-split= memory-limit=0 fuse-tasks=false parallel-ranks=0},jaxpp-split-layer-scans,jaxpp-split-stacked-values,jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=3},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s %jaxchecks
+// RUN: jaxpp-opt %inputs/mlp_treduce.mlir --pass-pipeline='builtin.module(jaxpp-check-attributes,jaxpp-inline-calls{max-depth=64},jaxpp-materialize-replica-groups,jaxpp-check-host-callbacks,jaxpp-verify-markers{num-stages=0 mpmd-dim=3},jaxpp-check-shardings{mpmd-axis= submesh-size=0},jaxpp-normalize-loop,jaxpp-assign-segments{chained=true optional=true},jaxpp-segment-repeated-blocks{chained=true optional=true},jaxpp-segment-layer-scans{chained=true optional=false},jaxpp-choose-stages{schedule= mpmd-dim=3 stage-split= memory-limit=0 fuse-tasks=false parallel-ranks=0},jaxpp-split-layer-scans,jaxpp-split-stacked-values,jaxpp-split-accumulators,jaxpp-split-backward,jaxpp-outline-stages,jaxpp-place-stages{mpmd-dim=3},jaxpp-outline-outer-code{replicate-max-bytes=1024},jaxpp-share-constant-tasks{max-bytes=1024},jaxpp-insert-transfers,jaxpp-verify-program)' | filecheck %s %jaxchecks
 
 // The default pipeline on the captured 3-stage MLP step with a microbatch
 // loop (treduce of value_and_grad over 2 microbatches, then SGD): each rank
@@ -9,8 +9,8 @@
 
 // CHECK-LABEL: module @jit_step attributes {jaxpp.calls_inlined, jaxpp.num_ranks = 3 : i64, jaxpp.num_segments = 3 : i64, jaxpp.num_stages = 3 : i64
 // CHECK-NEXT:    func.func public @main(
-// CHECK-NEXT:      %[[PRE0:.*]]:2 = "jaxpp.task"() {callee = @pre0_r0, jaxpp.kind = "pre", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
-// CHECK-NEXT:      %[[PRE1:.*]]:2 = "jaxpp.task"() {callee = @pre0_r1, jaxpp.kind = "pre", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      %[[PRE0:.*]]:3 = "jaxpp.task"() {callee = @pre0_r0, jaxpp.kind = "pre", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64}
+// CHECK-NEXT:      %[[PRE1:.*]]:3 = "jaxpp.task"() {callee = @pre0_r1, jaxpp.kind = "pre", jaxpp.rank = 1 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      %[[PRE2:.*]]:3 = "jaxpp.task"() {callee = @pre0_r2, jaxpp.kind = "pre", jaxpp.rank = 2 : i64, jaxpp.stage = 0 : i64}
 // CHECK-NEXT:      %[[LOOP:.*]]:7 = "jaxpp.loop"(%[[PRE2]]#2, %[[PRE0]]#0, %[[PRE0]]#1, %[[PRE1]]#0, %[[PRE1]]#1, %[[PRE2]]#0, %[[PRE2]]#1) ({
 // CHECK-NEXT:      ^bb0(%[[I:[^:]*]]: tensor<i32>,

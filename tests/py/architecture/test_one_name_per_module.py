@@ -26,6 +26,7 @@ REMOVED_MODULES = (
     "jaxpp_mlir.runtime.watchdog",
     "jaxpp_mlir.runtime.trace",
     "jaxpp_mlir.runtime.memory",
+    "jaxpp_mlir.host_heap",
 )
 
 

@@ -33,7 +33,7 @@ PUBLIC = {"jaxpp_mlir", "jaxpp_mlir.placement", *jaxpp_mlir._SOURCES.values()}
 # What each compiler package may import of jaxpp_mlir besides itself and the runtime.
 ONLY = {
     "dialect": {"jaxpp_mlir._jax_compat"},
-    "schedules": {"jaxpp_mlir.dialect.vocabulary", "jaxpp_mlir.errors", "jaxpp_mlir.host_heap"},
+    "schedules": {"jaxpp_mlir.dialect.vocabulary", "jaxpp_mlir.errors"},
 }
 
 
