@@ -123,7 +123,8 @@ def _language_model(
 # -- Hugging Face transformers: FlaxGPT2LMHeadModel (flax linen), dropout on ------------
 
 
-def gpt2_hf(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
+def gpt2_hf(num_stages: int = 2, num_microbatches: int = 4, num_layers: int = 0) -> Workload:
+    """GPT-2 of ``num_layers`` blocks (default: one per stage), a marker after each."""
     import flax.linen as nn
     import transformers
     from transformers.models.gpt2.modeling_flax_gpt2 import FlaxGPT2Block
@@ -131,7 +132,7 @@ def gpt2_hf(num_stages: int = 2, num_microbatches: int = 4) -> Workload:
     transformers.logging.set_verbosity_error()  # its notice that Flax classes are deprecated
     vocab = 64
     config = transformers.GPT2Config(
-        vocab_size=vocab, n_positions=16, n_embd=32, n_layer=num_stages, n_head=4
+        vocab_size=vocab, n_positions=16, n_embd=32, n_layer=num_layers or num_stages, n_head=4
     )
     model = transformers.FlaxGPT2LMHeadModel(config, seed=0)
 
