@@ -101,6 +101,7 @@ _BOOL_FIELDS = (
     "pack_contraction_operands",
     "setup_warnings",
     "strict",
+    "merge_parallel_markers",
 )
 
 
@@ -126,6 +127,9 @@ class PartitionOptions:
       chooses must fit (None: no limit).
     - ``segmenter``: the pass that cuts the step into segments (a name of
       ``passes.pipelines.SEGMENTERS``; ``"markers"``: the stage markers).
+    - ``merge_parallel_markers``: stage markers that do not depend on each other end
+      one segment (the rule of earlier releases) instead of one segment each, in
+      program order (NVIDIA JaxPP's rule, the default).
     """
 
     fuse_tasks: bool = False
@@ -139,6 +143,7 @@ class PartitionOptions:
     stage_split: tuple[int, ...] | None = None
     memory_limit_bytes: int | None = None
     segmenter: str = "markers"
+    merge_parallel_markers: bool = False
 
     def __post_init__(self) -> None:
         for name in _BOOL_FIELDS:

@@ -20,17 +20,34 @@ class AssignSegments(ModulePass):
 
     The segmenter of markers: the segment slot of the pipeline (``passes/pipelines.py``,
     ``SEGMENTERS``), after which jaxpp-choose-stages makes stages of the segments.
-    Forward stage markers (direction fwd) end a segment: a value
-    computed from the output of the k-th marker on its path belongs to segment k
-    (the ops after the last marker, typically the loss and its gradient seed,
-    join the last segment). The number of segments is the longest chain of forward
-    markers, or of backward markers where that is longer (``jax.grad`` of a
-    model whose last segment's output only feeds the loss keeps the backward
-    marker but not the forward one). Backward markers, the transposes autodiff places,
-    open the backward of a segment: a value downstream of c backward markers
-    belongs to the backward of segment N - c. Ops that depend on no marker at all
-    (casts of parameters, for instance) are placed with their earliest user, so
-    they are not computed on one rank and sent to another.
+
+    Each forward stage marker (direction fwd) ends its own segment, in program order
+    (NVIDIA JaxPP's rule): the k-th forward marker ends segment k, also where markers do
+    not depend on each other (the towers of a two-tower model end two segments, which
+    can run on two ranks at once). An op runs in the earliest segment its inputs allow:
+    after the segment of every marker upstream of it, so an op reading the k-th
+    marker's output is in segment k + 1 or later; an op a marker reads is in that
+    marker's segment or earlier. The ops after the last marker, typically the loss and
+    its gradient seed, join the last segment. Backward markers, the transposes autodiff
+    places (in reverse program order), open the backward of their forward marker's
+    segment: an op downstream of backward markers belongs to the backward of the
+    lowest segment among theirs. A backward marker is paired with its forward marker by
+    their places in the marker chains (the c-th backward marker on a path with the
+    forward markers that end the (N - c)-th step of the chains), and among forward
+    markers that do not depend on each other by reverse program order (and operand
+    types). ``jax.grad`` of a model whose last segment's output only feeds the loss
+    keeps the last backward marker but not its forward one: that backward marker opens
+    a last segment of its own. Ops that depend on no marker at all (casts of
+    parameters, for instance) are placed with their earliest user, so they are not
+    computed on one rank and sent to another.
+
+    ``merge-parallel`` keeps the rule of earlier releases: a value computed from the
+    output of the k-th marker on its longest path belongs to segment k, so markers that
+    do not depend on each other end one segment; the number of segments is the longest
+    chain of forward markers (or of backward markers where that is longer), and a value
+    downstream of c backward markers belongs to the backward of segment N - c. For a
+    chain of markers (no marker independent of another) both rules give the same
+    segments.
 
     With a microbatch loop (``jaxpp.loop``, from jaxpp-normalize-loop) this
     applies to the ops of the loop body, which is one microbatch's work; the
@@ -46,6 +63,13 @@ class AssignSegments(ModulePass):
     """
 
     name = "jaxpp-assign-segments"
+    merge_parallel: bool = dataclasses.field(
+        default=False,
+        metadata={
+            "help": "markers that do not depend on each other end one segment (default: "
+            "each marker ends its own, in program order, as in JaxPP)"
+        },
+    )
     requires = ("jaxpp-normalize-loop", "jaxpp-inline-calls")
 
     @classmethod
@@ -108,22 +132,121 @@ class AssignSegments(ModulePass):
                     f"forward markers make {forward_stages} stage(s): more transposed markers "
                     "than markers",
                 )
-        num_segments = max(forward_stages, backward_stages)
-        positions: list[int | None] = []
-        for count, stage, anchored, direction in zip(
-            backward_count, forward_stage, flow.anchored, flow.direction, strict=True
-        ):
-            if count > 0:
-                positions.append(num_segments - 1 + count)
-            elif direction is not None and direction != jaxpp.FORWARD:
-                positions.append(num_segments - 1)  # the gradient seed enters the last segment
-            elif anchored:
-                positions.append(min(stage, num_segments - 1))
-            else:
-                positions.append(None)
+        if self.merge_parallel:
+            num_segments, positions = _chain_positions(flow, max(forward_stages, backward_stages))
+        else:
+            num_segments, positions = _marker_positions(
+                flow, markers, max(forward_stages, backward_stages)
+            )
         _place_unanchored(flow.producers, positions)
         _set_segments(top_ops, positions, num_segments)
         jaxpp.set_int_attr(module, jaxpp.NUM_SEGMENTS_ATTR, num_segments)
+
+
+def _chain_positions(flow: MarkerFlow, num_segments: int) -> tuple[int, list[int | None]]:
+    """``merge-parallel``: positions from the marker counts on each op's longest path
+    (forward segments, then the backward segments from the last; None: no marker
+    upstream)."""
+    positions: list[int | None] = []
+    for count, stage, anchored, direction in zip(
+        flow.backward, flow.forward, flow.anchored, flow.direction, strict=True
+    ):
+        if count > 0:
+            positions.append(num_segments - 1 + count)
+        elif direction is not None and direction != jaxpp.FORWARD:
+            positions.append(num_segments - 1)  # the gradient seed enters the last segment
+        elif anchored:
+            positions.append(min(stage, num_segments - 1))
+        else:
+            positions.append(None)
+    return num_segments, positions
+
+
+def _marker_positions(
+    flow: MarkerFlow, markers: list[int], chain_length: int
+) -> tuple[int, list[int | None]]:
+    """One segment per forward marker, in program order (the class doc): the segment
+    count and each op's position (forward segments, then the backward segments from the
+    last; None: no marker upstream)."""
+    forward = [i for i in markers if flow.direction[i] == jaxpp.FORWARD]
+    segment_of = {marker: k for k, marker in enumerate(forward)}
+    opens = _pair_backward_markers(flow, markers, forward, segment_of, chain_length)
+    num_segments = max([len(forward), *(segment + 1 for segment in opens.values())])
+    last = num_segments - 1
+    # Per op: the earliest forward segment its inputs allow, and (for gradient code) the
+    # lowest segment whose backward a backward marker upstream of it opened.
+    earliest: list[int | None] = []
+    lowest_open: list[int | None] = []
+    positions: list[int | None] = []
+    for index, producers in enumerate(flow.producers):
+        after = None
+        opened = None
+        for producer in producers:
+            if producer in opens:
+                candidate = opens[producer]
+            else:
+                candidate = lowest_open[producer]
+            if candidate is not None and (opened is None or candidate < opened):
+                opened = candidate
+            bound = segment_of[producer] + 1 if producer in segment_of else earliest[producer]
+            if bound is not None and (after is None or bound > after):
+                after = bound
+        if index in segment_of:
+            after = segment_of[index]
+        earliest.append(after)
+        lowest_open.append(opened)
+        if opened is not None:
+            positions.append(2 * num_segments - 1 - opened)
+        elif index in opens:
+            positions.append(last)  # the first backward marker: the gradient seed's segment
+        elif after is not None:
+            positions.append(min(after, last))
+        else:
+            positions.append(None)
+    return num_segments, positions
+
+
+def _pair_backward_markers(
+    flow: MarkerFlow,
+    markers: list[int],
+    forward: list[int],
+    segment_of: dict[int, int],
+    chain_length: int,
+) -> dict[int, int]:
+    """Backward marker -> the segment of the forward marker it is the transpose of.
+
+    The c-th backward marker on its longest path transposes a forward marker that ends
+    step ``chain_length - 1 - c`` of the forward chains; among several such forward
+    markers (independent ones), autodiff placed the transposes in reverse program order,
+    and a transpose takes the types its forward marker returns. A backward marker with
+    no forward marker at its step (``jax.grad`` dropped the last forward marker) opens a
+    segment after the forward ones.
+    """
+    by_step: dict[int, list[int]] = {}
+    for marker in forward:
+        by_step.setdefault(flow.forward[marker], []).append(marker)
+    opens: dict[int, int] = {}
+    for marker in markers:
+        if flow.direction[marker] == jaxpp.FORWARD:
+            continue
+        step = chain_length - 1 - flow.backward[marker]
+        candidates = by_step.get(step)
+        if not candidates:
+            opens[marker] = len(forward)
+            continue
+        types = [value.type for value in flow.ops[marker].operands]
+        match = next(
+            (
+                candidate
+                for candidate in reversed(candidates)
+                if [result.type for result in flow.ops[candidate].results] == types
+            ),
+            candidates[-1],
+        )
+        if len(candidates) > 1:
+            candidates.remove(match)
+        opens[marker] = segment_of[match]
+    return opens
 
 
 def _is_forward(marker: ir.Operation) -> bool:

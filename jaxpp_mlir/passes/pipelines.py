@@ -41,9 +41,11 @@ from jaxpp_mlir.passes.verify_program import VerifyProgram
 SHARDY_PROPAGATION = "sdy-propagation-pipeline"
 
 #: The passes that can fill the segment slot, by the name ``PartitionOptions.segmenter``
-#: takes; each writes ``jaxpp.segment``/``jaxpp.kind`` and ``jaxpp.num_segments``.
-SEGMENTERS: dict[str, Callable[[], ModulePass]] = {
-    "markers": AssignSegments,  # the stage markers the user wrote end the segments
+#: takes, built from the options; each writes ``jaxpp.segment``/``jaxpp.kind`` and
+#: ``jaxpp.num_segments``.
+SEGMENTERS: dict[str, Callable[[PartitionOptions], ModulePass]] = {
+    # The stage markers the user wrote end the segments.
+    "markers": lambda options: AssignSegments(merge_parallel=options.merge_parallel_markers),
 }
 
 
@@ -76,7 +78,9 @@ def default_pipeline(
         make_element(CheckHostCallbacks()),
         # Stage markers must be well nested before segments are read from them (and agree
         # with the schedule's stage count, when one is given).
-        make_element(VerifyMarkers(num_stages=schedule_stages)),
+        make_element(
+            VerifyMarkers(num_stages=schedule_stages, merge_parallel=options.merge_parallel_markers)
+        ),
         # The step's shardings must fit one rank's submesh.
         make_element(CheckShardings(mpmd_axis=mpmd_axis, submesh_size=submesh_size)),
         # (Sharded steps) Shardy gives every value a sharding, so stage boundaries have one;
@@ -85,7 +89,7 @@ def default_pipeline(
         # One jaxpp.loop with the microbatch loop's body, whatever JAX lowered.
         make_element(NormalizeLoop()),
         # The segment slot: every op of the loop body gets its segment and kind (fwd/bwd).
-        make_element(SEGMENTERS[options.segmenter]()),
+        make_element(SEGMENTERS[options.segmenter](options)),
         # The stage decision: segments grouped into stages, the schedule chosen, recorded.
         make_element(
             ChooseStages(

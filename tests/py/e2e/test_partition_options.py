@@ -55,6 +55,11 @@ def test_options_are_frozen_and_checked():
     [
         ({"setup_warnings": "false"}, TypeError, "setup_warnings must be a bool, got 'false'"),
         ({"strict": 1}, TypeError, "strict must be a bool, got 1"),
+        (
+            {"merge_parallel_markers": "yes"},
+            TypeError,
+            "merge_parallel_markers must be a bool, got 'yes'",
+        ),
         ({"stage_split": 4}, TypeError, "stage_split must be a tuple of ints"),
         (
             {"stage_split": (2, 0, 2)},
@@ -95,6 +100,13 @@ def test_the_stage_settings_are_options_of_the_stage_decision():
         "jaxpp-choose-stages{schedule=auto mpmd-dim=2 stage-split=2,1 memory-limit=1048576 "
         "fuse-tasks=true parallel-ranks=3}"
     ) in text
+
+
+def test_merging_parallel_markers_is_an_option_of_the_segmenter_and_the_marker_check():
+    text = default_pipeline_text(pp.PartitionOptions(merge_parallel_markers=True), mpmd_dim=2)
+    assert "jaxpp-assign-segments{merge-parallel=true}" in text
+    assert "jaxpp-verify-markers{num-stages=0 merge-parallel=true}" in text
+    assert "jaxpp-assign-segments{merge-parallel=false}" in default_pipeline_text(mpmd_dim=2)
 
 
 @pytest.fixture(scope="module")
