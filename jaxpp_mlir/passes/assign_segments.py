@@ -106,10 +106,17 @@ class AssignSegments(ModulePass):
                 )
         markers = [i for i, direction in enumerate(flow.direction) if direction is not None]
         if not markers:
+            # At the treduce call, whose loop holds no marker (else at the step: no op is
+            # at fault).
             raise diagnostics.error(
-                main,
-                "no stage markers found: mark the end of every stage with "
-                "jaxpp_mlir.pipeline_enter_stage (the last one after the last layer)",
+                loop if loop is not None else main,
+                (
+                    "no stage markers found in the function treduce applies to each microbatch"
+                    if loop is not None
+                    else f"no stage markers found in the step ({_step_name(module)})"
+                )
+                + ": mark the end of every stage with jaxpp_mlir.pipeline_enter_stage "
+                "(the last one after the last layer)",
             )
         forward_stage, backward_count = flow.forward, flow.backward
         # Stage k's forward marker ends stage k; the backward markers on a path count the
@@ -247,6 +254,14 @@ def _pair_backward_markers(
             candidates.remove(match)
         opens[marker] = segment_of[match]
     return opens
+
+
+def _step_name(module: ir.Operation) -> str:
+    """The jitted function's name, as JAX names the module (``jit_step``: ``step``)."""
+    if "sym_name" not in module.attributes:
+        return "@main"
+    name = ir.StringAttr(module.attributes["sym_name"]).value
+    return name.removeprefix("jit_")
 
 
 def _is_forward(marker: ir.Operation) -> bool:

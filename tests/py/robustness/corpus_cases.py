@@ -278,7 +278,7 @@ def _():
     _pp().partition(None, mesh=mesh(2))
 
 
-@case("module_without_markers", "error", "PartitionError", "no stage markers found: mark the end")
+@case("module_without_markers", "error", "PartitionError", "no stage markers found in the step")
 def _():
     jax = _jax()
     lowered = jax.jit(lambda x: x * 2).lower(np.ones((2, 2), np.float32))
