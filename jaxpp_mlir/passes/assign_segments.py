@@ -34,12 +34,14 @@ class AssignSegments(ModulePass):
     lowest segment among theirs. A backward marker is paired with its forward marker by
     their places in the marker chains (the c-th backward marker on a path with the
     forward markers that end the (N - c)-th step of the chains), and among forward
-    markers that do not depend on each other by reverse program order (and operand
-    types). ``jax.grad`` of a model whose last segment's output only feeds the loss
-    keeps the last backward marker but not its forward one: that backward marker opens
-    a last segment of its own. Ops that depend on no marker at all (casts of
-    parameters, for instance) are placed with their earliest user, so they are not
-    computed on one rank and sent to another.
+    markers that do not depend on each other by the forward code the gradient code
+    after it reads (the derivative of a tanh reads the tanh), then by operand types and
+    reverse program order (so a frozen branch, whose marker has no transpose, takes no
+    other branch's backward). ``jax.grad`` of a model whose last segment's output only
+    feeds the loss keeps the last backward marker but not its forward one: that
+    backward marker opens a last segment of its own. Ops that depend on no marker at
+    all (casts of parameters, for instance) are placed with their earliest user, so
+    they are not computed on one rank and sent to another.
 
     ``merge-parallel`` keeps the rule of earlier releases: a value computed from the
     output of the k-th marker on its longest path belongs to segment k, so markers that
@@ -223,37 +225,97 @@ def _pair_backward_markers(
     """Backward marker -> the segment of the forward marker it is the transpose of.
 
     The c-th backward marker on its longest path transposes a forward marker that ends
-    step ``chain_length - 1 - c`` of the forward chains; among several such forward
-    markers (independent ones), autodiff placed the transposes in reverse program order,
-    and a transpose takes the types its forward marker returns. A backward marker with
+    step ``chain_length - 1 - c`` of the forward chains. Among several such forward
+    markers (independent ones), it is the one whose own forward code the gradient code
+    after the backward marker reads most (the derivative of a tanh reads the tanh);
+    then one that returns the types the transpose takes, the latest in program order
+    first (autodiff places transposes in reverse program order). A backward marker with
     no forward marker at its step (``jax.grad`` dropped the last forward marker) opens a
     segment after the forward ones.
     """
     by_step: dict[int, list[int]] = {}
     for marker in forward:
         by_step.setdefault(flow.forward[marker], []).append(marker)
+    own_code = _OwnCode(flow)
     opens: dict[int, int] = {}
     for marker in markers:
         if flow.direction[marker] == jaxpp.FORWARD:
             continue
-        step = chain_length - 1 - flow.backward[marker]
-        candidates = by_step.get(step)
+        candidates = by_step.get(chain_length - 1 - flow.backward[marker])
         if not candidates:
             opens[marker] = len(forward)
             continue
+        if len(candidates) == 1:
+            opens[marker] = segment_of[candidates[0]]
+            continue
         types = [value.type for value in flow.ops[marker].operands]
-        match = next(
-            (
-                candidate
-                for candidate in reversed(candidates)
-                if [result.type for result in flow.ops[candidate].results] == types
+        reads = own_code.read_after(marker)
+        ranked = max(
+            range(len(candidates)),
+            key=lambda k: (
+                len(reads & own_code.of(candidates[k], candidates)),
+                [result.type for result in flow.ops[candidates[k]].results] == types,
+                k,
             ),
-            candidates[-1],
         )
-        if len(candidates) > 1:
-            candidates.remove(match)
+        match = candidates.pop(ranked)
         opens[marker] = segment_of[match]
     return opens
+
+
+class _OwnCode:
+    """The forward code of independent markers, and what gradient code reads of it."""
+
+    def __init__(self, flow: MarkerFlow):
+        self.flow = flow
+        self._cones: dict[int, set[int]] = {}
+        self._consumers: list[list[int]] | None = None
+
+    def of(self, marker: int, group: list[int]) -> set[int]:
+        """The ops ``marker`` reads (through no other marker) that no other marker of
+        ``group`` reads."""
+        others = set().union(*(self._cone(m) for m in group if m != marker))
+        return self._cone(marker) - others
+
+    def read_after(self, backward_marker: int) -> set[int]:
+        """The forward ops (and what they are computed from, up to the markers) that the
+        gradient code after ``backward_marker`` reads, up to the next stage markers."""
+        flow = self.flow
+        if self._consumers is None:
+            self._consumers = [[] for _ in flow.ops]
+            for index, producers in enumerate(flow.producers):
+                for producer in producers:
+                    self._consumers[producer].append(index)
+        forward_reads: set[int] = set()
+        pending, seen = list(self._consumers[backward_marker]), set()
+        while pending:
+            index = pending.pop()
+            if index in seen or flow.direction[index] is not None:
+                continue
+            seen.add(index)
+            for producer in flow.producers[index]:
+                if flow.backward[producer] == 0 and flow.direction[producer] is None:
+                    forward_reads.add(producer)
+            pending.extend(self._consumers[index])
+        return self._upstream(forward_reads)
+
+    def _cone(self, marker: int) -> set[int]:
+        if marker not in self._cones:
+            self._cones[marker] = self._upstream(set(self.flow.producers[marker]))
+        return self._cones[marker]
+
+    def _upstream(self, start: set[int]) -> set[int]:
+        """``start`` and the ops it is computed from, not crossing a stage marker."""
+        flow = self.flow
+        found: set[int] = set()
+        pending = [i for i in start if flow.direction[i] is None]
+        while pending:
+            index = pending.pop()
+            if index in found:
+                continue
+            found.add(index)
+            pending.extend(p for p in flow.producers[index] if flow.direction[p] is None)
+        return found
 
 
 def _step_name(module: ir.Operation) -> str:
