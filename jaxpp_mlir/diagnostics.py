@@ -134,6 +134,16 @@ def _file_locations(location: ir.Location) -> Iterator[ir.FileLineColLoc]:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+def step_call_location(function: ir.Operation, what: str) -> ir.Location:
+    """A location for ``what`` (an argument or a result of the step, which has no op of
+    its own): the user's line that lowered the step (``jax.jit(step).lower(...)``), where
+    JAX locates the step's ``func.return``, named ``what``."""
+    blocks = function.regions[0].blocks
+    terminator = blocks[0].operations[len(blocks[0].operations) - 1] if len(blocks) else None
+    location = terminator.location if terminator is not None else function.location
+    return ir.Location.name(what, childLoc=location, context=function.context)
+
+
 def _location_of(where: ir.Operation | ir.OpView | ir.Location) -> ir.Location:
     if isinstance(where, ir.Location):
         return where

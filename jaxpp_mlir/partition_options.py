@@ -102,6 +102,7 @@ _BOOL_FIELDS = (
     "pack_contraction_operands",
     "setup_warnings",
     "strict",
+    "merge_parallel_markers",
 )
 
 
@@ -134,6 +135,9 @@ class PartitionOptions:
     - ``split_points``: module paths where stages start, e.g. ``("layers_4", "layers_8")``
       for a model one cannot mark (``jaxpp-segment-split-points``, in place of the
       segmenter; None: not used).
+    - ``merge_parallel_markers``: stage markers that do not depend on each other end
+      one segment (the rule of earlier releases) instead of one segment each, in
+      program order (NVIDIA JaxPP's rule, the default).
     """
 
     fuse_tasks: bool = False
@@ -148,6 +152,7 @@ class PartitionOptions:
     memory_limit_bytes: int | None = None
     segmenter: str = "auto"
     split_points: tuple[str, ...] | None = None
+    merge_parallel_markers: bool = False
 
     def __post_init__(self) -> None:
         for name in _BOOL_FIELDS:

@@ -52,29 +52,33 @@ class CheckShardings(ModulePass):
             if not axes:  # a maximal mesh (one device, e.g. for jax.debug.print): no SPMD
                 continue
             if self.mpmd_axis and axes.get(self.mpmd_axis, 1) != 1:
+                where, user = _first_user(module, mesh)
                 raise diagnostics.error(
-                    mesh,
+                    where,
                     f"the step was lowered on a mesh whose mpmd axis '{self.mpmd_axis}' has "
-                    f"size {axes[self.mpmd_axis]}: lower it on mpmd_mesh.lowering_mesh(), "
-                    "where that axis has size 1",
+                    f"size {axes[self.mpmd_axis]}{user}: lower it on "
+                    "mpmd_mesh.lowering_mesh(), where that axis has size 1",
                 )
             size = math.prod(axes.values())
             if self.submesh_size and size != self.submesh_size:
+                where, user = _first_user(module, mesh)
                 raise diagnostics.error(
-                    mesh,
-                    f"the step's mesh has {size} devices but each submesh has "
+                    where,
+                    f"the step's mesh has {size} devices{user} but each submesh has "
                     f"{self.submesh_size}: lower it on mpmd_mesh.lowering_mesh()",
                 )
 
     def _check_shardings(self, main: ir.Operation) -> bool:
         """Checks every sharding in ``main``; True if a constraint lost the mpmd axis."""
         rewritten = False
-        for attrs_name in ("arg_attrs", "res_attrs"):
-            if attrs_name in main.attributes:
-                for attrs in ir.ArrayAttr(main.attributes[attrs_name]):
-                    attrs = ir.DictAttr(attrs)
-                    if shardings.SHARDING_ATTR in attrs:
-                        self._check(main, attrs[shardings.SHARDING_ATTR])
+        for what, sharding in _boundary_shardings(main):
+            if self.mpmd_axis in _sharding_axes(sharding):
+                raise diagnostics.error(
+                    diagnostics.step_call_location(main, what),
+                    f"the sharding of {what} names the mpmd axis '{self.mpmd_axis}': shard "
+                    "the step's arguments and results over the other mesh axes only (the "
+                    "mpmd axis separates the stages)",
+                )
         for op in ir_utils.walk(main):
             attributes = op.attributes
             if op.name == "sdy.sharding_constraint":
@@ -98,11 +102,8 @@ class CheckShardings(ModulePass):
         return rewritten
 
     def _check(self, op: ir.Operation, sharding: ir.Attribute) -> None:
-        sharding = sdy.TensorShardingAttr(sharding)
-        axes = [axis for dim in sharding.dimension_shardings for axis in _axes(dim)]
-        axes += [sdy.AxisRefAttr(a).name for a in sharding.replicated_axes]
-        if self.mpmd_axis in axes:
-            raise diagnostics.error(op, self._message())
+        if self.mpmd_axis in _sharding_axes(sharding):
+            raise diagnostics.error(op, self._message(op))
 
     def _without_mpmd_axis(self, sharding: ir.Attribute) -> ir.Attribute:
         """``sharding`` without the mpmd axis (size 1 in the mesh, checked before)."""
@@ -122,12 +123,74 @@ class CheckShardings(ModulePass):
             kept(sharding.unreduced_axes),
         )
 
-    def _message(self) -> str:
+    def _message(self, op: ir.Operation) -> str:
         return (
-            f"a sharding names the mpmd axis '{self.mpmd_axis}': inside a stage, shard "
-            "over the other mesh axes only (the mpmd axis separates the stages)"
+            f"the sharding of '{op.name}' names the mpmd axis '{self.mpmd_axis}': inside a "
+            "stage, shard over the other mesh axes only (the mpmd axis separates the stages)"
         )
 
 
 def _axes(dimension: ir.Attribute) -> list[str]:
     return [sdy.AxisRefAttr(a).name for a in sdy.DimensionShardingAttr(dimension).axes]
+
+
+def _sharding_axes(sharding: ir.Attribute) -> list[str]:
+    sharding = sdy.TensorShardingAttr(sharding)
+    axes = [axis for dim in sharding.dimension_shardings for axis in _axes(dim)]
+    return axes + [sdy.AxisRefAttr(a).name for a in sharding.replicated_axes]
+
+
+def _boundary_shardings(main: ir.Operation) -> list[tuple[str, ir.Attribute]]:
+    """The shardings of ``main``'s arguments and results, each with what it shards as the
+    user wrote it (``argument 'params[0]'``, ``result[1]``: JAX's names)."""
+    found = []
+    entry = main.regions[0].blocks[0]
+    for attrs_name, kind in (("arg_attrs", "argument"), ("res_attrs", "result")):
+        if attrs_name not in main.attributes:
+            continue
+        for index, attrs in enumerate(ir.ArrayAttr(main.attributes[attrs_name])):
+            attrs = ir.DictAttr(attrs)
+            if shardings.SHARDING_ATTR not in attrs:
+                continue
+            if kind == "argument":
+                name = _location_name(entry.arguments[index].location)
+                what = f"argument {index}" + (f" ('{name}')" if name else "")
+            elif "jax.result_info" in attrs:
+                what = f"result {index} ('{ir.StringAttr(attrs['jax.result_info']).value}')"
+            else:
+                what = f"result {index}"
+            found.append((what, attrs[shardings.SHARDING_ATTR]))
+    return found
+
+
+def _location_name(location: ir.Location) -> str | None:
+    location = ir.Location.from_attr(location.attr)
+    return location.name_str if isinstance(location, ir.NameLoc) else None
+
+
+def _mesh_of(sharding: ir.Attribute) -> str | None:
+    mesh = sdy.TensorShardingAttr(sharding).mesh_or_ref
+    return ir.FlatSymbolRefAttr(mesh).value if isinstance(mesh, ir.FlatSymbolRefAttr) else None
+
+
+def _first_user(module: ir.Operation, mesh: ir.Operation) -> tuple[ir.Location, str]:
+    """Where the step first shards a value over ``mesh`` (an argument or result of the
+    step, else an op), and those words for the message ('' if nothing does)."""
+    name = ir.StringAttr(mesh.attributes["sym_name"]).value
+    main = ir_utils.get_main(module)
+    for what, sharding in _boundary_shardings(main):
+        if _mesh_of(sharding) == name:
+            return diagnostics.step_call_location(main, what), f" ({what} is sharded over it)"
+    for op in ir_utils.walk(main):
+        for attr_name in ("sharding", shardings.SHARDING_ATTR):
+            if attr_name not in op.attributes:
+                continue
+            attr = op.attributes[attr_name]
+            values = (
+                sdy.TensorShardingPerValueAttr(attr).shardings
+                if sdy.TensorShardingPerValueAttr.isinstance(attr)
+                else [attr]
+            )
+            if any(_mesh_of(sharding) == name for sharding in values):
+                return op.location, f" ('{op.name}' is sharded over it)"
+    return mesh.location, ""

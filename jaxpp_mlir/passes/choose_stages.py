@@ -140,7 +140,15 @@ class _Choice:
     def __init__(self, options: ChooseStages, module: ir.Operation, loop: ir.Operation | None):
         self.options = options
         self.module = module
-        self.blamed = loop if loop is not None else module
+        # Located at the treduce call; without a loop, at the line that lowered the step.
+        self.blamed = (
+            loop
+            if loop is not None
+            else diagnostics.step_call_location(ir_utils.get_main(module), "the step")
+        )
+        self.block = (
+            jaxpp.loop_body(loop) if loop is not None else ir_utils.body(ir_utils.get_main(module))
+        )
         self.num_segments = jaxpp.get_int_attr(module, jaxpp.NUM_SEGMENTS_ATTR) or 0
         self.num_microbatches = (
             jaxpp.get_int_attr(loop, jaxpp.LOOP_NUM_MICROBATCHES_ATTR) if loop else None
@@ -204,7 +212,12 @@ class _Choice:
                 raise self.fail(
                     "a schedule orders the microbatches of a treduce loop, but the step has none"
                 )
-            return None, self._checked_sum(forced or (1,) * self.num_segments), None
+            split = self._checked_sum(forced or (1,) * self.num_segments)
+            if self.options.mpmd_dim and len(split) > self.options.mpmd_dim:
+                raise self._more_stages_than_ranks(
+                    split, "use a mesh with at least as many submeshes as stages"
+                )
+            return None, split, None
         schedule = self._schedule(given, forced)
         if schedule is None:
             schedule = self._default(len(forced) if forced else self.num_segments)
@@ -246,12 +259,35 @@ class _Choice:
     def _default(self, num_stages: int) -> Schedule:
         mpmd_dim = self.options.mpmd_dim
         if mpmd_dim and num_stages > mpmd_dim:
-            raise self.fail(
-                f"the program has {num_stages} stages but the mesh has only {mpmd_dim} "
-                "submeshes along the mpmd axis: pass a schedule that places several stages "
-                "per rank (Interleaved1F1B, DualPipeV) or use a larger mesh"
+            raise self._more_stages_than_ranks(
+                (1,) * num_stages if num_stages == self.num_segments else None,
+                "pass a schedule that places several stages per rank (Interleaved1F1B, "
+                "DualPipeV) or use a larger mesh",
+                num_stages,
             )
         return Std1F1B(num_stages)
+
+    def _more_stages_than_ranks(
+        self, split: tuple[int, ...] | None, advice: str, num_stages: int = 0
+    ) -> diagnostics.PassFailed:
+        """The error for stages beyond the mesh's ranks, at the marker that ends the first
+        stage without a rank (``split``: segments per stage, None if not known)."""
+        mpmd_dim = self.options.mpmd_dim
+        num_stages = num_stages or len(split or ())
+        marker = None
+        if split is not None:
+            marker = _forward_marker_of(self.block, sum(split[: mpmd_dim + 1]) - 1)
+        located = (
+            f" (the marker here ends stage {mpmd_dim}, the first without a rank)"
+            if marker is not None
+            else ""
+        )
+        return diagnostics.error(
+            marker if marker is not None else self.blamed,
+            f"the program has {num_stages} stages but the mesh has only {mpmd_dim} "
+            f"submeshes along the mpmd axis{located}: {advice}",
+            ScheduleError,
+        )
 
     def _split(self, schedule: Schedule, forced: tuple[int, ...]) -> tuple[tuple[int, ...], Any]:
         from jaxpp_mlir.planner.stage_split import choose_split
@@ -328,6 +364,19 @@ class _Choice:
         return dataclasses.replace(
             DEFAULT_MACHINE, parallel_ranks=self.options.parallel_ranks or None
         )
+
+
+def _forward_marker_of(block: ir.Block, segment: int) -> ir.Operation | None:
+    """The forward stage marker that ends ``segment`` (None if JAX dropped it)."""
+    for op in ir_utils.block_ops(block):
+        if (
+            op.name in jaxpp.MARKER_OP_NAMES
+            and jaxpp.is_stage_marker(op)
+            and jaxpp.marker_direction(op) == jaxpp.FORWARD
+            and jaxpp.get_segment(op) == segment
+        ):
+            return op
+    return None
 
 
 def _set_stages(top_ops: list[ir.Operation], split: tuple[int, ...]) -> None:

@@ -74,10 +74,12 @@ class InlineCalls(ModulePass):
             calls = brought_in
         else:
             if calls:
+                callee_name = ir.FlatSymbolRefAttr(calls[0].attributes["callee"]).value
                 raise diagnostics.error(
-                    main,
-                    f"calls nested deeper than max-depth={self.max_depth} "
-                    "(recursive functions cannot be partitioned)",
+                    calls[0],
+                    f"this call of '{callee_name}' is nested deeper than "
+                    f"max-depth={self.max_depth} calls (recursive functions cannot be "
+                    "partitioned)",
                 )
         remaining = set(inlined)
         while remaining:

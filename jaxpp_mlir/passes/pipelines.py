@@ -97,7 +97,13 @@ def default_pipeline(
         make_element(CheckHostCallbacks()),
         # Stage markers must be well nested before segments are read from them (and agree
         # with the schedule's stage count, when one is given, or else the mesh's ranks).
-        make_element(VerifyMarkers(num_stages=schedule_stages, mpmd_dim=mpmd_dim)),
+        make_element(
+            VerifyMarkers(
+                num_stages=schedule_stages,
+                mpmd_dim=mpmd_dim,
+                merge_parallel=options.merge_parallel_markers,
+            )
+        ),
         # The step's shardings must fit one rank's submesh.
         make_element(CheckShardings(mpmd_axis=mpmd_axis, submesh_size=submesh_size)),
         # (Sharded steps) Shardy gives every value a sharding, so stage boundaries have one;
@@ -153,12 +159,18 @@ def segment_slot(options: PartitionOptions) -> list[PipelineElement]:
     if options.split_points:
         return [make_element(SegmentSplitPoints(points=options.split_points))]
     if options.segmenter != AUTO_SEGMENTER:
-        return [make_element(SEGMENTERS[options.segmenter]())]
+        return [make_element(_segmenter(options.segmenter, options))]
     last = len(SEGMENT_CHAIN) - 1
     return [
-        make_element(SEGMENTERS[name](chained=True, optional=position < last))
+        make_element(_segmenter(name, options, chained=True, optional=position < last))
         for position, name in enumerate(SEGMENT_CHAIN)
     ]
+
+
+def _segmenter(name: str, options: PartitionOptions, **chain: bool) -> Segmenter:
+    if SEGMENTERS[name] is AssignSegments:
+        return AssignSegments(merge_parallel=options.merge_parallel_markers, **chain)
+    return SEGMENTERS[name](**chain)
 
 
 def segment_pipeline(

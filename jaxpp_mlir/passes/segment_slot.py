@@ -36,14 +36,29 @@ LOOKED_FOR: list[str] = [
 
 
 def nothing_to_segment(main: ir.Operation) -> diagnostics.PassFailed:
-    """The located error of a step no segmenter applies to."""
+    """The located error of a step no segmenter applies to: at the treduce call (its
+    loop) when there is one, else at the step."""
+    loop = ir_utils.find_loop(main)
+    where = (
+        "the function treduce applies to each microbatch"
+        if loop is not None
+        else f"the step ({step_name(main)})"
+    )
     return diagnostics.error(
-        main,
-        "no stage markers found: mark the end of every stage with "
+        loop if loop is not None else main,
+        f"no stage markers found in {where}: mark the end of every stage with "
         "jaxpp_mlir.pipeline_enter_stage (the last one after the last layer), or pass "
         "split_points=(...) naming the modules where stages start; looked for "
         + "; ".join(LOOKED_FOR),
     )
+
+
+def step_name(main: ir.Operation) -> str:
+    """The jitted function's name, as JAX names the module (``jit_step``: ``step``)."""
+    module = ir_utils.parent_op(main)
+    if module is None or "sym_name" not in module.attributes:
+        return "@main"
+    return ir.StringAttr(module.attributes["sym_name"]).value.removeprefix("jit_")
 
 
 def is_segmented(module: ir.Operation) -> bool:

@@ -57,8 +57,12 @@ class VerifyMarkers(ModulePass):
     It warns (a ``warning`` diagnostic, turned into a Python warning by
     ``partition``) about what is legal but surprising: a marker the user wrote
     that JAX dropped because its result is unused (known from the source lines
-    ``treduce`` records on its loop marker), and markers with no dependence
-    between them, which end the same stage.
+    ``treduce`` records on its loop marker), and, with ``merge-parallel`` (the
+    segmenter's option of that name), markers with no dependence between them,
+    which then end the same stage.
+
+    The stage count the markers make is the number of forward markers (each ends its
+    own stage), or with ``merge-parallel`` the longest chain of them.
 
     Precondition: no ``func.call`` in ``@main`` (jaxpp-inline-calls); the
     microbatch loop, if any, not yet normalized (the loop marker still holds
@@ -77,6 +81,13 @@ class VerifyMarkers(ModulePass):
     mpmd_dim: int = dataclasses.field(
         default=0,
         metadata={"help": "ranks along the mpmd axis (0: unknown)", "min": 0},
+    )
+    merge_parallel: bool = dataclasses.field(
+        default=False,
+        metadata={
+            "help": "markers that do not depend on each other end one stage (warned about), "
+            "as jaxpp-assign-segments' option"
+        },
     )
 
     def run(self, module: ir.Operation) -> Unchanged:
@@ -100,8 +111,10 @@ class VerifyMarkers(ModulePass):
             _check_backward_counterparts(forward, num_forward, num_backward, paths)
         if num_backward in (0, num_forward):
             known = self.num_stages or _recorded_num_stages(loop_marker)
-            _check_last_stage_marked(forward, num_forward, known, self.mpmd_dim, paths)
-        _warn_merged_markers(forward, paths)
+            marked = num_forward if self.merge_parallel else len(forward)
+            _check_last_stage_marked(forward, num_forward, marked, known, self.mpmd_dim, paths)
+        if self.merge_parallel:
+            _warn_merged_markers(forward, paths)
         if loop_marker is not None:
             _warn_dead_markers([top_ops[i] for i in markers], jaxpp.loop_stage_markers(loop_marker))
         return UNCHANGED
@@ -162,18 +175,20 @@ def _recorded_num_stages(loop_marker: ir.Operation | None) -> int:
 def _check_last_stage_marked(
     forward: list[int],
     num_forward: int,
+    num_marked: int,
     known_stages: int,
     mpmd_dim: int,
     paths: MarkerFlow,
 ) -> None:
     """JaxPP's old placement leaves the last stage's layers after the last marker: an
-    error where the schedule has F + 1 stages, a warning where no stage count is known
-    and the mesh has F + 1 ranks; F stages or fewer is JaxPP's placement (the layers
-    after the last marker run in the last stage)."""
+    error where the schedule has M + 1 stages (M: the stages the markers make), a warning
+    where no stage count is known and the mesh has M + 1 ranks; M stages or fewer is
+    JaxPP's placement (the layers after the last marker run in the last stage).
+    ``num_forward``: the longest chain of forward markers."""
     if not forward:
         return
-    refused = known_stages == num_forward + 1
-    if not refused and (known_stages or mpmd_dim != num_forward + 1):
+    refused = known_stages == num_marked + 1
+    if not refused and (known_stages or mpmd_dim != num_marked + 1):
         return
     last_markers = [paths.ops[i] for i in forward if paths.forward[i] + 1 == num_forward]
     for index, name in enumerate(paths.names):
@@ -189,7 +204,7 @@ def _check_last_stage_marked(
             raise diagnostics.error(
                 last_markers[0],
                 f"the last stage's marker is missing: the schedule has {known_stages} stages "
-                f"but the step {num_forward} markers, and a layer ('{op.name}' at "
+                f"but the step {num_marked} markers, and a layer ('{op.name}' at "
                 f"{_where(op)}) follows the last one. pipeline_enter_stage marks the END of "
                 "a stage, so N stages need N markers, the last one after the last layer "
                 "(JaxPP's placement since August 2025). With the old placement (markers at "
@@ -199,7 +214,7 @@ def _check_last_stage_marked(
         diagnostics.warning(
             last_markers[0],
             f"a layer ('{op.name}' at {_where(op)}) follows the last stage marker: it runs "
-            f"in the last stage ({num_forward - 1}), as in JaxPP, and {mpmd_dim - num_forward} "
+            f"in the last stage ({num_marked - 1}), as in JaxPP, and {mpmd_dim - num_marked} "
             f"of the mesh's {mpmd_dim} ranks gets no stage. If the markers are at the start "
             "of stages 1..n-1 (JaxPP's old placement), add one after the last layer",
         )

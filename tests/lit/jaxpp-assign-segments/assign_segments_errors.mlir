@@ -10,9 +10,25 @@ module @no_main {
 // -----
 
 module @no_marker {
-  // expected-error @+1 {{no stage markers found: mark the end of every stage with jaxpp_mlir.pipeline_enter_stage (the last one after the last layer)}}
+  // expected-error @+1 {{no stage markers found in the step (no_marker): mark the end of every stage with jaxpp_mlir.pipeline_enter_stage (the last one after the last layer)}}
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.tanh %arg0 : tensor<2x4xf32>
+    return %0 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// A microbatch loop without markers: blamed on the loop, whose location is the user's
+// treduce call.
+module @no_marker_in_the_loop {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    // expected-error @+1 {{no stage markers found in the function treduce applies to each microbatch: mark the end of every stage}}
+    %0 = "jaxpp.loop"(%arg0) ({
+    ^bb0(%i: tensor<i32>, %acc: tensor<2x4xf32>):
+      %1 = stablehlo.tanh %acc : tensor<2x4xf32>
+      "jaxpp.yield"(%1) : (tensor<2x4xf32>) -> ()
+    }) {jaxpp.num_microbatches = 4 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %0 : tensor<2x4xf32>
   }
 }

@@ -37,6 +37,37 @@ module @more_segments_than_ranks attributes {jaxpp.num_segments = 3 : i64} {
 
 // -----
 
+// The same with the markers written: blamed on the marker that ends stage 2, the first
+// without a rank; without a loop as well.
+
+module @marked_stages_beyond_the_ranks attributes {jaxpp.num_segments = 3 : i64} {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = "jaxpp.loop"(%arg0) ({
+    ^bb0(%i: tensor<i32>, %acc: tensor<2x4xf32>):
+      %1 = stablehlo.optimization_barrier {jaxpp.kind = "fwd", jaxpp.marker = "fwd", jaxpp.segment = 0 : i64} %acc : tensor<2x4xf32>
+      %2 = stablehlo.optimization_barrier {jaxpp.kind = "fwd", jaxpp.marker = "fwd", jaxpp.segment = 1 : i64} %1 : tensor<2x4xf32>
+      // expected-error @+1 {{the program has 3 stages but the mesh has only 2 submeshes along the mpmd axis (the marker here ends stage 2, the first without a rank): pass a schedule that places several stages per rank}}
+      %3 = stablehlo.optimization_barrier {jaxpp.kind = "fwd", jaxpp.marker = "fwd", jaxpp.segment = 2 : i64} %2 : tensor<2x4xf32>
+      "jaxpp.yield"(%3) : (tensor<2x4xf32>) -> ()
+    }) {jaxpp.num_microbatches = 4 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %0 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+module @marked_stages_beyond_the_ranks_without_a_loop attributes {jaxpp.num_segments = 3 : i64} {
+  func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %1 = stablehlo.optimization_barrier {jaxpp.kind = "fwd", jaxpp.marker = "fwd", jaxpp.segment = 0 : i64} %arg0 : tensor<2x4xf32>
+    %2 = stablehlo.optimization_barrier {jaxpp.kind = "fwd", jaxpp.marker = "fwd", jaxpp.segment = 1 : i64} %1 : tensor<2x4xf32>
+    // expected-error @+1 {{the program has 3 stages but the mesh has only 2 submeshes along the mpmd axis (the marker here ends stage 2, the first without a rank): use a mesh with at least as many submeshes as stages}}
+    %3 = stablehlo.optimization_barrier {jaxpp.kind = "fwd", jaxpp.marker = "fwd", jaxpp.segment = 2 : i64} %2 : tensor<2x4xf32>
+    return %3 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
 // A treduce schedule record naming no schedule.
 
 module @unknown_schedule attributes {jaxpp.num_segments = 1 : i64} {

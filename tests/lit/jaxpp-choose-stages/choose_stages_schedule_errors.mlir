@@ -38,10 +38,10 @@ module @conflicting_schedules attributes {jaxpp.num_segments = 4 : i64} {
 
 // A schedule orders the microbatches of a loop: a step without one has none to order.
 
-// expected-error @+1 {{a schedule orders the microbatches of a treduce loop, but the step has none}}
 module @no_loop_to_schedule attributes {jaxpp.num_segments = 4 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64} : tensor<2x4xf32>
+    // expected-error @+1 {{a schedule orders the microbatches of a treduce loop, but the step has none}}
     return %0 : tensor<2x4xf32>
   }
 }

@@ -1,13 +1,14 @@
 // RUN: jaxpp-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-choose-stages{stage-split=2,2})'
 
-// The split covers four segments, the program has three.
+// The split covers four segments, the program has three. Without a loop, located where
+// the step was lowered (where JAX locates the step's return).
 
-// expected-error @+1 {{stage split [2, 2] covers 4 marked segments but the program has 3: give each stage's segment count so that they sum to 3}}
 module @split_does_not_cover attributes {jaxpp.num_segments = 3 : i64} {
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.tanh %arg0 {jaxpp.kind = "fwd", jaxpp.segment = 0 : i64} : tensor<2x4xf32>
     %1 = stablehlo.sine %0 {jaxpp.kind = "fwd", jaxpp.segment = 1 : i64} : tensor<2x4xf32>
     %2 = stablehlo.cosine %1 {jaxpp.kind = "fwd", jaxpp.segment = 2 : i64} : tensor<2x4xf32>
+    // expected-error @+1 {{stage split [2, 2] covers 4 marked segments but the program has 3: give each stage's segment count so that they sum to 3}}
     return %2 : tensor<2x4xf32>
   }
 }

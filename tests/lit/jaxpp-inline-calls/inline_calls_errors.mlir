@@ -21,13 +21,13 @@ module @callee_without_body {
 // -----
 
 module @recursive_call {
-  // expected-error @+1 {{calls nested deeper than max-depth=64 (recursive functions cannot be partitioned)}}
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = call @recurse(%arg0) : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %0 : tensor<2x4xf32>
   }
   func.func private @recurse(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.tanh %arg0 : tensor<2x4xf32>
+    // expected-error @+1 {{this call of 'recurse' is nested deeper than max-depth=64 calls (recursive functions cannot be partitioned)}}
     %1 = call @recurse(%0) : (tensor<2x4xf32>) -> tensor<2x4xf32>
     return %1 : tensor<2x4xf32>
   }

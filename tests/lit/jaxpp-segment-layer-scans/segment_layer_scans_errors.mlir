@@ -1,7 +1,7 @@
 // RUN: jaxpp-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(jaxpp-segment-layer-scans)'
 
 module @no_marker_no_scan {
-  // expected-error @+1 {{no stage markers found: mark the end of every stage with jaxpp_mlir.pipeline_enter_stage (the last one after the last layer), or pass split_points=(...) naming the modules where stages start; looked for stage markers at the top level of the step}}
+  // expected-error @+1 {{no stage markers found in the step (no_marker_no_scan): mark the end of every stage with jaxpp_mlir.pipeline_enter_stage (the last one after the last layer), or pass split_points=(...) naming the modules where stages start; looked for stage markers at the top level of the step}}
   func.func @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.tanh %arg0 : tensor<2x4xf32>
     return %0 : tensor<2x4xf32>
@@ -13,9 +13,9 @@ module @no_marker_no_scan {
 // A loop over the rows of the microbatch (time steps), no markers: it reads no stacked
 // weight, so it is not a layer scan, and nothing else segments the step.
 module @loop_over_microbatch_rows {
-  // expected-error @+1 {{no stage markers found}}
   func.func @main(%xs: tensor<4x3x2xf32>) -> tensor<2xf32> {
     %zero = stablehlo.constant dense<0.000000e+00> : tensor<2xf32>
+    // expected-error @+1 {{no stage markers found in the function treduce applies to each microbatch}}
     %r = "jaxpp.loop"(%zero) ({
     ^bb0(%i: tensor<i32>, %acc: tensor<2xf32>):
       %c0 = stablehlo.constant dense<0> : tensor<i32>

@@ -175,3 +175,14 @@ def test_mpmd_jit_by_yield_runs_a_step_without_treduce():
     ours = pipelined(w, x)
     assert_trees_match_jit(ours, jax.jit(step)(w, x))
     assert ours[1][1].to_mpmd_local_array.devices() == set(mesh.rank_devices(1))
+
+
+def test_jaxpp_parallel_stage_merge_transpose_order_passes():
+    """JaxPP's test of markers on independent branches (a and b, then c from a + b), with
+    ``Eager1F1B(num_stages=3)``: each marker ends its own stage, as in JaxPP, so the two
+    branches run on two ranks; results within JaxPP's own tolerance of jax.jit."""
+    pipelined, args = load_port("parallel_stages").test_parallel_stage_merge_transpose_order()
+    program = pipelined.lower(*args).program
+    assert program.num_stages == 3
+    assert [program.schedule.stage_rank(stage) for stage in range(3)] == [0, 1, 2]
+    assert "stage 0 (a)" in program.summary() and "stage 1 (b)" in program.summary()

@@ -249,6 +249,38 @@ def test_no_markers_is_a_clear_error(batch):
         pp.partition(lowered, mesh=make_mesh(2))
 
 
+def test_no_markers_in_treduce_is_an_error_at_the_treduce_call(batch):
+    def loss(w, x):
+        return jnp.sum(jnp.tanh(x @ w))
+
+    def step(w, xs):
+        return pp.treduce(lambda x: jax.value_and_grad(loss)(w, x), xs)
+
+    lowered = jax.jit(step).lower(jnp.ones((8, 8)), batch[0])
+    line = step.__code__.co_firstlineno + 1  # the treduce call
+    with pytest.raises(pp.PartitionError) as info:
+        pp.partition(lowered, mesh=make_mesh(2))
+    assert str(info.value).startswith(f"{__file__}:{line}:")
+    assert "no stage markers found in the function treduce applies to each microbatch" in str(
+        info.value
+    )
+
+
+def test_more_stages_than_submeshes_is_an_error_at_the_first_marker_without_a_rank(batch):
+    def model(ws, x):
+        for w in ws:
+            x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
+        return jnp.sum(x)
+
+    lowered = jax.jit(jax.value_and_grad(model)).lower([jnp.eye(8)] * 3, batch[0])
+    with pytest.raises(pp.PartitionError) as info:
+        pp.partition(lowered, mesh=make_mesh(2))
+    message = str(info.value)
+    assert message.startswith(f"{__file__}:{model.__code__.co_firstlineno + 2}:"), message
+    assert "the program has 3 stages but the mesh has only 2 submeshes" in message
+    assert "(the marker here ends stage 2, the first without a rank)" in message
+
+
 def test_more_stages_than_submeshes(batch):
     params = mlp_params(4)
     lowered = jax.jit(mlp).lower(params, batch[0])

@@ -56,6 +56,11 @@ def test_options_are_frozen_and_checked():
     [
         ({"setup_warnings": "false"}, TypeError, "setup_warnings must be a bool, got 'false'"),
         ({"strict": 1}, TypeError, "strict must be a bool, got 1"),
+        (
+            {"merge_parallel_markers": "yes"},
+            TypeError,
+            "merge_parallel_markers must be a bool, got 'yes'",
+        ),
         ({"stage_split": 4}, TypeError, "stage_split must be a tuple of ints"),
         (
             {"stage_split": (2, 0, 2)},
@@ -98,14 +103,19 @@ def test_split_points_are_the_option_of_their_segmenter_in_the_segment_slot():
     assert options.split_points == ("layers_4", "transformer/h/8", "mixer#2")
     text = default_pipeline_text(options, mpmd_dim=2)
     assert (
-        "jaxpp-normalize-loop,jaxpp-segment-split-points{points=layers_4,transformer/h/8,mixer#2},"
+        "jaxpp-normalize-loop,jaxpp-segment-split-points{chained=false optional=false "
+        "points=layers_4,transformer/h/8,mixer#2},"
         "jaxpp-choose-stages"
     ) in text
     (parsed,) = [e for e in parse_pipeline(text) if e.name == "jaxpp-segment-split-points"]
     assert parsed.jaxpp_pass.points == options.split_points
-    # Without split points: the repeated blocks where there are no markers, else the markers.
+    # Without split points: the chain, the markers first, then the repeated blocks, then
+    # layer scans.
     assert (
-        "jaxpp-normalize-loop,jaxpp-segment-repeated-blocks,jaxpp-assign-segments,"
+        "jaxpp-normalize-loop,"
+        "jaxpp-assign-segments{chained=true optional=true merge-parallel=false},"
+        "jaxpp-segment-repeated-blocks{chained=true optional=true},"
+        "jaxpp-segment-layer-scans{chained=true optional=false},"
         "jaxpp-choose-stages"
     ) in default_pipeline_text(mpmd_dim=2)
 
@@ -124,6 +134,13 @@ def test_the_stage_settings_are_options_of_the_stage_decision():
         "jaxpp-choose-stages{schedule=auto mpmd-dim=2 stage-split=2,1 memory-limit=1048576 "
         "fuse-tasks=true parallel-ranks=3}"
     ) in text
+
+
+def test_merging_parallel_markers_is_an_option_of_the_segmenter_and_the_marker_check():
+    text = default_pipeline_text(pp.PartitionOptions(merge_parallel_markers=True), mpmd_dim=2)
+    assert "jaxpp-assign-segments{chained=true optional=true merge-parallel=true}" in text
+    assert "jaxpp-verify-markers{num-stages=0 mpmd-dim=2 merge-parallel=true}" in text
+    assert "merge-parallel=false}" in default_pipeline_text(mpmd_dim=2)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -167,13 +168,22 @@ def test_constraint_naming_the_mpmd_axis_drops_it():
 # ------------------------------------------------------------------ errors
 
 
+def _line() -> int:
+    """The caller's line number."""
+    return inspect.currentframe().f_back.f_lineno
+
+
 def test_step_lowered_on_the_whole_mesh_is_rejected():
     mesh = mpmd_mesh({"stage": 2, "data": 2, "model": 2})
     params, batch = make_inputs(2)
     param_shardings, batch_shardings = shardings(mesh.jax_mesh, 2, True)
     step = jax.jit(train_step, in_shardings=(param_shardings, batch_shardings))
-    with pytest.raises(pp.PartitionError, match="mpmd axis 'stage' has size 2"):
-        pp.partition(step.lower(params, batch), mesh=mesh)
+    lowered, line = step.lower(params, batch), _line()
+    with pytest.raises(pp.PartitionError, match="mpmd axis 'stage' has size 2") as info:
+        pp.partition(lowered, mesh=mesh)
+    # At the line that lowered the step, naming the first argument sharded over the mesh.
+    assert str(info.value).startswith(f"{__file__}:{line}:")
+    assert "(argument 0 ('params[0]" in str(info.value)
 
 
 def test_sharding_that_names_the_mpmd_axis_is_rejected():
@@ -182,8 +192,12 @@ def test_sharding_that_names_the_mpmd_axis_is_rejected():
     param_shardings, _ = shardings(mesh.lowering_mesh(), 2, True)
     batch_shardings = (NamedSharding(mesh.lowering_mesh(), P(None, "stage", None)),) * 2
     step = jax.jit(train_step, in_shardings=(param_shardings, batch_shardings))
-    with pytest.raises(pp.PartitionError, match="names the mpmd axis 'stage'"):
-        pp.partition(step.lower(params, batch), mesh=mesh)
+    lowered, line = step.lower(params, batch), _line()
+    with pytest.raises(pp.PartitionError, match="names the mpmd axis 'stage'") as info:
+        pp.partition(lowered, mesh=mesh)
+    assert str(info.value).startswith(f"{__file__}:{line}:")
+    first_batch_argument = len(jax.tree.leaves(params))
+    assert f"the sharding of argument {first_batch_argument} ('batch[0]')" in str(info.value)
 
 
 def test_stage_mesh_larger_than_the_submesh_is_rejected():
@@ -192,8 +206,12 @@ def test_stage_mesh_larger_than_the_submesh_is_rejected():
     params, batch = make_inputs(4)
     param_shardings, _ = shardings(big.lowering_mesh(), 4, False)
     step = jax.jit(train_step, in_shardings=(param_shardings, None))
-    with pytest.raises(pp.PartitionError, match="mesh has 8 devices but each submesh has 2"):
-        pp.partition(step.lower(params, batch), mesh=mesh)
+    lowered, line = step.lower(params, batch), _line()
+    message = "mesh has 8 devices .* but each submesh has 2"
+    with pytest.raises(pp.PartitionError, match=message) as info:
+        pp.partition(lowered, mesh=mesh)
+    assert str(info.value).startswith(f"{__file__}:{line}:")
+    assert "(argument 0 ('params[0]" in str(info.value)
 
 
 def test_mesh_whose_mpmd_axis_does_not_divide_the_devices():

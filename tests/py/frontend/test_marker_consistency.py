@@ -242,8 +242,14 @@ def test_dead_marker_warns_at_its_line(mesh):
     )
 
 
-def test_parallel_markers_warn_that_they_merge(mesh):
+def test_parallel_markers_end_a_stage_each_as_in_jaxpp(mesh):
     program, caught = _partition(parallel_markers_mlp, mesh)
+    assert program.num_stages == 4
+    assert not caught
+
+
+def test_parallel_markers_merged_on_request_warn_that_they_merge(mesh):
+    program, caught = _partition(parallel_markers_mlp, mesh, merge_parallel_markers=True)
     assert program.num_stages == 3
     assert [w.lineno for w in caught] == [_line_of(parallel_markers_mlp, "PARALLEL A")]
     message = str(caught[0].message)
@@ -252,10 +258,13 @@ def test_parallel_markers_warn_that_they_merge(mesh):
     assert f":{_line_of(parallel_markers_mlp, 'PARALLEL B')}:" in message
 
 
-@pytest.mark.parametrize("model", [dead_marker_mlp, parallel_markers_mlp])
-def test_strict_turns_warnings_into_errors(mesh, model):
+@pytest.mark.parametrize(
+    ("model", "options"),
+    [(dead_marker_mlp, {}), (parallel_markers_mlp, {"merge_parallel_markers": True})],
+)
+def test_strict_turns_warnings_into_errors(mesh, model, options):
     with pytest.raises(pp.PartitionError, match="strict=True"):
-        pp.partition(_lower(model), mesh=mesh, strict=True)
+        pp.partition(_lower(model), mesh=mesh, strict=True, **options)
 
 
 def test_backward_marker_in_forward_code_is_a_located_error(mesh):

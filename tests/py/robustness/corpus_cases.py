@@ -282,7 +282,7 @@ def _():
     "module_without_markers",
     "error",
     "PartitionError",
-    "no stage markers found, and no repeated blocks",
+    "no stage markers found in the step (_lambda): mark the end of every stage",
 )
 def _():
     jax = _jax()

@@ -6,11 +6,15 @@ the repeated blocks ``partition`` finds into two."""
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
 import third_party_suite
 import toolkit
+
+import jaxpp_mlir as pp
 
 pytestmark = pytest.mark.numerics
 
@@ -119,3 +123,17 @@ def test_without_markers_stages_start_at_blocks(unmarked):
     cut, trained = unmarked
     assert trained.program.num_stages == UNMARKED[cut][0]
     assert trained.program.segment_starts == BLOCKS[1:]
+
+
+def test_eight_blocks_with_dropout_split_evenly_over_four_stages():
+    """Issue 35 item 3: GPT-2's eight equal blocks, dropout on, two per stage on
+    ``Std1F1B(4)`` (the cost model once split them (5, 1, 1, 1)) and no warning that the
+    stages are unbalanced."""
+    workload = third_party_suite.examples().gpt2_hf(num_stages=4, num_layers=8)
+    lowered = jax.jit(workload.step).lower(*workload.state, *workload.inputs(0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = pp.partition(lowered, mesh=workload.mesh(), schedule=workload.schedule)
+    assert program.stage_split == (2, 2, 2, 2)
+    unbalanced = [str(w.message) for w in caught if "costs about" in str(w.message)]
+    assert not unbalanced, unbalanced
