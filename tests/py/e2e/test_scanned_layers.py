@@ -11,6 +11,7 @@ over its own layers (never unrolled).
 from __future__ import annotations
 
 import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,10 @@ from jax.extend.mlir import ir
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.ir_context import make_context
+from jaxpp_mlir.passes.pipelines import segment_pipeline
+from jaxpp_mlir.pipeline_run import PipelineRun
+from jaxpp_mlir.planner.segment_costs import segment_costs
+from jaxpp_mlir.step_input import import_step
 
 flax = pytest.importorskip("flax")
 from flax import linen as nn  # noqa: E402
@@ -253,6 +258,51 @@ def test_stage_split_counts_the_layers_of_the_scan(split, schedule):
     _assert_every_stage_loops_over_its_layers(program)
     result = program.compile()(*args)
     toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
+
+
+@pytest.mark.parametrize("kind", ["lax", "linen", "nnx"])
+@pytest.mark.parametrize("marked", [True, False], ids=["marked", "unmarked"])
+def test_equal_scanned_layers_get_two_per_stage_without_an_imbalance_warning(kind, marked):
+    """Eight equal layers between an embedding and a head no heavier than a layer: two
+    layers per stage on Std1F1B(4). (The cost model charged a scanned layer the bytes of
+    its loop's carried values instead of its body's, and each row it wrote into a stacked
+    value as the whole stack: a layer looked a third of what it is next to the embedding
+    and the head, and the planner split (1, 3, 3, 1), 2.4x apart.)"""
+    _, lowered, _ = _lowered(kind, marked)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4))
+    assert program.stage_split == (2, 2, 2, 2)
+    unbalanced = [str(w.message) for w in caught if "costs about" in str(w.message)]
+    assert not unbalanced, unbalanced
+
+
+def _unrolled_apply(params, x):
+    h = x @ params["embed"]
+    for layer in range(LAYERS):
+        w, b = params["layers"]["w"][layer], params["layers"]["b"][layer]
+        h = pp.pipeline_enter_stage(jnp.tanh(h @ w + b))
+    return h @ params["head"]
+
+
+def test_a_scanned_layer_costs_what_the_same_layer_written_out_costs():
+    """The forward of a layer of the scan and of the same layer written out with a marker
+    after it are estimated alike, in FLOPs and in bytes (the first and last segments also
+    hold the embedding and the head)."""
+    costs = []
+    for apply in (functools.partial(_lax_apply, marked=False), _unrolled_apply):
+        step = _train_step(apply)
+        params = _lax_params()
+        opt_state = jax.jit(OPTIMIZER.init)(params)
+        module, _ = import_step(jax.jit(step).lower(params, opt_state, *_batch()))
+        PipelineRun(module, None).run(segment_pipeline(sharded=False))
+        costs.append(segment_costs(module.operation))
+    scanned, unrolled = costs
+    assert scanned.num_segments == unrolled.num_segments == LAYERS
+    for field in ("forward_flops", "forward_bytes"):
+        ours, theirs = getattr(scanned, field)[1:-1], getattr(unrolled, field)[1:-1]
+        for layer, written_out in zip(ours, theirs, strict=True):
+            assert 0.8 * written_out <= layer <= 1.25 * written_out, (field, ours, theirs)
 
 
 def test_stage_split_must_count_every_layer():
