@@ -5,7 +5,8 @@ parameters, and a head; trained with AdamW after ``clip_by_global_norm`` over ``
 summed gradients. With a stage marker ending the scanned function and with no marker at
 all, under Std1F1B(4) and Interleaved1F1B(8, 4) on 4 ranks, three steps feeding the
 outputs back give jax.jit's numbers within the ulp rule; every stage program keeps a loop
-over its own layers (never unrolled).
+over its own layers (never unrolled). Each rank holds only its rows of the stacked
+parameters and of their Adam moments, in and out; equal layers get equal stages.
 """
 
 from __future__ import annotations
@@ -258,6 +259,79 @@ def test_stage_split_counts_the_layers_of_the_scan(split, schedule):
     _assert_every_stage_loops_over_its_layers(program)
     result = program.compile()(*args)
     toolkit.assert_matches_reference(result, jax.jit(step)(*args), toolkit.SEPARATE_PROGRAMS)
+
+
+LAYOUTS = {
+    "even": (pp.Std1F1B(4), None),
+    "uneven": (pp.Std1F1B(4), (1, 3, 3, 1)),
+    "interleaved": (pp.Interleaved1F1B(8, 4), None),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:stage 1 costs about:jaxpp_mlir.PartitionWarning")
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("kind", ["lax", "linen", "nnx"])
+def test_each_rank_holds_only_its_rows_of_the_stacked_parameters_and_adam_moments(kind, layout):
+    """Every stacked leaf (the scan's ``[L, ...]`` parameters, their AdamW ``mu`` and
+    ``nu``) comes in as one piece per stage, each on its stage's rank (no rank is given the
+    whole array, no stage program reads or writes a whole stacked kernel), and comes out
+    with each rank holding its stages' rows only: one ``jax.Array`` sharded along axis 0
+    over the mpmd axis where one stage per rank splits the rows evenly, a ``StackedArray``
+    of per-rank chunks otherwise."""
+    _, lowered, (params, opt_state, xs, ys) = _lowered(kind, False)
+    schedule, split = LAYOUTS[layout]
+    mesh = toolkit.make_mesh(4)
+    program = pp.partition(lowered, mesh=mesh, schedule=schedule, stage_split=split)
+    starts = np.cumsum((0, *program.stage_split))
+    owners = [
+        (range(starts[s], starts[s + 1]), schedule.stage_rank(s)) for s in range(len(starts) - 1)
+    ]
+
+    stacked_inputs = [b for b in program.plan.inputs if "layers" in b.name]
+    assert len(stacked_inputs) == 6, [b.name for b in stacked_inputs]  # kernel, bias x 3
+    for binding in stacked_inputs:
+        assert binding.ranks == (), f"{binding.name} is given whole to ranks {binding.ranks}"
+        pieces = [(range(p.start, p.stop), p.rank) for p in binding.pieces]
+        assert pieces == owners, binding.name
+    whole_kernel = (LAYERS, WIDTH, WIDTH)
+    for executable in program.plan.executables.values():
+        specs = (*executable.input_specs, *executable.output_specs)
+        assert whole_kernel not in [spec.shape for spec in specs], executable.name
+
+    new_params, new_state, _ = program.compile()(params, opt_state, xs, ys)
+    expected_params, expected_state, _ = _reference(kind, False, steps=1)[0]
+    actual = jax.tree_util.tree_leaves_with_path((new_params, new_state))
+    expected = jax.tree_util.tree_leaves((expected_params, expected_state))
+    stacked = [
+        (jax.tree_util.keystr(path), leaf, want)
+        for (path, leaf), want in zip(actual, expected, strict=True)
+        if "layers" in jax.tree_util.keystr(path)
+    ]
+    assert len(stacked) == 6, [name for name, _, _ in stacked]
+    even = len(set(program.stage_split)) == 1 and program.num_stages == mesh.mpmd_dim
+    devices = jax.devices()[:4]
+    for name, leaf, want in stacked:
+        if even:
+            assert isinstance(leaf, jax.Array) and not isinstance(leaf, pp.StackedArray), name
+            assert leaf.sharding.spec[0] == "stage", (name, leaf.sharding)
+            chunks = [
+                (range(*shard.index[0].indices(LAYERS)), devices.index(shard.device), shard.data)
+                for shard in sorted(leaf.addressable_shards, key=lambda s: s.index[0].start)
+            ]
+        else:
+            assert isinstance(leaf, pp.StackedArray), (name, type(leaf))
+            chunks = [(chunk.rows, chunk.rank, chunk.array) for chunk in leaf.chunks]
+            for rows, rank, array in chunks:
+                assert list(array.devices()) == [devices[rank]], (name, rows, array.devices())
+        assert [(rows, rank) for rows, rank, _ in chunks] == owners, name
+        for rows, _, array in chunks:
+            assert array.shape == (len(rows), *want.shape[1:]), (name, rows, array.shape)
+            toolkit.assert_matches_reference(
+                np.asarray(array),
+                np.asarray(want)[rows.start : rows.stop],
+                toolkit.SEPARATE_PROGRAMS,
+            )
 
 
 @pytest.mark.parametrize("kind", ["lax", "linen", "nnx"])
