@@ -12,7 +12,6 @@ parameters and of their Adam moments, in and out; equal layers get equal stages.
 from __future__ import annotations
 
 import functools
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -341,13 +340,12 @@ def test_equal_scanned_layers_get_two_per_stage_without_an_imbalance_warning(kin
     layers per stage on Std1F1B(4). (The cost model charged a scanned layer the bytes of
     its loop's carried values instead of its body's, and each row it wrote into a stacked
     value as the whole stack: a layer looked a third of what it is next to the embedding
-    and the head, and the planner split (1, 3, 3, 1), 2.4x apart.)"""
+    and the head, and the planner split (1, 3, 3, 1), 2.2x to 2.4x apart.)"""
     _, lowered, _ = _lowered(kind, marked)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4))
+    program, unbalanced = toolkit.partition_with_imbalance_warnings(
+        lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4)
+    )
     assert program.stage_split == (2, 2, 2, 2)
-    unbalanced = [str(w.message) for w in caught if "costs about" in str(w.message)]
     assert not unbalanced, unbalanced
 
 
