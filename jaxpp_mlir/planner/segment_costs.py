@@ -6,9 +6,13 @@ an analysis). It only reads the IR. Per segment and direction it counts
 
 * FLOPs: ``dot_general``/``dot`` 2 x result elements x contracted size; convolution
   2 x result elements x kernel elements / output features; reductions one per input
-  element; any other op (elementwise) one per result element; a loop's body once per
-  iteration where its trip count is a constant;
-* bytes: what each op reads and writes (its operands' and results' sizes);
+  element; ``dynamic_update_slice`` one per element of its update; any other op
+  (elementwise) one per result element; a loop's body once per iteration where its trip
+  count is a constant;
+* bytes: what each op reads and writes (its operands' and results' sizes), except that a
+  slice (``slice``, ``dynamic_slice``, ``gather``) reads only what it returns, a
+  ``dynamic_update_slice`` writes only its update in place, and a ``reshape`` or a
+  region's terminator moves nothing; a loop's or conditional's body as for FLOPs;
 
 and per segment boundary the bytes of forward values that cross it (a skip connection
 crosses every boundary it spans; backward sends as much back). A segment's memory is
@@ -17,9 +21,13 @@ twice that) and its activations: forward values the backward of the same segment
 kept per microbatch in flight.
 
 A loop of layers (``jaxpp.segments``: a layer scan, each iteration a segment) costs each
-of its segments one iteration: its body's FLOPs, a share of its bytes, of the stacked
+of its segments one iteration: its body's FLOPs and bytes, a share of the stacked
 parameters and of the stacked activations it keeps for its backward, and the values its
-iterations carry cross each boundary between its segments. An op on a whole stacked
+iterations carry cross each boundary between its segments. (So a layer costs as it would
+written out with a marker after it. Charged the bytes of the loop's operands and results
+instead of its body's, and each row its body writes into a stacked value as the whole
+stack, a layer looked a third of its cost next to an embedding and a head, and the planner
+split 8 equal scanned layers (1, 3, 3, 1).) An op on a whole stacked
 value such a loop computes (the gradient accumulator's add of a stacked gradient: as many
 rows as the loop has iterations) is spread over the loop's segments too: each stage
 computes its own rows once stacked values are split (jaxpp-split-layer-scans' pieces).
@@ -37,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 from jax.interpreters.mlir import ir
 
@@ -47,6 +56,13 @@ from jaxpp_mlir.passes import layer_loops, outlining
 
 _CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot")
 _FREE = ("stablehlo.constant", "stablehlo.reshape", "stablehlo.custom_call", "stablehlo.iota")
+# Ops that read only the elements they return (not their whole operand).
+_SLICES = ("stablehlo.dynamic_slice", "stablehlo.slice", "stablehlo.gather")
+# Writes its update into its operand in place: a loop's row of a stacked value.
+_UPDATE = "stablehlo.dynamic_update_slice"
+# Ops that move no data: a bitcast, a region's terminator.
+_NO_TRAFFIC = ("stablehlo.reshape", "stablehlo.return")
+_CONTROL_FLOW = ("stablehlo.while", "stablehlo.case", "stablehlo.if")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,12 +126,38 @@ def op_flops(op: ir.Operation) -> float:
         return 2.0 * out * math.prod(kernel) / features
     if name in ("stablehlo.reduce", "stablehlo.reduce_window"):
         return float(sum(_elements(v.type) for v in op.operands))
+    if name == _UPDATE:
+        return float(_elements(op.operands[1].type))
     return float(out)
+
+
+def op_bytes(op: ir.Operation) -> float:
+    """Estimated bytes one StableHLO op reads and writes (see the module doc)."""
+    name = op.name
+    if name in _NO_TRAFFIC:
+        return 0.0
+    if name in _SLICES:
+        indices = sum(_bytes(v.type) for v in list(op.operands)[1:])
+        return 2.0 * sum(_bytes(r.type) for r in op.results) + indices
+    if name == _UPDATE:
+        indices = sum(_bytes(v.type) for v in list(op.operands)[2:])
+        return 2.0 * _bytes(op.operands[1].type) + indices
+    return float(sum(_bytes(v.type) for v in op.operands) + sum(_bytes(r.type) for r in op.results))
 
 
 def nested_flops(op: ir.Operation) -> float:
     """The FLOPs of the ops nested in ``op``, a loop's body counted once per iteration
     where its trip count is a constant (``layer_loops``), else once."""
+    return _nested(op, op_flops)
+
+
+def nested_bytes(op: ir.Operation) -> float:
+    """``nested_flops`` for bytes: what the ops nested in a loop or conditional read and
+    write (a reduction's scalar body moves nothing of its own)."""
+    return _nested(op, op_bytes) if op.name in _CONTROL_FLOW else 0.0
+
+
+def _nested(op: ir.Operation, cost: Callable[[ir.Operation], float]) -> float:
     if not len(op.regions):
         return 0.0
     total = 0.0
@@ -123,9 +165,9 @@ def nested_flops(op: ir.Operation) -> float:
         for block in region.blocks:
             for inner in block.operations:
                 inner = inner.operation
-                total += op_flops(inner)
+                total += cost(inner)
                 if len(inner.regions):
-                    total += nested_flops(inner) * _iterations(inner)
+                    total += _nested(inner, cost) * _iterations(inner)
     return total
 
 
@@ -140,10 +182,6 @@ def _iterations(op: ir.Operation) -> int:
 
 def _lhs_contracting(dims: ir.Attribute) -> list[int]:
     return list(stablehlo.DotDimensionNumbers(dims).lhs_contracting_dimensions)
-
-
-def _op_bytes(op: ir.Operation) -> float:
-    return float(sum(_bytes(v.type) for v in op.operands) + sum(_bytes(r.type) for r in op.results))
 
 
 def _copy_into(
@@ -195,8 +233,9 @@ def segment_costs(module: ir.Operation) -> SegmentCosts:
         where[op] = (stage, direction)
         if loops.spread(op, direction, seen_params):
             continue
-        flops[direction][stage] += op_flops(op) + nested_flops(op)
-        traffic[direction][stage] += _op_bytes(op)
+        repeats = _iterations(op)
+        flops[direction][stage] += op_flops(op) + nested_flops(op) * repeats
+        traffic[direction][stage] += op_bytes(op) + nested_bytes(op) * repeats
         for operand in ir_utils.external_operands(op):
             producer = ir_utils.defining_op(operand)
             if producer in copied:
@@ -222,7 +261,7 @@ def segment_costs(module: ir.Operation) -> SegmentCosts:
             crossed[operand] = max(reached, stage)
     for (stage, direction), ops in copies.items():
         flops[direction][stage] += sum(map(op_flops, ops))
-        traffic[direction][stage] += sum(map(_op_bytes, ops))
+        traffic[direction][stage] += sum(map(op_bytes, ops))
     return SegmentCosts(
         forward_flops=tuple(flops[jaxpp.FORWARD]),
         backward_flops=tuple(flops[jaxpp.BACKWARD]),
@@ -247,8 +286,8 @@ class _LoopCosts:
         first, count = span
         direction = jaxpp.FORWARD if jaxpp.get_kind(op) == jaxpp.FORWARD else jaxpp.BACKWARD
         segments = range(first, first + count)
-        per_iteration = nested_flops(op)
-        share = _op_bytes(op) / count
+        # One iteration each: its body's ops (the loop's carried values stay in place).
+        per_iteration, share = nested_flops(op), nested_bytes(op)
         for segment in segments:
             self.flops[direction][segment] += per_iteration
             self.traffic[direction][segment] += share
@@ -270,7 +309,7 @@ class _LoopCosts:
             return False
         first, count = span
         flops = (op_flops(op) + nested_flops(op)) / count
-        traffic = _op_bytes(op) / count
+        traffic = op_bytes(op) / count
         for segment in range(first, first + count):
             self.flops[direction][segment] += flops
             self.traffic[direction][segment] += traffic

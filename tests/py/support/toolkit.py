@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -233,6 +234,15 @@ def partition_with_packed_accumulators(lowered, **kwargs) -> pp.PartitionedProgr
             del os.environ[partition_options.PACK_ACCUMULATORS.env]
         else:
             os.environ[partition_options.PACK_ACCUMULATORS.env] = previous
+
+
+def partition_with_imbalance_warnings(lowered, **kwargs) -> tuple[pp.PartitionedProgram, list]:
+    """``pp.partition(lowered, **kwargs)`` and the messages of the warnings it gave that
+    its stages' estimated costs are far apart ("stage S costs about Nx stage T")."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = pp.partition(lowered, **kwargs)
+    return program, [str(w.message) for w in caught if "costs about" in str(w.message)]
 
 
 # -- the biased MLP trained with Adam (checkpoint tests) -----------------------------------
