@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import jax
 import jax.extend.core as jcore
 import numpy as np
+from jax.extend.core.primitives import scan_p
 
 import jaxpp_mlir.jaxpp as jaxpp_api
 
@@ -95,6 +96,9 @@ def _abstract_inputs(cjaxpr: Any) -> list[jax.ShapeDtypeStruct]:
 def _plain(leaf: Any) -> Any:
     return jax.numpy.asarray(np.asarray(leaf))
 
+
+#: What ``treduce`` traces to in jaxpp_mlir (a ``scan``); JaxPP traces its own primitive.
+dax_pscan_p = scan_p
 
 _run_pipelined_p = jcore.Primitive("jaxpp_mlir_pipelined_step")
 _run_pipelined_p.multiple_results = True
@@ -166,8 +170,6 @@ class _MpmdMeshWithStack(jaxpp_api.MpmdMesh):
 
 
 def _internal_namespaces() -> dict[str, dict[str, Any]]:
-    from jax.extend.core.primitives import scan_p
-
     return {
         "jaxpp.core": {
             "cluster_jaxpr": cluster_jaxpr,
@@ -180,7 +182,7 @@ def _internal_namespaces() -> dict[str, dict[str, Any]]:
             "jaxpp_debug_skip_propagation": _Switch(False),
             "jaxpp_conservative_loop_clustering": _Switch(True),
         },
-        "jaxpp.jax_primitives": {"dax_pscan_p": scan_p},
+        "jaxpp.jax_primitives": {"dax_pscan_p": dax_pscan_p},
         "jaxpp.pipelining": {"yield_scope": yield_scope},
     }
 
