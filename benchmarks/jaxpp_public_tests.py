@@ -99,7 +99,8 @@ def _child(rel: str, report: Path, public_only: bool) -> int:
                     if report.when == "call"
                     else ("skipped" if report.skipped else "error")
                 )
-                outcomes.setdefault(report.nodeid, {"outcome": outcome, "why": _why(report)})
+                if report.when == "teardown" or report.nodeid not in outcomes:
+                    outcomes[report.nodeid] = {"outcome": outcome, "why": _why(report)}
 
     ini = report.with_suffix(".ini")
     ini.write_text("[pytest]\n")
