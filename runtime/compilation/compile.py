@@ -136,36 +136,46 @@ def compile_stages(
 
     A module text that several jobs share (identical stages of a deep model,
     the same optimizer update on every rank) is compiled once; the other jobs
-    get the compiled executable rebound to their devices, which costs about a
-    millisecond instead of a compilation. Returns the executables in job
-    order; the first failing job (in job order) raises its ``RuntimeFailure``.
+    get the compiled executable rebound to their devices, which costs a
+    millisecond or two instead of a compilation, done by the thread that compiled
+    it as soon as it has (overlapping the compiles still running). Returns the
+    executables in job order; the first failing job (in job order) raises its
+    ``RuntimeFailure``.
     """
     first_of: dict[tuple[str, int], int] = {}
+    copies: dict[int, list[int]] = {}
     for index, (_, text, devices) in enumerate(jobs):
-        first_of.setdefault((text, len(tuple(devices))), index)
-    unique = sorted(set(first_of.values()))
+        source = first_of.setdefault((text, len(tuple(devices))), index)
+        copies.setdefault(source, [])
+        if source != index:
+            copies[source].append(index)
+    unique = sorted(copies)
     progress = CompileProgress.start(len(unique))  # None: switched off
     compile_one = progress.wrap(compile_or_load) if progress is not None else compile_stage
+
+    def make(source: int) -> dict[int, jc.LoadedExecutable]:
+        """The executable of job ``source`` and of the jobs that share its text."""
+        made = {source: compile_one(*jobs[source])}
+        for index in copies[source]:
+            made[index] = _rebind(jobs[index][0], made[source], jobs[source], jobs[index][2])
+        return made
+
+    executables: dict[int, jc.LoadedExecutable] = {}
     if len(unique) <= 1:
-        compiled = {i: compile_one(*jobs[i]) for i in unique}
+        for source in unique:
+            executables.update(make(source))
     else:
         workers = min(len(unique), max(2, _cores()), 16)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jaxpp-compile") as pool:
             # Largest module first (its text's length standing for its compile time), so
             # that the longest compile does not start last and set the makespan alone.
             largest_first = sorted(unique, key=lambda i: -len(jobs[i][1]))
-            futures = {i: pool.submit(compile_one, *jobs[i]) for i in largest_first}
-            compiled = {i: futures[i].result() for i in unique}
+            futures = {i: pool.submit(make, i) for i in largest_first}
+            for source in unique:
+                executables.update(futures[source].result())
     if progress is not None:
         progress.finish()
-    result = []
-    for index, (name, text, devices) in enumerate(jobs):
-        source = first_of[(text, len(tuple(devices)))]
-        if source == index:
-            result.append(compiled[index])
-        else:
-            result.append(_rebind(name, compiled[source], jobs[source], devices))
-    return result
+    return [executables[index] for index in range(len(jobs))]
 
 
 def _cores() -> int:

@@ -50,13 +50,26 @@ def test_phases_fit_in_the_time_to_the_first_step(w1_records):
     )
 
 
+def test_cpu_phases_add_up_to_the_cpu_total(w1_records):
+    ours, theirs = w1_records
+    phases = ("import", "trace", "lower", "partition", "compile", "first_step")
+    assert sum(ours["cpu_" + key] for key in phases) == pytest.approx(ours["cpu_total"])
+    assert sum(theirs["cpu_" + key] for key in phases[1:] if key != "partition") == (
+        pytest.approx(theirs["cpu_total"])
+    )
+    assert all(ours["cpu_" + key] > 0 for key in phases)
+
+
 def test_table_gives_the_ratio_of_the_rounds(first_step, w1_records, capsys):
     ours, theirs = w1_records
     summary = first_step.summarize({"W1": {"pp": [ours, ours], "jit": [theirs, theirs]}})
     row = summary["W1"]
     assert row["ratio"] == pytest.approx(ours["total"] / theirs["total"])
     assert row["programs_compiled"] == ours["distinct_programs"]
+    floor = theirs["cpu_total"] - theirs["cpu_compile"] + ours["cpu_compile"]
+    assert row["cpu_floor_ratio"] == pytest.approx(floor / theirs["cpu_total"])
     first_step.print_table(summary, "test")
     out = capsys.readouterr().out
     assert "pipelined / jax.jit (median of rounds)" in out
     assert f"{row['ratio']:.2f}" in out
+    assert f"{row['cpu_floor_ratio']:.2f}" in out

@@ -175,3 +175,37 @@ def test_transfer_modules_built_with_the_bindings_move_and_zero_every_dtype(dtyp
     (shards,) = permute.execute_sharded([sent]).disassemble_into_single_device_arrays()
     assert shards[1].devices() == {devices[1]}
     np.testing.assert_array_equal(np.asarray(shards[1]), value)
+
+
+def test_a_shared_program_is_rebound_by_the_thread_that_compiled_it(monkeypatch):
+    """Copies of a program for other ranks are made in the compile pool, right after its
+    compile, not after the last compile; each executable lands on its job's devices."""
+    import threading
+
+    from jaxpp_mlir.runtime.compilation import compile as runtime_compile
+    from jaxpp_mlir.runtime.multiprocess.collectives import zeros_module
+
+    rebound_in: list[str] = []
+    original = runtime_compile._rebind
+
+    def recording(name, exe, source, devices):
+        rebound_in.append(threading.current_thread().name)
+        return original(name, exe, source, devices)
+
+    monkeypatch.setattr(runtime_compile, "_rebind", recording)
+    devices = jax.devices()
+    small, large = (
+        zeros_module([TensorSpec((2,), "float32")], 1),
+        zeros_module([TensorSpec((3, 5), "int32")], 1),
+    )
+    jobs = [
+        ("small0", small, devices[:1]),
+        ("large0", large, devices[:1]),
+        ("small1", small, devices[1:2]),
+        ("small2", small, devices[2:3]),
+    ]
+    executables = runtime_compile.compile_stages(jobs)
+    assert len(rebound_in) == 2
+    assert all(name.startswith("jaxpp-compile") for name in rebound_in)
+    for exe, (_, _, job_devices) in zip(executables, jobs, strict=True):
+        assert list(exe.local_devices()) == list(job_devices)
