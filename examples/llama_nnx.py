@@ -38,6 +38,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from flax import nnx  # noqa: E402
+from gpt2_flax_linen import stacked_rows  # noqa: E402
 from gpt2_flax_nnx import make_step  # noqa: E402  (the same adamw step over nnx parameters)
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
@@ -330,27 +331,6 @@ def train_and_compare(
         f"{args.ways}-way '{axis}' parallelism)"
     )
     return 0 if ok else 1
-
-
-def stacked_rows(state, mesh: pp.MpmdMesh) -> str:
-    """How many rows of each stacked layer array (parameters and their adamw moments, the
-    leaves under ``layers``) each stage's devices hold: an even split comes back as one
-    ``jax.Array`` sharded along the layer axis over the stages."""
-    paths = jax.tree_util.tree_leaves_with_path(state)
-    leaves = [leaf for path, leaf in paths if "['layers']" in jax.tree_util.keystr(path)]
-    stage_devices = [set(row.flat) for row in np.asarray(mesh.jax_mesh.devices)]
-    held: set[tuple[int, ...]] = set()
-    for leaf in leaves:
-        if not isinstance(leaf, jax.Array):
-            raise TypeError(f"a stacked parameter came back as {type(leaf).__name__}")
-        rows = []
-        for devices in stage_devices:
-            indices = leaf.sharding.devices_indices_map(leaf.shape)
-            spans = {indices[d][0].indices(leaf.shape[0])[:2] for d in devices}
-            (span,) = spans  # the stage's devices hold the same rows
-            rows.append(span[1] - span[0])
-        held.add(tuple(rows))
-    return f"{len(leaves)} stacked arrays (parameters, moments), rows per stage: {sorted(held)}"
 
 
 def main(argv: list[str] | None = None) -> int:
