@@ -236,11 +236,6 @@ def parser(description: str, ways_flag: str, ways_help: str) -> argparse.Argumen
         default="flax",
         help="numpy: draw the parameters with numpy (no initializer compile; the tests use it)",
     )
-    p.add_argument(
-        "--scan-layers",
-        action="store_true",
-        help="stack the layers and apply them with nnx.scan, with no stage marker",
-    )
     return p
 
 
@@ -315,7 +310,7 @@ def train_and_compare(
         worst = max(worst, error)
         print(f"step {n}: loss {loss:.6f}  jax.jit {expected:.6f}  rel. diff {error:.2e}")
     (axis,) = (a for a in mesh.jax_mesh.axis_names if a != "stage")
-    if args.scan_layers:
+    if getattr(args, "scan_layers", False):  # moe_nnx.py's flags have no --scan-layers
         print(stacked_rows(ours, mesh))
     else:
         split = [x for x in jax.tree_util.tree_leaves(ours[0]) if axis in x.sharding.spec]
@@ -335,6 +330,11 @@ def train_and_compare(
 
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0], "--model", "tensor-parallel ways inside a stage")
+    p.add_argument(
+        "--scan-layers",
+        action="store_true",
+        help="stack the layers and apply them with nnx.scan, with no stage marker",
+    )
     args = check_args(p, p.parse_args(argv))
     if args.scan_layers and args.ways != 1:
         p.error("--scan-layers needs --model 1 (no tensor parallelism inside stages yet)")
