@@ -7,7 +7,14 @@ optax adamw through a flax ``TrainState`` on synthetic tokens, parameters in
 ``--dtype`` (bfloat16 by default). Prints each step's loss next to plain
 ``jax.jit``'s and exits 1 if they differ by more than the tolerance.
 
+With ``--scan-layers`` the blocks are one ``nn.scan`` over stacked parameters (each
+``[layers, ...]``), as large linen codebases write them, and the model has no stage
+marker: ``partition(..., schedule=Std1F1B(stages))`` splits the scan, each stage program
+keeps its own loop over its blocks, and each rank holds its rows of the stacked
+parameters and of their adamw moments.
+
     python examples/gpt2_flax_linen.py --layers 4 --stages 2 --steps 3
+    python examples/gpt2_flax_linen.py --scan-layers --layers 8 --stages 4   # no markers
 """
 
 from __future__ import annotations
@@ -54,6 +61,17 @@ class Block(nn.Module):
         return x + h
 
 
+class ScannedBlock(nn.Module):
+    """``Block`` in ``nn.scan``'s form: (carry, per-layer input) -> (carry, output)."""
+
+    heads: int
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x, _):
+        return Block(self.heads, self.dtype, name="block")(x), None
+
+
 class GPT2(nn.Module):
     vocab: int
     seq: int
@@ -62,12 +80,23 @@ class GPT2(nn.Module):
     layers: int
     stages: int
     dtype: jnp.dtype
+    scan_layers: bool = False
 
     @nn.compact
     def __call__(self, tokens):
         wte = nn.Embed(self.vocab, self.d_model, dtype=self.dtype, param_dtype=self.dtype)
         wpe = nn.Embed(self.seq, self.d_model, dtype=self.dtype, param_dtype=self.dtype)
         x = wte(tokens) + wpe(jnp.arange(tokens.shape[-1]))
+        if self.scan_layers:  # no marker: partition splits the scan into stages
+            blocks = nn.scan(
+                nn.remat(ScannedBlock),
+                variable_axes={"params": 0},
+                split_rngs={"params": True},
+                length=self.layers,
+            )
+            x, _ = blocks(self.heads, self.dtype, name="layers")(x, None)
+            x = nn.LayerNorm(dtype=self.dtype, param_dtype=self.dtype)(x)
+            return wte.attend(x)
         per_stage = self.layers // self.stages
         for i in range(self.layers):
             x = nn.remat(Block)(self.heads, self.dtype, name=f"block_{i}")(x)
@@ -102,7 +131,9 @@ def numpy_params(shapes, seed: int = 0):
     def draw(path, leaf):
         name = jax.tree_util.keystr(path[-1:])
         if name in ("['kernel']", "['embedding']"):
-            fan_in = int(np.prod(leaf.shape[:-1]))
+            # A stacked (scanned) leaf's first axis counts layers, not inputs.
+            stacked = jax.tree_util.keystr(path[:1]) == "['layers']"
+            fan_in = int(np.prod(leaf.shape[1 if stacked else 0 : -1]))
             value = rng.standard_normal(leaf.shape, dtype=np.float32) / np.sqrt(fan_in)
         else:
             value = np.full(leaf.shape, 1.0 if name == "['scale']" else 0.0, np.float32)
@@ -122,7 +153,10 @@ def initial_params(args, model, tokens):
 
 def make_model(args):
     dtype = jnp.dtype(args.dtype)
-    return GPT2(args.vocab, args.seq, args.d_model, args.heads, args.layers, args.stages, dtype)
+    return GPT2(
+        args.vocab, args.seq, args.d_model, args.heads, args.layers, args.stages, dtype,
+        args.scan_layers,
+    )  # fmt: skip
 
 
 def make_inputs(args):
@@ -159,10 +193,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="flax",
         help="numpy: draw the parameters with numpy (no initializer compile; the tests use it)",
     )
+    parser.add_argument(
+        "--scan-layers",
+        action="store_true",
+        help="the blocks as one nn.scan over stacked parameters, with no stage marker",
+    )
     args = parser.parse_args(argv)
     if args.layers % args.stages:
         parser.error("--layers must be a multiple of --stages")
     return args
+
+
+def stacked_rows(state, mesh: pp.MpmdMesh) -> str:
+    """How many rows of each stacked layer array (parameters and their adamw moments, the
+    leaves under ``layers``) each stage's devices hold: an even split comes back as one
+    ``jax.Array`` sharded along the layer axis over the stages."""
+    paths = jax.tree_util.tree_leaves_with_path(state)
+    leaves = [leaf for path, leaf in paths if "['layers']" in jax.tree_util.keystr(path)]
+    devices = np.asarray(mesh.jax_mesh.devices)  # the stage axis first
+    stage_devices = [set(row) for row in devices.reshape(devices.shape[0], -1)]
+    held: set[tuple[int, ...]] = set()
+    for leaf in leaves:
+        if not isinstance(leaf, jax.Array):
+            raise TypeError(f"a stacked parameter came back as {type(leaf).__name__}")
+        rows = []
+        for devices in stage_devices:
+            indices = leaf.sharding.devices_indices_map(leaf.shape)
+            spans = {indices[d][0].indices(leaf.shape[0])[:2] for d in devices}
+            (span,) = spans  # the stage's devices hold the same rows
+            rows.append(span[1] - span[0])
+        held.add(tuple(rows))
+    return f"{len(leaves)} stacked arrays (parameters, moments), rows per stage: {sorted(held)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     mesh = pp.MpmdMesh(
         jax.sharding.Mesh(np.array(jax.devices()[: args.stages]), ("stage",)), "stage"
     )
-    program = pp.partition(jax.jit(train_step).lower(state, batch), mesh=mesh)
+    lowered = jax.jit(train_step).lower(state, batch)
+    if args.scan_layers:  # no markers: the schedule says how many stages to cut the scan into
+        program = pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(args.stages))
+    else:
+        program = pp.partition(lowered, mesh=mesh)
     step = program.compile()
     reference = jax.jit(train_step)
 
@@ -184,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         error = abs(loss - expected) / abs(expected)
         worst = max(worst, error)
         print(f"step {n}: loss {loss:.6f}  jax.jit {expected:.6f}  rel. diff {error:.2e}")
+    if args.scan_layers:
+        print(stacked_rows(ours, mesh))
     tolerance = TOLERANCE[args.dtype]
     ok = worst <= tolerance
     print(

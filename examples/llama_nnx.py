@@ -3,7 +3,12 @@
 RoPE, grouped-query attention, RMSNorm, SwiGLU feed-forward and an untied
 output head. Each stage ends with ``mark_stage_end`` (one marker per stage,
 named ``stage<i>``); the final norm, the head and the loss follow the last
-marker and run in the last stage. The pipeline mesh is ``("stage", "model")``:
+marker and run in the last stage. With ``--scan-layers`` the layers are one stacked
+module (built by ``nnx.vmap``, applied by ``nnx.scan``) and the model has no marker at
+all: ``partition`` splits the scan into the schedule's stages, each stage program keeps
+its own loop over its layers, and each rank holds only its rows of the stacked
+parameters and of their optimizer state (no tensor parallelism inside stages in that
+mode: ``--model 1``). The pipeline mesh is ``("stage", "model")``:
 each stage runs on its own submesh, tensor-parallel over ``model`` (attention
 heads and the feed-forward's hidden units split Megatron-style, the head over
 the vocabulary). The step is lowered on ``mesh.lowering_mesh()`` with those
@@ -15,6 +20,7 @@ from jax.jit's single program by rounding only).
     python examples/llama_nnx.py                       # small: 2 stages x 2-way TP
     python examples/llama_nnx.py --layers 8 --stages 4 --model 2 --width 512 \\
         --heads 8 --kv-heads 4 --ffn 1408 --vocab 32000 --seq 256   # closer to real sizes
+    python examples/llama_nnx.py --scan-layers --model 1 --layers 8 --stages 4   # no markers
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from flax import nnx  # noqa: E402
+from gpt2_flax_linen import stacked_rows  # noqa: E402
 from gpt2_flax_nnx import make_step  # noqa: E402  (the same adamw step over nnx parameters)
 from jax.sharding import NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
@@ -147,6 +154,33 @@ class Decoder(nnx.Module):
             if (i + 1) % self.per_stage == 0:  # one marker per stage, the last one included
                 x = pp.mark_stage_end(x, name=f"stage{i // self.per_stage}")
         return self.head(self.norm(x))  # after the last marker: in the last stage
+
+
+class ScannedDecoder(nnx.Module):
+    """``Decoder`` with its layers stacked: one ``DecoderLayer`` whose parameters have a
+    leading ``[args.layers]`` axis (``nnx.vmap``), applied by ``nnx.scan``; no marker."""
+
+    def __init__(self, args, feed_forward: Callable[..., nnx.Module], rngs: nnx.Rngs):
+        dtype = jnp.dtype(args.dtype)
+        kw = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
+        self.embed = nnx.Embed(args.vocab, args.width, **kw)
+
+        @nnx.split_rngs(splits=args.layers)
+        @nnx.vmap(in_axes=(0,), out_axes=0)
+        def stacked_layers(rngs: nnx.Rngs) -> DecoderLayer:
+            return DecoderLayer(args, feed_forward(args, rngs), rngs)
+
+        self.layers = stacked_layers(rngs)
+        self.norm = nnx.RMSNorm(args.width, epsilon=1e-5, **kw)
+        self.head = nnx.Linear(args.width, args.vocab, use_bias=False, **kw)
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
+        def apply_layers(x: jax.Array, layer: DecoderLayer) -> jax.Array:
+            return layer(x)
+
+        x = apply_layers(self.embed(tokens), self.layers)
+        return self.head(self.norm(x))
 
 
 def numpy_params(shapes, seed: int = 0):
@@ -276,11 +310,14 @@ def train_and_compare(
         worst = max(worst, error)
         print(f"step {n}: loss {loss:.6f}  jax.jit {expected:.6f}  rel. diff {error:.2e}")
     (axis,) = (a for a in mesh.jax_mesh.axis_names if a != "stage")
-    split = [x for x in jax.tree_util.tree_leaves(ours[0]) if axis in x.sharding.spec]
-    print(
-        f"{len(split)} parameter arrays split over '{axis}', each on "
-        f"{sorted({len(x.sharding.device_set) for x in split})} devices of its stage"
-    )
+    if getattr(args, "scan_layers", False):  # moe_nnx.py's flags have no --scan-layers
+        print(stacked_rows(ours, mesh))
+    else:
+        split = [x for x in jax.tree_util.tree_leaves(ours[0]) if axis in x.sharding.spec]
+        print(
+            f"{len(split)} parameter arrays split over '{axis}', each on "
+            f"{sorted({len(x.sharding.device_set) for x in split})} devices of its stage"
+        )
     tolerance = TOLERANCE[args.dtype]
     ok = worst <= tolerance
     print(
@@ -293,11 +330,19 @@ def train_and_compare(
 
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.splitlines()[0], "--model", "tensor-parallel ways inside a stage")
+    p.add_argument(
+        "--scan-layers",
+        action="store_true",
+        help="stack the layers and apply them with nnx.scan, with no stage marker",
+    )
     args = check_args(p, p.parse_args(argv))
+    if args.scan_layers and args.ways != 1:
+        p.error("--scan-layers needs --model 1 (no tensor parallelism inside stages yet)")
     for name in ("kv_heads", "ffn", "vocab"):
         if getattr(args, name) % args.ways:
             p.error(f"--{name.replace('_', '-')} must be a multiple of --model")
-    graphdef, params = initial_params(args, lambda: Decoder(args, swiglu, nnx.Rngs(0)))
+    model = ScannedDecoder if args.scan_layers else Decoder
+    graphdef, params = initial_params(args, lambda: model(args, swiglu, nnx.Rngs(0)))
     mesh = pipeline_mesh(args, "model")
     return train_and_compare(args, mesh, graphdef, params, TENSOR_PARALLEL, P())
 

@@ -320,7 +320,7 @@ class _Splitter:
         for split in reversed(self.splits):  # a later loop's reads of an earlier one go first
             op, loop = split.op, split.loop
             writes = loop.write_carries()
-            starts = [v for v in op.operands]
+            starts = list(dict.fromkeys(op.operands))  # a value starting two carries: once
             for i, result in enumerate(op.results):
                 if next(iter(result.uses), None) is None:
                     continue
@@ -443,7 +443,7 @@ def _erase_if_unused(value: ir.Value) -> None:
         and producer.name in _START_VALUE_OPS
         and next(iter(value.uses), None) is None
     ):
-        operands = list(producer.operands)
+        operands = list(dict.fromkeys(producer.operands))  # erased once, read once
         producer.erase()
         for operand in operands:
             _erase_if_unused(operand)

@@ -51,3 +51,17 @@ def test_table_compares_the_sides(scan_compile, records):
 def test_depths_must_split_into_the_stages(scan_compile):
     with pytest.raises(SystemExit):
         scan_compile.parse_args(["--layers", "6", "--stages", "4"])
+
+
+def test_each_rank_holds_only_its_rows_of_the_layers(scan_compile, records):
+    """The layers' parameters and adamw moments: on 4 ranks each row lives on one rank
+    only (the pieces add up to the whole, no rank holds it all); jax.jit's one device
+    holds everything."""
+    for side in ("scanned", "unrolled"):
+        held, whole = records[side]["layer_bytes_per_rank"], records[side]["layer_bytes"]
+        assert len(held) == 4 and sum(held) == whole and max(held) < whole, (side, held)
+        assert len(records[side]["peak_bytes_per_rank"]) == 4, side
+    assert records["jit"]["layer_bytes_per_rank"] == [records["jit"]["layer_bytes"]]
+    medians = {(side, 4): records[side] for side in scan_compile.SIDES}
+    text = scan_compile.memory_table(medians, [4])
+    assert "| 4 | jit |" in text and "| 1.00 | - |" in text

@@ -26,6 +26,19 @@ def test_gpt2_linen_bf16_trains_like_jax_jit(capsys):
     assert out.count("step ") == 2
 
 
+@pytest.mark.slow
+def test_gpt2_linen_scanned_blocks_without_markers_train_like_jax_jit(capsys):
+    """--scan-layers: the blocks are one nn.scan and the model has no marker; each rank
+    holds its layer of every stacked parameter and of both adamw moments."""
+    example = toolkit.load_example("gpt2_flax_linen")
+    assert example.main([*TINY, "--scan-layers"]) == 0
+    out = capsys.readouterr().out
+    assert "OK: worst relative difference" in out and "bfloat16 parameters" in out
+    assert out.count("step ") == 2
+    # 16 stacked leaves per block (2 norms, attention, 2 dense) times param, mu and nu.
+    assert "48 stacked arrays (parameters, moments), rows per stage: [(1, 1)]" in out, out
+
+
 def test_gpt2_linen_rejects_layers_that_do_not_split_into_stages():
     example = toolkit.load_example("gpt2_flax_linen")
     with pytest.raises(SystemExit):
