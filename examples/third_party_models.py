@@ -47,6 +47,7 @@ dm-haiku). ``tests/py/third_party/`` runs the same workloads in CI;
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -88,6 +89,14 @@ class Workload:
             return self.mpmd_mesh
         devices = np.array(jax.devices()[: self.num_stages])
         return pp.MpmdMesh(Mesh(devices, ("stage",)), "stage")
+
+    def mesh_context(self) -> contextlib.AbstractContextManager:
+        """Where the step is traced and run: under ``jax.set_mesh`` of its own mesh's
+        lowering mesh when it has one (code written for explicit sharding names its
+        shardings against the mesh in context), else as it is."""
+        if self.mpmd_mesh is None:
+            return contextlib.nullcontext()
+        return jax.set_mesh(self.mpmd_mesh.lowering_mesh())
 
 
 #: How a workload is cut into stages (see the module doc).
@@ -418,14 +427,129 @@ def resnet_haiku(
     )
 
 
+# -- flax's Gemma example (flax nnx), written for JAX's explicit sharding -----------------
+
+
+def _import_flax_gemma():
+    """``examples/third_party/flax_gemma``, flax's Gemma example kept as its authors wrote
+    it (see its ``__init__``), imported as the package ``flax_gemma``."""
+    import importlib.util
+    import pathlib
+
+    if "flax_gemma" not in sys.modules:
+        folder = pathlib.Path(__file__).resolve().parent / "third_party" / "flax_gemma"
+        spec = importlib.util.spec_from_file_location(
+            "flax_gemma", folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["flax_gemma"] = package
+        spec.loader.exec_module(package)
+    return sys.modules["flax_gemma"]
+
+
+def gemma_flax(
+    num_stages: int = 2, num_microbatches: int = 4, *, cut: str = "markers", num_layers: int = 0
+) -> Workload:
+    """``num_layers`` blocks (default: one per stage), one stage per block, each stage on
+    a 2 x 2 submesh: ``fsdp`` (the batch and the parameters' other dimension) by
+    ``tensor`` (heads, hidden units, vocabulary), every axis Explicit. Markers only: nnx
+    names no module and the example runs no ``jax.named_scope``, so there are no module
+    paths to cut at."""
+    from flax import nnx
+    from jax.sharding import AxisType
+
+    if cut != "markers":
+        raise ValueError(
+            f"gemma_flax is cut by markers only (got cut={cut!r}): flax nnx puts no module "
+            "names in JAX's name stack and flax's Gemma example runs no jax.named_scope"
+        )
+    _import_flax_gemma()
+    from flax_gemma import transformer as transformer_lib
+    from flax_gemma import transformer_cfg
+
+    num_layers = num_layers or num_stages
+    axes = ("stage", "fsdp", "tensor")
+    mpmd_mesh = pp.MpmdMesh(
+        jax.make_mesh((num_stages, 2, 2), axes, axis_types=(AxisType.Explicit,) * len(axes)),
+        "stage",
+    )
+    vocab = 64
+    config = transformer_cfg.TransformerConfig(
+        num_layers=num_layers,
+        num_embed=vocab,
+        embed_dim=32,
+        hidden_dim=64,
+        num_heads=4,
+        head_dim=8,
+        num_kv_heads=2,
+        final_logit_softcap=None,
+        use_post_attn_norm=True,
+        use_post_ffw_norm=True,
+        attention_types=(transformer_cfg.AttentionType.GLOBAL,) * num_layers,
+        shd_config=transformer_cfg.ShardingConfig.fsdp_tp_sharding(
+            fsdp_axis_name="fsdp", tensor_parallel_axis_name="tensor"
+        ),
+    )
+
+    class EndsStage(nnx.Module):
+        """A block whose activations output ends a stage."""
+
+        def __init__(self, block: nnx.Module):
+            self.block = block
+
+        def __call__(self, *args, **kwargs):
+            cache, activations = self.block(*args, **kwargs)
+            return cache, pp.pipeline_enter_stage(activations)
+
+    with jax.set_mesh(mpmd_mesh.lowering_mesh()):
+        model = transformer_lib.Transformer(config, rngs=nnx.Rngs(params=0))
+        for index in range(len(model.layers)):
+            model.layers[index] = EndsStage(model.layers[index])
+        graph, params = nnx.split(model, nnx.Param)
+        values = np.random.default_rng(5).integers(1, vocab, (num_microbatches, 2, 9))
+        tokens = jax.device_put(values.astype(np.int32), jax.P(None, "fsdp"))
+
+    def loss_fn(params, tokens):
+        # As the example's train.py: a causal mask over the non-padding tokens, positions
+        # from it, and the cross entropy of one-hot targets (the logits' vocabulary is
+        # split over "tensor", which take_along_axis cannot gather from unannotated).
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        input_mask = inputs > 0
+        logits, _ = nnx.merge(graph, params)(
+            inputs,
+            positions=transformer_lib.build_positions_from_mask(input_mask),
+            cache=None,
+            attention_mask=transformer_lib.make_causal_attn_mask(input_mask),
+        )
+        one_hot = jax.nn.one_hot(targets, logits.shape[-1])
+        return -jnp.sum(one_hot * nnx.log_softmax(logits), axis=-1).mean()
+
+    workload = _language_model(
+        "gemma_flax",
+        f"flax {_flax_version()} examples/gemma (flax nnx)",
+        loss_fn,
+        params,
+        optax.adamw(1e-3, b1=0.9, b2=0.98, eps=1e-9, weight_decay=0.1),  # train.py's
+        tokens,
+        pp.Std1F1B(num_stages),
+        num_stages,
+        None,
+    )
+    return dataclasses.replace(workload, mpmd_mesh=mpmd_mesh)
+
+
+def _flax_version() -> str:
+    import flax
+
+    return flax.__version__
+
+
 MODELS: dict[str, Callable[[], Workload]] = {
     "gpt2_hf": gpt2_hf,
     "llama_penzai": llama_penzai,
     "mamba2_nnx": mamba2_nnx,
     "resnet_haiku": resnet_haiku,
-    # A model written for JAX's explicit sharding (jax.make_mesh's Explicit axes,
-    # out_sharding= in its einsums, jax.set_mesh) goes here once explicit meshes pipeline
-    # (issue 35, item 2): a builder whose Workload carries its MpmdMesh (mpmd_mesh=).
+    "gemma_flax": gemma_flax,
 }
 
 
@@ -452,7 +576,8 @@ class SideBySide:
 
 
 def partition(workload: Workload) -> pp.PartitionedProgram:
-    lowered = jax.jit(workload.step).lower(*workload.state, *workload.inputs(0))
+    with workload.mesh_context():
+        lowered = jax.jit(workload.step).lower(*workload.state, *workload.inputs(0))
     return pp.partition(
         lowered,
         mesh=workload.mesh(),
@@ -462,6 +587,11 @@ def partition(workload: Workload) -> pp.PartitionedProgram:
 
 
 def train_side_by_side(workload: Workload, steps: int) -> SideBySide:
+    with workload.mesh_context():
+        return _train_side_by_side(workload, steps)
+
+
+def _train_side_by_side(workload: Workload, steps: int) -> SideBySide:
     program = partition(workload)
     pipelined, reference = program.compile(), jax.jit(workload.step)
     state, reference_state = workload.state, workload.state
