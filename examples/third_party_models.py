@@ -1,9 +1,10 @@
 """Models as their authors ship them, pipelined with stage markers added from outside, or
 with no markers at all.
 
-Four model implementations from installed packages that nobody on this project wrote,
-each in its library's own style, used unchanged. Each is cut into stages one of three
-ways (``--cut``): ``markers``, stage markers added around the library's blocks from
+Five model implementations that nobody on this project wrote (four from installed
+packages, one flax example kept here as flax wrote it), each in its library's own style,
+used unchanged. Each is cut into stages one of three ways (``--cut``; ``gemma_flax`` by
+markers only): ``markers``, stage markers added around the library's blocks from
 outside (an interceptor, a model edit or a wrapper), never by editing the library's
 code; ``split-points``, no markers, ``partition(..., split_points=...)`` naming the
 module paths where stages start (as JAX's name stack spells them); ``auto``, no markers,
@@ -21,10 +22,14 @@ module paths where stages start (as JAX's name stack spells them); ``auto``, no 
 - ``resnet_haiku``: dm-haiku's ``hk.nets.ResNet`` (convolutions, BatchNorm with its
   moving averages as state) and SGD with momentum; a marker after block groups 1 and 3
   through ``haiku.intercept_methods``.
-
-(A model written for JAX's explicit sharding mode, ``jax.make_mesh`` axes of type
-Explicit and ``out_sharding=`` in its einsums, belongs in ``MODELS`` too once explicit
-meshes pipeline: a builder returning a ``Workload`` with its ``mpmd_mesh``.)
+- ``gemma_flax``: flax's Gemma example (flax nnx; ``examples/third_party/flax_gemma``,
+  flax's files kept as they are), written for JAX's explicit sharding: a
+  ``jax.make_mesh`` mesh of Explicit axes, ``out_sharding`` on every parameter and
+  einsum, traced under ``jax.set_mesh``; each stage on a 2 x 2 submesh (``fsdp``: data
+  and parameters, ``tensor``: heads, hidden units, vocabulary) and the example's AdamW;
+  each block wrapped by an nnx module that marks its output. Markers only (nnx names
+  no module, so there is nothing to cut at without them); its ``Workload`` carries its
+  ``MpmdMesh``.
 
 Each trains a few steps pipelined and under plain ``jax.jit`` from the same state and
 inputs, and prints the largest differences in ulps of each leaf's largest magnitude
@@ -37,10 +42,10 @@ one step's are small; ``tests/py/third_party/`` states each model's tolerance:
 
     python examples/third_party_models.py                 # every model, 3 steps
     python examples/third_party_models.py --model gpt2_hf --steps 5
-    python examples/third_party_models.py --cut auto --stages 3 --layers 6
+    python examples/third_party_models.py --cut auto --stages 3 --layers 6  # all but gemma_flax
 
 Needs ``pip install -e ".[third-party]"`` (transformers<5, penzai, mamba2-jax,
-dm-haiku). ``tests/py/third_party/`` runs the same workloads in CI;
+dm-haiku, jaxtyping). ``tests/py/third_party/`` runs the same workloads in CI;
 ``benchmarks/third_party_models.py`` times them against ``jax.jit``.
 """
 
@@ -501,14 +506,6 @@ def gemma_flax(
             cache, activations = self.block(*args, **kwargs)
             return cache, pp.pipeline_enter_stage(activations)
 
-    with jax.set_mesh(mpmd_mesh.lowering_mesh()):
-        model = transformer_lib.Transformer(config, rngs=nnx.Rngs(params=0))
-        for index in range(len(model.layers)):
-            model.layers[index] = EndsStage(model.layers[index])
-        graph, params = nnx.split(model, nnx.Param)
-        values = np.random.default_rng(5).integers(1, vocab, (num_microbatches, 2, 9))
-        tokens = jax.device_put(values.astype(np.int32), jax.P(None, "fsdp"))
-
     def loss_fn(params, tokens):
         # As the example's train.py: a causal mask over the non-padding tokens, positions
         # from it, and the cross entropy of one-hot targets (the logits' vocabulary is
@@ -524,17 +521,25 @@ def gemma_flax(
         one_hot = jax.nn.one_hot(targets, logits.shape[-1])
         return -jnp.sum(one_hot * nnx.log_softmax(logits), axis=-1).mean()
 
-    workload = _language_model(
-        "gemma_flax",
-        f"flax {_flax_version()} examples/gemma (flax nnx)",
-        loss_fn,
-        params,
-        optax.adamw(1e-3, b1=0.9, b2=0.98, eps=1e-9, weight_decay=0.1),  # train.py's
-        tokens,
-        pp.Std1F1B(num_stages),
-        num_stages,
-        None,
-    )
+    with jax.set_mesh(mpmd_mesh.lowering_mesh()):
+        model = transformer_lib.Transformer(config, rngs=nnx.Rngs(params=0))
+        for index in range(len(model.layers)):
+            model.layers[index] = EndsStage(model.layers[index])
+        graph, params = nnx.split(model, nnx.Param)
+        values = np.random.default_rng(5).integers(1, vocab, (num_microbatches, 2, 9))
+        tokens = jax.device_put(values.astype(np.int32), jax.P(None, "fsdp"))
+
+        workload = _language_model(
+            "gemma_flax",
+            f"flax {_flax_version()} examples/gemma (flax nnx)",
+            loss_fn,
+            params,
+            optax.adamw(1e-3, b1=0.9, b2=0.98, eps=1e-9, weight_decay=0.1),  # train.py's
+            tokens,
+            pp.Std1F1B(num_stages),
+            num_stages,
+            None,
+        )
     return dataclasses.replace(workload, mpmd_mesh=mpmd_mesh)
 
 
@@ -551,6 +556,8 @@ MODELS: dict[str, Callable[[], Workload]] = {
     "resnet_haiku": resnet_haiku,
     "gemma_flax": gemma_flax,
 }
+#: The models cut by markers only (no module paths to cut at).
+MARKERS_ONLY = frozenset({"gemma_flax"})
 
 
 # -- training side by side --------------------------------------------------------------
@@ -638,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=0, help="blocks (default: one per stage)")
     args = parser.parse_args(argv)
     failed = False
-    for name in args.model or MODELS:
+    for name in args.model or [m for m in MODELS if args.cut == "markers" or m not in MARKERS_ONLY]:
         if args.cut == "markers":
             workload = MODELS[name]()
         else:
