@@ -142,14 +142,30 @@ def _language_model(
     schedule: pp.Schedule,
     num_stages: int,
     split_points: tuple[str, ...] | None,
+    *,
+    dropout: bool = False,
+    mpmd_mesh: pp.MpmdMesh | None = None,
 ) -> Workload:
     """A language model trained on the same ``tokens`` each step: the mean loss over the
-    microbatches, ``optimizer``'s update."""
+    microbatches, ``optimizer``'s update. With ``dropout``, step ``i`` takes the key
+    ``jax.random.key(i)`` too and gives each microbatch its own (split in the batch):
+    ``loss_fn(params, (tokens, key))``."""
 
-    def step(params, opt_state, tokens):
-        loss, grads = _treduce_gradients(loss_fn, params, tokens)
+    def train(params, opt_state, batch, num_microbatches):
+        loss, grads = _treduce_gradients(loss_fn, params, batch)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss / tokens.shape[0]
+        return optax.apply_updates(params, updates), opt_state, loss / num_microbatches
+
+    if dropout:
+
+        def step(params, opt_state, tokens, key):
+            keys = jax.random.split(key, tokens.shape[0])  # one dropout key per microbatch
+            return train(params, opt_state, (tokens, keys), tokens.shape[0])
+
+    else:
+
+        def step(params, opt_state, tokens):
+            return train(params, opt_state, tokens, tokens.shape[0])
 
     state = (params, jax.jit(optimizer.init)(params))
     return Workload(
@@ -157,9 +173,10 @@ def _language_model(
         library,
         step,
         state,
-        lambda i: (tokens,),
+        (lambda i: (tokens, jax.random.key(i))) if dropout else (lambda i: (tokens,)),
         num_stages,
         schedule,
+        mpmd_mesh=mpmd_mesh,
         split_points=split_points,
     )
 
@@ -203,25 +220,18 @@ def gpt2_hf(
         optax.warmup_cosine_decay_schedule(0.0, 1e-3, warmup_steps=2, decay_steps=10),
         weight_decay=0.01,
     )
-
-    def step(params, opt_state, tokens, key):
-        keys = jax.random.split(key, tokens.shape[0])  # one dropout key per microbatch
-        loss, grads = _treduce_gradients(loss_fn, params, (tokens, keys))
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss / tokens.shape[0]
-
-    tokens = _tokens(num_microbatches, 2, 9, vocab, seed=1)
-    params = model.params
     blocks = [f"h/{i}" for i in range(num_layers)]  # the blocks' module paths: transformer/h/i
-    return Workload(
+    return _language_model(
         "gpt2_hf",
         f"transformers {transformers.__version__} (flax linen)",
-        step,
-        (params, jax.jit(optimizer.init)(params)),
-        lambda i: (tokens, jax.random.key(i)),
-        num_stages,
+        loss_fn,
+        model.params,
+        optimizer,
+        _tokens(num_microbatches, 2, 9, vocab, seed=1),
         pp.Std1F1B(num_stages),
-        split_points=_evenly(blocks, num_stages) if cut == "split-points" else None,
+        num_stages,
+        _evenly(blocks, num_stages) if cut == "split-points" else None,
+        dropout=True,
     )
 
 
@@ -491,6 +501,7 @@ def gemma_flax(
         use_post_attn_norm=True,
         use_post_ffw_norm=True,
         attention_types=(transformer_cfg.AttentionType.GLOBAL,) * num_layers,
+        dropout_rate=0.1,  # attention probabilities, feed-forward, block and final outputs
         shd_config=transformer_cfg.ShardingConfig.fsdp_tp_sharding(
             fsdp_axis_name="fsdp", tensor_parallel_axis_name="tensor"
         ),
@@ -506,10 +517,12 @@ def gemma_flax(
             cache, activations = self.block(*args, **kwargs)
             return cache, pp.pipeline_enter_stage(activations)
 
-    def loss_fn(params, tokens):
+    def loss_fn(params, microbatch):
         # As the example's train.py: a causal mask over the non-padding tokens, positions
-        # from it, and the cross entropy of one-hot targets (the logits' vocabulary is
-        # split over "tensor", which take_along_axis cannot gather from unannotated).
+        # from it, a dropout key, and the cross entropy of one-hot targets (the logits'
+        # vocabulary is split over "tensor", which take_along_axis cannot gather from
+        # unannotated).
+        tokens, key = microbatch
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
         input_mask = inputs > 0
         logits, _ = nnx.merge(graph, params)(
@@ -517,6 +530,7 @@ def gemma_flax(
             positions=transformer_lib.build_positions_from_mask(input_mask),
             cache=None,
             attention_mask=transformer_lib.make_causal_attn_mask(input_mask),
+            rngs=nnx.Rngs(dropout=key),
         )
         one_hot = jax.nn.one_hot(targets, logits.shape[-1])
         return -jnp.sum(one_hot * nnx.log_softmax(logits), axis=-1).mean()
@@ -529,7 +543,7 @@ def gemma_flax(
         values = np.random.default_rng(5).integers(1, vocab, (num_microbatches, 2, 9))
         tokens = jax.device_put(values.astype(np.int32), jax.P(None, "fsdp"))
 
-        workload = _language_model(
+        return _language_model(
             "gemma_flax",
             f"flax {_flax_version()} examples/gemma (flax nnx)",
             loss_fn,
@@ -539,8 +553,9 @@ def gemma_flax(
             pp.Std1F1B(num_stages),
             num_stages,
             None,
+            dropout=True,
+            mpmd_mesh=mpmd_mesh,
         )
-    return dataclasses.replace(workload, mpmd_mesh=mpmd_mesh)
 
 
 def _flax_version() -> str:

@@ -1,10 +1,11 @@
 """Flax's Gemma example (flax nnx, ``examples/third_party/flax_gemma``), written for JAX's
 explicit sharding: a ``jax.make_mesh`` mesh of Explicit axes, ``out_sharding`` on every
 parameter and einsum (its ``ShardingConfig.fsdp_tp_sharding``), traced under
-``jax.set_mesh``. Each block wrapped from outside to end a stage; two stages, each on a
-2 x 2 submesh (``fsdp`` x ``tensor``: data and tensor parallelism inside the stage),
-trained with the example's AdamW: the numbers of jax.jit, and the parameters keep the
-shardings their types name, on their stage's submesh."""
+``jax.set_mesh``, with its dropout on (one key per microbatch). Each block wrapped from
+outside to end a stage; two stages, each on a 2 x 2 submesh (``fsdp`` x ``tensor``: data
+and tensor parallelism inside the stage), trained with the example's AdamW: the numbers
+of jax.jit, mask for mask, and the parameters keep the shardings their types name, on
+their stage's submesh."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ def test_trains_like_jax_jit(trained):
 
 def test_one_stage_per_block(trained):
     assert trained.program.num_stages == 2
+
+
+def test_dropout_is_on_and_draws_the_masks_of_jax_jit(trained):
+    third_party_suite.assert_dropout_draws_the_masks_of_jax_jit(trained, "gemma_flax")
 
 
 def test_each_blocks_parameters_keep_their_typed_shardings_on_their_stages_submesh(trained):
