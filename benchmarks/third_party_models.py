@@ -43,6 +43,11 @@ def _timed(fn, *args):
 
 def measure(name: str, steps: int, warmup: int) -> dict:
     workload = models.MODELS[name]()
+    with workload.mesh_context():  # jax.set_mesh for a model written for explicit sharding
+        return _measure(workload, name, steps, warmup)
+
+
+def _measure(workload: models.Workload, name: str, steps: int, warmup: int) -> dict:
     inputs = workload.inputs
 
     def first_pipelined():

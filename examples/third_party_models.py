@@ -1,9 +1,10 @@
 """Models as their authors ship them, pipelined with stage markers added from outside, or
 with no markers at all.
 
-Four model implementations from installed packages that nobody on this project wrote,
-each in its library's own style, used unchanged. Each is cut into stages one of three
-ways (``--cut``): ``markers``, stage markers added around the library's blocks from
+Five model implementations that nobody on this project wrote (four from installed
+packages, one flax example kept here as flax wrote it), each in its library's own style,
+used unchanged. Each is cut into stages one of three ways (``--cut``; ``gemma_flax`` by
+markers only): ``markers``, stage markers added around the library's blocks from
 outside (an interceptor, a model edit or a wrapper), never by editing the library's
 code; ``split-points``, no markers, ``partition(..., split_points=...)`` naming the
 module paths where stages start (as JAX's name stack spells them); ``auto``, no markers,
@@ -21,10 +22,14 @@ module paths where stages start (as JAX's name stack spells them); ``auto``, no 
 - ``resnet_haiku``: dm-haiku's ``hk.nets.ResNet`` (convolutions, BatchNorm with its
   moving averages as state) and SGD with momentum; a marker after block groups 1 and 3
   through ``haiku.intercept_methods``.
-
-(A model written for JAX's explicit sharding mode, ``jax.make_mesh`` axes of type
-Explicit and ``out_sharding=`` in its einsums, belongs in ``MODELS`` too once explicit
-meshes pipeline: a builder returning a ``Workload`` with its ``mpmd_mesh``.)
+- ``gemma_flax``: flax's Gemma example (flax nnx; ``examples/third_party/flax_gemma``,
+  flax's files kept as they are), written for JAX's explicit sharding: a
+  ``jax.make_mesh`` mesh of Explicit axes, ``out_sharding`` on every parameter and
+  einsum, traced under ``jax.set_mesh``; each stage on a 2 x 2 submesh (``fsdp``: data
+  and parameters, ``tensor``: heads, hidden units, vocabulary) and the example's AdamW;
+  each block wrapped by an nnx module that marks its output. Markers only (nnx names
+  no module, so there is nothing to cut at without them); its ``Workload`` carries its
+  ``MpmdMesh``.
 
 Each trains a few steps pipelined and under plain ``jax.jit`` from the same state and
 inputs, and prints the largest differences in ulps of each leaf's largest magnitude
@@ -37,16 +42,17 @@ one step's are small; ``tests/py/third_party/`` states each model's tolerance:
 
     python examples/third_party_models.py                 # every model, 3 steps
     python examples/third_party_models.py --model gpt2_hf --steps 5
-    python examples/third_party_models.py --cut auto --stages 3 --layers 6
+    python examples/third_party_models.py --cut auto --stages 3 --layers 6  # all but gemma_flax
 
 Needs ``pip install -e ".[third-party]"`` (transformers<5, penzai, mamba2-jax,
-dm-haiku). ``tests/py/third_party/`` runs the same workloads in CI;
+dm-haiku, jaxtyping). ``tests/py/third_party/`` runs the same workloads in CI;
 ``benchmarks/third_party_models.py`` times them against ``jax.jit``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -89,6 +95,14 @@ class Workload:
         devices = np.array(jax.devices()[: self.num_stages])
         return pp.MpmdMesh(Mesh(devices, ("stage",)), "stage")
 
+    def mesh_context(self) -> contextlib.AbstractContextManager:
+        """Where the step is traced and run: under ``jax.set_mesh`` of its own mesh's
+        lowering mesh when it has one (code written for explicit sharding names its
+        shardings against the mesh in context), else as it is."""
+        if self.mpmd_mesh is None:
+            return contextlib.nullcontext()
+        return jax.set_mesh(self.mpmd_mesh.lowering_mesh())
+
 
 #: How a workload is cut into stages (see the module doc).
 CUTS = ("markers", "split-points", "auto")
@@ -128,14 +142,30 @@ def _language_model(
     schedule: pp.Schedule,
     num_stages: int,
     split_points: tuple[str, ...] | None,
+    *,
+    dropout: bool = False,
+    mpmd_mesh: pp.MpmdMesh | None = None,
 ) -> Workload:
     """A language model trained on the same ``tokens`` each step: the mean loss over the
-    microbatches, ``optimizer``'s update."""
+    microbatches, ``optimizer``'s update. With ``dropout``, step ``i`` takes the key
+    ``jax.random.key(i)`` too and gives each microbatch its own (split in the batch):
+    ``loss_fn(params, (tokens, key))``."""
 
-    def step(params, opt_state, tokens):
-        loss, grads = _treduce_gradients(loss_fn, params, tokens)
+    def train(params, opt_state, batch, num_microbatches):
+        loss, grads = _treduce_gradients(loss_fn, params, batch)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss / tokens.shape[0]
+        return optax.apply_updates(params, updates), opt_state, loss / num_microbatches
+
+    if dropout:
+
+        def step(params, opt_state, tokens, key):
+            keys = jax.random.split(key, tokens.shape[0])  # one dropout key per microbatch
+            return train(params, opt_state, (tokens, keys), tokens.shape[0])
+
+    else:
+
+        def step(params, opt_state, tokens):
+            return train(params, opt_state, tokens, tokens.shape[0])
 
     state = (params, jax.jit(optimizer.init)(params))
     return Workload(
@@ -143,9 +173,10 @@ def _language_model(
         library,
         step,
         state,
-        lambda i: (tokens,),
+        (lambda i: (tokens, jax.random.key(i))) if dropout else (lambda i: (tokens,)),
         num_stages,
         schedule,
+        mpmd_mesh=mpmd_mesh,
         split_points=split_points,
     )
 
@@ -189,25 +220,18 @@ def gpt2_hf(
         optax.warmup_cosine_decay_schedule(0.0, 1e-3, warmup_steps=2, decay_steps=10),
         weight_decay=0.01,
     )
-
-    def step(params, opt_state, tokens, key):
-        keys = jax.random.split(key, tokens.shape[0])  # one dropout key per microbatch
-        loss, grads = _treduce_gradients(loss_fn, params, (tokens, keys))
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss / tokens.shape[0]
-
-    tokens = _tokens(num_microbatches, 2, 9, vocab, seed=1)
-    params = model.params
     blocks = [f"h/{i}" for i in range(num_layers)]  # the blocks' module paths: transformer/h/i
-    return Workload(
+    return _language_model(
         "gpt2_hf",
         f"transformers {transformers.__version__} (flax linen)",
-        step,
-        (params, jax.jit(optimizer.init)(params)),
-        lambda i: (tokens, jax.random.key(i)),
-        num_stages,
+        loss_fn,
+        model.params,
+        optimizer,
+        _tokens(num_microbatches, 2, 9, vocab, seed=1),
         pp.Std1F1B(num_stages),
-        split_points=_evenly(blocks, num_stages) if cut == "split-points" else None,
+        num_stages,
+        _evenly(blocks, num_stages) if cut == "split-points" else None,
+        dropout=True,
     )
 
 
@@ -418,15 +442,137 @@ def resnet_haiku(
     )
 
 
+# -- flax's Gemma example (flax nnx), written for JAX's explicit sharding -----------------
+
+
+def _import_flax_gemma():
+    """``examples/third_party/flax_gemma``, flax's Gemma example kept as its authors wrote
+    it (see its ``__init__``), imported as the package ``flax_gemma``."""
+    import importlib.util
+    import pathlib
+
+    if "flax_gemma" not in sys.modules:
+        folder = pathlib.Path(__file__).resolve().parent / "third_party" / "flax_gemma"
+        spec = importlib.util.spec_from_file_location(
+            "flax_gemma", folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["flax_gemma"] = package
+        spec.loader.exec_module(package)
+    return sys.modules["flax_gemma"]
+
+
+def gemma_flax(
+    num_stages: int = 2, num_microbatches: int = 4, *, cut: str = "markers", num_layers: int = 0
+) -> Workload:
+    """``num_layers`` blocks (default: one per stage), one stage per block, each stage on
+    a 2 x 2 submesh: ``fsdp`` (the batch and the parameters' other dimension) by
+    ``tensor`` (heads, hidden units, vocabulary), every axis Explicit. Markers only: nnx
+    names no module and the example runs no ``jax.named_scope``, so there are no module
+    paths to cut at."""
+    from flax import nnx
+    from jax.sharding import AxisType
+
+    if cut != "markers":
+        raise ValueError(
+            f"gemma_flax is cut by markers only (got cut={cut!r}): flax nnx puts no module "
+            "names in JAX's name stack and flax's Gemma example runs no jax.named_scope"
+        )
+    _import_flax_gemma()
+    from flax_gemma import transformer as transformer_lib
+    from flax_gemma import transformer_cfg
+
+    num_layers = num_layers or num_stages
+    axes = ("stage", "fsdp", "tensor")
+    mpmd_mesh = pp.MpmdMesh(
+        jax.make_mesh((num_stages, 2, 2), axes, axis_types=(AxisType.Explicit,) * len(axes)),
+        "stage",
+    )
+    vocab = 64
+    config = transformer_cfg.TransformerConfig(
+        num_layers=num_layers,
+        num_embed=vocab,
+        embed_dim=32,
+        hidden_dim=64,
+        num_heads=4,
+        head_dim=8,
+        num_kv_heads=2,
+        final_logit_softcap=None,
+        use_post_attn_norm=True,
+        use_post_ffw_norm=True,
+        attention_types=(transformer_cfg.AttentionType.GLOBAL,) * num_layers,
+        dropout_rate=0.1,  # attention probabilities, feed-forward, block and final outputs
+        shd_config=transformer_cfg.ShardingConfig.fsdp_tp_sharding(
+            fsdp_axis_name="fsdp", tensor_parallel_axis_name="tensor"
+        ),
+    )
+
+    class EndsStage(nnx.Module):
+        """A block whose activations output ends a stage."""
+
+        def __init__(self, block: nnx.Module):
+            self.block = block
+
+        def __call__(self, *args, **kwargs):
+            cache, activations = self.block(*args, **kwargs)
+            return cache, pp.pipeline_enter_stage(activations)
+
+    def loss_fn(params, microbatch):
+        # As the example's train.py: a causal mask over the non-padding tokens, positions
+        # from it, a dropout key, and the cross entropy of one-hot targets (the logits'
+        # vocabulary is split over "tensor", which take_along_axis cannot gather from
+        # unannotated).
+        tokens, key = microbatch
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        input_mask = inputs > 0
+        logits, _ = nnx.merge(graph, params)(
+            inputs,
+            positions=transformer_lib.build_positions_from_mask(input_mask),
+            cache=None,
+            attention_mask=transformer_lib.make_causal_attn_mask(input_mask),
+            rngs=nnx.Rngs(dropout=key),
+        )
+        one_hot = jax.nn.one_hot(targets, logits.shape[-1])
+        return -jnp.sum(one_hot * nnx.log_softmax(logits), axis=-1).mean()
+
+    with jax.set_mesh(mpmd_mesh.lowering_mesh()):
+        model = transformer_lib.Transformer(config, rngs=nnx.Rngs(params=0))
+        for index in range(len(model.layers)):
+            model.layers[index] = EndsStage(model.layers[index])
+        graph, params = nnx.split(model, nnx.Param)
+        values = np.random.default_rng(5).integers(1, vocab, (num_microbatches, 2, 9))
+        tokens = jax.device_put(values.astype(np.int32), jax.P(None, "fsdp"))
+
+        return _language_model(
+            "gemma_flax",
+            f"flax {_flax_version()} examples/gemma (flax nnx)",
+            loss_fn,
+            params,
+            optax.adamw(1e-3, b1=0.9, b2=0.98, eps=1e-9, weight_decay=0.1),  # train.py's
+            tokens,
+            pp.Std1F1B(num_stages),
+            num_stages,
+            None,
+            dropout=True,
+            mpmd_mesh=mpmd_mesh,
+        )
+
+
+def _flax_version() -> str:
+    import flax
+
+    return flax.__version__
+
+
 MODELS: dict[str, Callable[[], Workload]] = {
     "gpt2_hf": gpt2_hf,
     "llama_penzai": llama_penzai,
     "mamba2_nnx": mamba2_nnx,
     "resnet_haiku": resnet_haiku,
-    # A model written for JAX's explicit sharding (jax.make_mesh's Explicit axes,
-    # out_sharding= in its einsums, jax.set_mesh) goes here once explicit meshes pipeline
-    # (issue 35, item 2): a builder whose Workload carries its MpmdMesh (mpmd_mesh=).
+    "gemma_flax": gemma_flax,
 }
+#: The models cut by markers only (no module paths to cut at).
+MARKERS_ONLY = frozenset({"gemma_flax"})
 
 
 # -- training side by side --------------------------------------------------------------
@@ -452,7 +598,8 @@ class SideBySide:
 
 
 def partition(workload: Workload) -> pp.PartitionedProgram:
-    lowered = jax.jit(workload.step).lower(*workload.state, *workload.inputs(0))
+    with workload.mesh_context():
+        lowered = jax.jit(workload.step).lower(*workload.state, *workload.inputs(0))
     return pp.partition(
         lowered,
         mesh=workload.mesh(),
@@ -462,6 +609,11 @@ def partition(workload: Workload) -> pp.PartitionedProgram:
 
 
 def train_side_by_side(workload: Workload, steps: int) -> SideBySide:
+    with workload.mesh_context():
+        return _train_side_by_side(workload, steps)
+
+
+def _train_side_by_side(workload: Workload, steps: int) -> SideBySide:
     program = partition(workload)
     pipelined, reference = program.compile(), jax.jit(workload.step)
     state, reference_state = workload.state, workload.state
@@ -508,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=0, help="blocks (default: one per stage)")
     args = parser.parse_args(argv)
     failed = False
-    for name in args.model or MODELS:
+    for name in args.model or [m for m in MODELS if args.cut == "markers" or m not in MARKERS_ONLY]:
         if args.cut == "markers":
             workload = MODELS[name]()
         else:

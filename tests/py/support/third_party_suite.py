@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import toolkit
 
 STEPS = 3  # optimizer steps, each fed back: rounding differences compound as in training
@@ -57,3 +58,21 @@ def assert_trained_like_jax_jit(
     toolkit.assert_matches_reference(
         comparable(result.state), comparable(result.reference_state), state_tolerance
     )
+
+
+def assert_dropout_draws_the_masks_of_jax_jit(result: Any, name: str) -> None:
+    """Another key gives other dropout masks (another loss), the same as jax.jit's for
+    that key: the pipelined step of ``result`` (the workload ``name``) and ``jax.jit``'s,
+    from the workload's first state, with keys 10 and 11."""
+    workload = examples().MODELS[name]()
+    tokens, _ = workload.inputs(0)
+    losses = {}
+    with workload.mesh_context():
+        reference = jax.jit(workload.step)
+        for seed in (10, 11):
+            key = jax.random.key(seed)
+            *_, loss = result.compiled(*workload.state, tokens, key)
+            *_, expected = reference(*workload.state, tokens, key)
+            toolkit.assert_matches_reference(loss, expected, toolkit.SEPARATE_PROGRAMS)
+            losses[seed] = float(loss)
+    assert losses[10] != losses[11]

@@ -78,18 +78,7 @@ def test_one_stage_per_block(trained):
 
 
 def test_dropout_is_on_and_draws_the_masks_of_jax_jit(trained):
-    """Another key gives other masks (another loss), the same as jax.jit's for that key."""
-    workload = third_party_suite.examples().gpt2_hf()
-    tokens, _ = workload.inputs(0)
-    reference = jax.jit(workload.step)
-    losses = {}
-    for seed in (10, 11):
-        key = jax.random.key(seed)
-        *_, loss = trained.compiled(*workload.state, tokens, key)
-        *_, expected = reference(*workload.state, tokens, key)
-        toolkit.assert_matches_reference(loss, expected, toolkit.SEPARATE_PROGRAMS)
-        losses[seed] = float(loss)
-    assert losses[10] != losses[11]
+    third_party_suite.assert_dropout_draws_the_masks_of_jax_jit(trained, "gpt2_hf")
 
 
 # Without markers: (cut, stages, blocks).
