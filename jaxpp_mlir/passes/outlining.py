@@ -14,7 +14,7 @@ from jaxpp_mlir._jax_compat import func
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.dialect.vocabulary import KIND_ATTR, RANK_ATTR, STAGE_ATTR
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes import shardings
+from jaxpp_mlir.passes import shardings, xla_import
 
 
 def copyable_ops(
@@ -156,6 +156,8 @@ def outline_groups(
             for op, position in analysis.outside_reads.get(old, ()):
                 op.operands[position] = new
         outlined.append(Outlined(task, function.operation))
+    for result in outlined:  # rebuilds loops: the analysis above holds their old values
+        xla_import.prepare(result.function)
     return outlined
 
 
