@@ -103,7 +103,8 @@ def outline_groups(
     terminator among them) are the ops of one block. A function's arguments
     are the values its group reads from outside (copyable producers are cloned
     in instead); its results are the group's values read outside it, which the
-    task's results replace there.
+    task's results replace there. Each function is then made fit for XLA's import
+    (``xla_import.prepare``).
     """
     analysis = _Analysis(groups, copyable, other_ops)
     mesh = shardings.mesh_name(module)

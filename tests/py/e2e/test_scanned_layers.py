@@ -580,14 +580,17 @@ def _loop_trip_counts(text: str) -> list[int]:
 TP_LAYERS, TP_HIDDEN = 4, 16
 
 
-def _tensor_parallel_apply(params, x):
-    """Megatron-style layers: ``w1`` split by columns and ``w2`` by rows over ``model``."""
+def _tensor_parallel_apply(params, x, *, mesh: jax.sharding.Mesh):
+    """Megatron-style layers: ``w1`` split by columns and ``w2`` by rows over ``model``;
+    the activation carried split over ``model`` too, and read after the loop by an op
+    computing it unchanged (``h - 0``, as the mean of an RMS norm lowers)."""
+    split = NamedSharding(mesh, P(None, "model"))
 
     def layer(h, p):
-        return h + jnp.tanh(h @ p["w1"]) @ p["w2"], None
+        return jax.lax.with_sharding_constraint(h + jnp.tanh(h @ p["w1"]) @ p["w2"], split), None
 
     h, _ = jax.lax.scan(layer, x @ params["embed"], params["layers"])
-    return h @ params["head"]
+    return (h - jnp.zeros_like(h)) @ params["head"]
 
 
 @functools.cache
@@ -612,7 +615,7 @@ def _tensor_parallel_lowered():
             lambda spec: NamedSharding(lowering, spec), specs, is_leaf=lambda x: isinstance(x, P)
         ),
     )
-    step = _train_step(_tensor_parallel_apply)
+    step = _train_step(functools.partial(_tensor_parallel_apply, mesh=lowering))
     opt_state = jax.jit(OPTIMIZER.init)(params)
     xs, ys = (jax.device_put(b, NamedSharding(lowering, P())) for b in _batch())
     args = (params, opt_state, xs, ys)
@@ -622,10 +625,12 @@ def _tensor_parallel_lowered():
 @pytest.mark.slow
 def test_tensor_parallel_stages_of_a_scanned_model_train_like_jax_jit():
     """A scan over layers whose weights are split over a ``model`` axis, two stages of two
-    devices, no markers. (Each stage's loop reads its rows of the stacked weights as
-    iteration arguments returned unchanged, with the loop's sharding listing one entry
-    per argument; XLA's import folded those arguments away but kept the entries, and every
-    stage program failed to compile: ``RET_CHECK leaf_count == tuple_elements_.size()``.)"""
+    devices, no markers. Each stage's loop reads its rows of the stacked weights as
+    iteration arguments returned unchanged, with the loop's sharding listing one entry per
+    argument: XLA's import folded those arguments away but kept the entries (``RET_CHECK
+    leaf_count == tuple_elements_.size()``); and it folded ``h - 0`` after the loop into the
+    loop's result, putting that op's sharding on the loop as one sharding for all its
+    results (``Number of tile assignment dimensions ...``). See passes/xla_import.py."""
     mesh, step, lowered, args = _tensor_parallel_lowered()
     program = pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(2))
     _assert_every_stage_loops_over_its_layers(program, TP_LAYERS)
