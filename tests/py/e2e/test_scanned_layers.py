@@ -646,3 +646,28 @@ def test_tensor_parallel_stages_of_a_scanned_model_train_like_jax_jit():
         tolerance = toolkit.SEPARATE_PROGRAMS if n == 0 else toolkit.ADAPTIVE_OPTIMIZER_STEPS
         toolkit.assert_matches_reference((*ours, loss), (*theirs, expected), tolerance)
         ours, theirs = (*ours, *args[2:]), (*theirs, *args[2:])
+
+
+def test_first_call_cuts_stacked_device_arrays_into_rows_without_compiling():
+    """Stacked parameters made on one CPU device (not laid out by stage) are cut into each
+    rank's rows from their host copy: the call compiles no slice program (it compiled one
+    ``jit(dynamic_slice)`` per shape, 0.1 to 0.3 s each: benchmarks/stacked_inputs.py)."""
+    step, lowered, (params, xs, ys) = _sgd_lowered("lax", False)
+    compiled = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4)).compile()
+    fresh = jax.tree_util.tree_map(lambda x: toolkit.on_device(np.asarray(x)), params)
+    jax.clear_caches()  # a slice program compiled earlier in this process would be reused
+    compiles = []
+
+    def count(event: str, duration: float, **_) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        result = compiled(fresh, xs, ys)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    assert compiles == []
+    toolkit.assert_matches_reference(
+        result, jax.jit(step)(params, xs, ys), toolkit.SEPARATE_PROGRAMS
+    )
