@@ -594,8 +594,12 @@ def _tensor_parallel_apply(params, x, *, mesh: jax.sharding.Mesh):
 
 
 @functools.cache
-def _tensor_parallel_lowered():
-    mesh = toolkit.mpmd_mesh({"stage": 2, "model": 2})
+def _tensor_parallel_lowered(data: bool):
+    """On (stage=2, model=2), or (stage=2, data=2, model=2) with the batch split over
+    ``data``."""
+    mesh = toolkit.mpmd_mesh(
+        {"stage": 2, "data": 2, "model": 2} if data else {"stage": 2, "model": 2}
+    )
     rng = np.random.default_rng(4)
     shapes = {"w1": (TP_LAYERS, WIDTH, TP_HIDDEN), "w2": (TP_LAYERS, TP_HIDDEN, WIDTH)}
     params = {
@@ -617,24 +621,27 @@ def _tensor_parallel_lowered():
     )
     step = _train_step(functools.partial(_tensor_parallel_apply, mesh=lowering))
     opt_state = jax.jit(OPTIMIZER.init)(params)
-    xs, ys = (jax.device_put(b, NamedSharding(lowering, P())) for b in _batch())
+    batch = NamedSharding(lowering, P(None, "data") if data else P())
+    xs, ys = (jax.device_put(b, batch) for b in _batch())
     args = (params, opt_state, xs, ys)
     return mesh, step, jax.jit(step).lower(*args), args
 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("error::jaxpp_mlir.PartitionWarning")
-def test_tensor_parallel_stages_of_a_scanned_model_train_like_jax_jit():
+@pytest.mark.parametrize("data", [False, True], ids=["model", "data-model"])
+def test_tensor_parallel_stages_of_a_scanned_model_train_like_jax_jit(data):
     """A scan over layers whose weights are split over a ``model`` axis, two stages of two
-    devices, no markers. Each stage's loop reads its rows of the stacked weights as
-    iteration arguments returned unchanged, with the loop's sharding listing one entry per
-    argument: XLA's import folded those arguments away but kept the entries (``RET_CHECK
-    leaf_count == tuple_elements_.size()``); and it folded ``h - 0`` after the loop into the
-    loop's result, putting that op's sharding on the loop as one sharding for all its
-    results (``Number of tile assignment dimensions ...``). See passes/xla_import.py. The
-    global norm of the clipping sums each stage's rows on its rank, as unsharded (its
-    constants are Shardy's ``sdy.constant``: no warning of a stacked value read whole)."""
-    mesh, step, lowered, args = _tensor_parallel_lowered()
+    devices (four with a ``data`` axis splitting the batch), no markers. Each stage's loop
+    reads its rows of the stacked weights as iteration arguments returned unchanged, with
+    the loop's sharding listing one entry per argument: XLA's import folded those
+    arguments away but kept the entries (``RET_CHECK leaf_count ==
+    tuple_elements_.size()``); and it folded ``h - 0`` after the loop into the loop's
+    result, putting that op's sharding on the loop as one sharding for all its results
+    (``Number of tile assignment dimensions ...``). See passes/xla_import.py. The global
+    norm of the clipping sums each stage's rows on its rank, as unsharded (its constants
+    are Shardy's ``sdy.constant``): no warning of a stacked value read whole."""
+    mesh, step, lowered, args = _tensor_parallel_lowered(data)
     program = pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(2))
     _assert_every_stage_loops_over_its_layers(program, TP_LAYERS)
     for stage in range(2):
