@@ -200,15 +200,19 @@ def numpy_params(shapes, seed: int = 0):
     return jax.tree_util.tree_map_with_path(draw, shapes)
 
 
-def param_specs(params, rules: dict[str, P]):
+def param_specs(params, rules: dict[str, P], stacked_layers: bool = False):
     """Each parameter's ``PartitionSpec`` inside a stage: ``rules`` by the name of the
     module attribute that holds it (``['ffn']['gate']['kernel']`` -> ``rules['gate']``),
-    or by the variable's own name; replicated where no rule names it."""
+    or by the variable's own name; replicated where no rule names it. With
+    ``stacked_layers`` (``ScannedDecoder``), a parameter under ``['layers']`` has a leading
+    layer axis, kept whole."""
 
     def spec(path, leaf):
         variable = jax.tree_util.keystr(path[-2:-1])[2:-2]
         owner = jax.tree_util.keystr(path[-3:-2])[2:-2]  # the module holding the variable
-        return rules.get(variable, rules.get(owner, P()))
+        rule = rules.get(variable, rules.get(owner, P()))
+        stacked = stacked_layers and jax.tree_util.keystr(path[:1]) == "['layers']"
+        return P(None, *rule) if stacked and rule != P() else rule
 
     return jax.tree_util.tree_map_with_path(spec, params)
 
@@ -278,7 +282,8 @@ def train_and_compare(
     def on(spec: P) -> NamedSharding:
         return NamedSharding(lowering, spec)
 
-    param_shardings = jax.tree_util.tree_map(on, param_specs(params, rules))
+    scan_layers = getattr(args, "scan_layers", False)  # moe_nnx.py's flags have none
+    param_shardings = jax.tree_util.tree_map(on, param_specs(params, rules, scan_layers))
     params = jax.device_put(params, param_shardings)
     optimizer = optax.adamw(args.lr)
     opt_shardings = optax.tree_utils.tree_map_params(
@@ -310,14 +315,16 @@ def train_and_compare(
         worst = max(worst, error)
         print(f"step {n}: loss {loss:.6f}  jax.jit {expected:.6f}  rel. diff {error:.2e}")
     (axis,) = (a for a in mesh.jax_mesh.axis_names if a != "stage")
-    if getattr(args, "scan_layers", False):  # moe_nnx.py's flags have no --scan-layers
+    if scan_layers:
         print(stacked_rows(ours, mesh))
-    else:
-        split = [x for x in jax.tree_util.tree_leaves(ours[0]) if axis in x.sharding.spec]
-        print(
-            f"{len(split)} parameter arrays split over '{axis}', each on "
-            f"{sorted({len(x.sharding.device_set) for x in split})} devices of its stage"
-        )
+    split = [x for x in jax.tree_util.tree_leaves(ours[0]) if axis in x.sharding.spec]
+    stages = [set(row.flat) for row in np.asarray(mesh.jax_mesh.devices)]
+    # A stacked array spans every stage; each stage's rows are split over its devices.
+    ways = {max(len(x.sharding.device_set & stage) for stage in stages) for x in split}
+    print(
+        f"{len(split)} parameter arrays split over '{axis}', each on {sorted(ways)} devices "
+        "of its stage"
+    )
     tolerance = TOLERANCE[args.dtype]
     ok = worst <= tolerance
     print(
@@ -336,8 +343,6 @@ def main(argv: list[str] | None = None) -> int:
         help="stack the layers and apply them with nnx.scan, with no stage marker",
     )
     args = check_args(p, p.parse_args(argv))
-    if args.scan_layers and args.ways != 1:
-        p.error("--scan-layers needs --model 1 (no tensor parallelism inside stages yet)")
     for name in ("kv_heads", "ffn", "vocab"):
         if getattr(args, name) % args.ways:
             p.error(f"--{name.replace('_', '-')} must be a multiple of --model")

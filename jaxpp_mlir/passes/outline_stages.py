@@ -36,7 +36,11 @@ class OutlineStages(ModulePass):
     ``jaxpp.kind`` (jaxpp-choose-stages) and none is a ``jaxpp.task`` yet.
     Postcondition: ``@main`` holds only ``jaxpp.task`` ops (forward stages in
     ascending order, then backward stages in descending order, a topological
-    order) and its return; stage functions hold no stage marker.
+    order) and its return; stage functions hold no stage marker, no
+    ``stablehlo.while`` with an iteration argument its body returns unchanged (it is
+    read from above, its ``sdy.sharding`` entry gone), and no single-result op with an
+    ``sdy.sharding`` reading a result of an op with several results: XLA's import
+    would fold both and leave shardings that do not fit (``passes/xla_import.py``).
     """
 
     name = "jaxpp-outline-stages"

@@ -14,7 +14,7 @@ from jaxpp_mlir._jax_compat import func
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.dialect.vocabulary import KIND_ATTR, RANK_ATTR, STAGE_ATTR
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes import shardings
+from jaxpp_mlir.passes import shardings, xla_import
 
 
 def copyable_ops(
@@ -103,7 +103,8 @@ def outline_groups(
     terminator among them) are the ops of one block. A function's arguments
     are the values its group reads from outside (copyable producers are cloned
     in instead); its results are the group's values read outside it, which the
-    task's results replace there.
+    task's results replace there. Each function is then made fit for XLA's import
+    (``xla_import.prepare``).
     """
     analysis = _Analysis(groups, copyable, other_ops)
     mesh = shardings.mesh_name(module)
@@ -156,6 +157,8 @@ def outline_groups(
             for op, position in analysis.outside_reads.get(old, ()):
                 op.operands[position] = new
         outlined.append(Outlined(task, function.operation))
+    for result in outlined:  # rebuilds loops: the analysis above holds their old values
+        xla_import.prepare(result.function)
     return outlined
 
 

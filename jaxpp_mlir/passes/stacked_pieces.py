@@ -48,7 +48,6 @@ _RESHAPE = "stablehlo.reshape"
 _TRANSPOSE = "stablehlo.transpose"
 _REDUCE = "stablehlo.reduce"
 _DOT_GENERAL = "stablehlo.dot_general"
-_CONSTANT = "stablehlo.constant"
 _SLICE = "stablehlo.slice"
 _ADD = "stablehlo.add"
 
@@ -96,7 +95,7 @@ _PURE = ELEMENTWISE | {
     _TRANSPOSE,
     _REDUCE,
     _DOT_GENERAL,
-    _CONSTANT,
+    *ir_utils.CONSTANT_OPS,
     _SLICE,
     CONCATENATE,
     "stablehlo.iota",
@@ -302,7 +301,7 @@ class Splitter:
         producer = ir_utils.defining_op(value)
         if producer is None or producer.block != self.chunks.block or depth > _MAX_DEPTH:
             return False
-        if producer.name == _CONSTANT:
+        if producer.name in ir_utils.CONSTANT_OPS:
             return _splat_attribute(producer) is not None
         if producer.name == _BROADCAST:
             dims = _i64_list(producer, "broadcast_dimensions")
@@ -354,7 +353,7 @@ class Splitter:
         producer = ir_utils.defining_op(value)
         self.replaced.append(producer)  # erased if nothing reads it whole any more
         counts = [rows for _, rows in like.partition]
-        if producer.name == _CONSTANT:
+        if producer.name in ir_utils.CONSTANT_OPS:
             splat = _splat_attribute(producer)
             return [
                 stablehlo.ConstantOp(
@@ -707,7 +706,7 @@ def _splat_attribute(constant: ir.Operation) -> ir.Attribute | None:
 
 def _splat_number(value: ir.Value) -> float | None:
     producer = ir_utils.defining_op(value)
-    if producer is None or producer.name != _CONSTANT:
+    if producer is None or producer.name not in ir_utils.CONSTANT_OPS:
         return None
     splat = _splat_attribute(producer)
     if splat is None:

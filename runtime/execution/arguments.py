@@ -155,8 +155,12 @@ def place_arguments(args: Sequence[Any], checks: Sequence[InputCheck], env: list
 def _put_host(x: np.ndarray, check: InputCheck, env: list) -> None:
     """Host data ``x`` (checked) copied onto every target of ``check``."""
     for t in check.targets:
-        shards = [x] * len(t.devices) if t.shard_index is None else [x[i] for i in t.shard_index]
-        env[t.slot] = _transfer.device_put(check.aval, t.sharding, shards, t.devices)
+        _put_host_on(x, check.aval, t, env)
+
+
+def _put_host_on(x: np.ndarray, aval: Any, t: Target, env: list) -> None:
+    shards = [x] * len(t.devices) if t.shard_index is None else [x[i] for i in t.shard_index]
+    env[t.slot] = _transfer.device_put(aval, t.sharding, shards, t.devices)
 
 
 def _place_pieces(
@@ -182,9 +186,14 @@ def _place_pieces(
         return x if host is None or not check.targets else host
     if type(x) is _ArrayImpl or isinstance(x, jax.Array):
         _check_array(x, check)
+        host = None
         for start, stop, piece in check.pieces:
             for t in piece.targets:
-                env[t.slot] = _pieces.rows_on(x, start, stop, piece.aval, t)
+                if _pieces.sliced_on_host(x, start, stop, t):
+                    host = np.asarray(x) if host is None else host
+                    _put_host_on(host[start:stop], piece.aval, t, env)
+                else:
+                    env[t.slot] = _pieces.rows_on(x, start, stop, piece.aval, t)
         return x
     host = _host_value(x, check)
     for start, stop, piece in check.pieces:

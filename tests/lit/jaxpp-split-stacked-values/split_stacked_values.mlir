@@ -330,3 +330,57 @@ module @cast_gradient attributes {jaxpp.num_stages = 2 : i64} {
     return %acc : tensor<4x3xf32>
   }
 }
+
+// -----
+
+// A sharded step: Shardy's propagation made its constants sdy.constant. The reduce's
+// start value and a splat constant read with the pieces count as constants alike: one
+// partial sum of squares per piece and one add, the splat made per piece.
+
+// CHECK-LABEL: module @sharded_constants
+// CHECK:           %[[LOOP:.*]]:2 = "jaxpp.loop"
+// CHECK:           %[[K0:.*]] = stablehlo.constant dense<2.000000e+00> : tensor<2x3xf32>
+// CHECK-NEXT:      %[[K1:.*]] = stablehlo.constant dense<2.000000e+00> : tensor<2x3xf32>
+// CHECK-NEXT:      %[[SQ0:.*]] = stablehlo.multiply %[[K0]], %[[LOOP]]#0 : tensor<2x3xf32>
+// CHECK-NEXT:      %[[SQ1:.*]] = stablehlo.multiply %[[K1]], %[[LOOP]]#1 : tensor<2x3xf32>
+// CHECK-NEXT:      %[[INIT:.*]] = sdy.constant dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT:      %[[SUM0:.*]] = stablehlo.reduce(%[[SQ0]] init: %[[INIT]]) applies stablehlo.add across dimensions = [0, 1] : (tensor<2x3xf32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT:      %[[SUM1:.*]] = stablehlo.reduce(%[[SQ1]] init: %[[INIT]]) applies stablehlo.add across dimensions = [0, 1] : (tensor<2x3xf32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT:      %[[SUM:.*]] = stablehlo.add %[[SUM0]], %[[SUM1]] : tensor<f32>
+// CHECK-NOT:       stablehlo.concatenate
+module @sharded_constants attributes {jaxpp.num_stages = 2 : i64} {
+  func.func @main(%w: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<f32>) {
+    %zero = sdy.constant dense<0.0> : tensor<f32>
+    %zeros = stablehlo.broadcast_in_dim %zero, dims = [] : (tensor<f32>) -> tensor<4x3xf32>
+    %acc = "jaxpp.loop"(%zeros) ({
+    ^bb0(%i: tensor<i32>, %g: tensor<4x3xf32>):
+      %w0 = stablehlo.slice %w [0:2, 0:3] {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : (tensor<4x3xf32>) -> tensor<2x3xf32>
+      %g0 = stablehlo.while(%a = %w0) : tensor<2x3xf32> attributes {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64}
+      cond {
+        %t = stablehlo.constant dense<false> : tensor<i1>
+        stablehlo.return %t : tensor<i1>
+      } do {
+        %s = stablehlo.sine %a : tensor<2x3xf32>
+        stablehlo.return %s : tensor<2x3xf32>
+      }
+      %w1 = stablehlo.slice %w [2:4, 0:3] {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64} : (tensor<4x3xf32>) -> tensor<2x3xf32>
+      %g1 = stablehlo.while(%a = %w1) : tensor<2x3xf32> attributes {jaxpp.kind = "bwd", jaxpp.stage = 1 : i64}
+      cond {
+        %t = stablehlo.constant dense<false> : tensor<i1>
+        stablehlo.return %t : tensor<i1>
+      } do {
+        %s = stablehlo.cosine %a : tensor<2x3xf32>
+        stablehlo.return %s : tensor<2x3xf32>
+      }
+      %whole = stablehlo.concatenate %g0, %g1, dim = 0 {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+      %sum = stablehlo.add %g, %whole {jaxpp.kind = "bwd", jaxpp.stage = 0 : i64} : tensor<4x3xf32>
+      "jaxpp.yield"(%sum) : (tensor<4x3xf32>) -> ()
+    }) {jaxpp.num_microbatches = 2 : i64} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+    %two = sdy.constant dense<2.0> : tensor<4x3xf32>
+    %sq = stablehlo.multiply %two, %acc : tensor<4x3xf32>
+    %init = sdy.constant dense<0.0> : tensor<f32>
+    %sumsq = stablehlo.reduce(%sq init: %init) applies stablehlo.add across dimensions = [0, 1] : (tensor<4x3xf32>, tensor<f32>) -> tensor<f32>
+    %new = stablehlo.subtract %w, %sq : tensor<4x3xf32>
+    return %new, %sumsq : tensor<4x3xf32>, tensor<f32>
+  }
+}

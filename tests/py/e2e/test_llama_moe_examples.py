@@ -29,22 +29,22 @@ def test_llama_with_tensor_parallel_stages_trains_like_jax_jit(capsys):
 
 
 @pytest.mark.slow
-def test_llama_with_scanned_layers_and_no_markers_trains_like_jax_jit(capsys):
-    """--scan-layers: one nnx.vmap-stacked layer applied by nnx.scan, no marker; each stage
-    holds its layer of every stacked parameter and of both adamw moments."""
+def test_llama_with_scanned_layers_tensor_parallel_stages_and_no_markers_trains_like_jax_jit(
+    capsys,
+):
+    """--scan-layers: one nnx.vmap-stacked layer applied by nnx.scan, no marker, split over
+    'model' inside each stage; each stage holds its layer of every stacked parameter and of
+    both adamw moments. (Its stage programs failed in XLA's import: jaxpp_mlir/passes/
+    xla_import.py.)"""
     example = toolkit.load_example("llama_nnx")
-    assert example.main([*TINY, "--ffn", "32", "--scan-layers", "--model", "1"]) == 0
+    assert example.main([*TINY, "--ffn", "32", "--scan-layers", "--model", "2"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"OK: worst relative difference .* 2 stages x 1-way 'model'", out), out
+    assert re.search(r"OK: worst relative difference .* 2 stages x 2-way 'model'", out), out
     assert out.count("step ") == 2
     # 9 stacked leaves (2 norm scales, q k v o, gate up down) times param, mu and nu.
     assert "27 stacked arrays (parameters, moments), rows per stage: [(1, 1)]" in out, out
-
-
-def test_llama_scanned_layers_refuse_tensor_parallel_stages():
-    example = toolkit.load_example("llama_nnx")
-    with pytest.raises(SystemExit):
-        example.main([*TINY, "--scan-layers", "--model", "2"])
+    # q k v o gate up down (stacked, their layer axis whole), head.
+    assert "8 parameter arrays split over 'model', each on [2] devices" in out, out
 
 
 def test_moe_with_expert_parallel_stages_trains_like_jax_jit(capsys):

@@ -20,6 +20,8 @@ import optax
 import pytest
 import toolkit
 from jax.extend.mlir import ir
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import jaxpp_mlir as pp
 from jaxpp_mlir.ir_context import make_context
@@ -537,11 +539,13 @@ def test_step_without_markers_or_layer_scan_says_what_was_looked_for():
         pp.partition(jax.jit(step).lower(w, xs), mesh=toolkit.make_mesh(2))
 
 
-def _assert_every_stage_loops_over_its_layers(program: pp.PartitionedProgram) -> None:
+def _assert_every_stage_loops_over_its_layers(
+    program: pp.PartitionedProgram, layers: int = LAYERS
+) -> None:
     """Each stage's forward and backward programs loop over exactly the stage's layers (one
     loop per layer scan it holds a part of): the split is done on the loops, not by
     unrolling them."""
-    assert sum(program.stage_split) == LAYERS
+    assert sum(program.stage_split) == layers
     for stage, layers in enumerate(program.stage_split):
         texts = program.stage_module_texts(stage)
         assert len(texts) == 2, f"stage {stage}: a forward and a backward program"
@@ -557,6 +561,8 @@ def _loop_trip_counts(text: str) -> list[int]:
     with make_context():
         module = ir.Module.parse(text)
         for function in module.body.operations:
+            if function.operation.name != "func.func":  # an sdy.mesh
+                continue
             for op in function.operation.regions[0].blocks[0].operations:
                 if op.operation.name != "stablehlo.while":
                     continue
@@ -567,3 +573,111 @@ def _loop_trip_counts(text: str) -> list[int]:
                     if o.operation.name == "stablehlo.constant"
                 )
     return counts
+
+
+# -- tensor parallelism inside the stages ---------------------------------------------------
+
+TP_LAYERS, TP_HIDDEN = 4, 16
+
+
+def _tensor_parallel_apply(params, x, *, mesh: jax.sharding.Mesh):
+    """Megatron-style layers: ``w1`` split by columns and ``w2`` by rows over ``model``;
+    the activation carried split over ``model`` too, and read after the loop by an op
+    computing it unchanged (``h - 0``, as the mean of an RMS norm lowers)."""
+    split = NamedSharding(mesh, P(None, "model"))
+
+    def layer(h, p):
+        return jax.lax.with_sharding_constraint(h + jnp.tanh(h @ p["w1"]) @ p["w2"], split), None
+
+    h, _ = jax.lax.scan(layer, x @ params["embed"], params["layers"])
+    return (h - jnp.zeros_like(h)) @ params["head"]
+
+
+@functools.cache
+def _tensor_parallel_lowered(data: bool):
+    """On (stage=2, model=2), or (stage=2, data=2, model=2) with the batch split over
+    ``data``."""
+    mesh = toolkit.mpmd_mesh(
+        {"stage": 2, "data": 2, "model": 2} if data else {"stage": 2, "model": 2}
+    )
+    rng = np.random.default_rng(4)
+    shapes = {"w1": (TP_LAYERS, WIDTH, TP_HIDDEN), "w2": (TP_LAYERS, TP_HIDDEN, WIDTH)}
+    params = {
+        "embed": rng.standard_normal((WIDTH, WIDTH), dtype=np.float32) / 3,
+        "layers": {k: rng.standard_normal(s, dtype=np.float32) / 4 for k, s in shapes.items()},
+        "head": rng.standard_normal((WIDTH, WIDTH), dtype=np.float32) / 3,
+    }
+    specs = {
+        "embed": P(),
+        "layers": {"w1": P(None, None, "model"), "w2": P(None, "model", None)},
+        "head": P(),
+    }
+    lowering = mesh.lowering_mesh()
+    params = jax.device_put(
+        params,
+        jax.tree_util.tree_map(
+            lambda spec: NamedSharding(lowering, spec), specs, is_leaf=lambda x: isinstance(x, P)
+        ),
+    )
+    step = _train_step(functools.partial(_tensor_parallel_apply, mesh=lowering))
+    opt_state = jax.jit(OPTIMIZER.init)(params)
+    batch = NamedSharding(lowering, P(None, "data") if data else P())
+    xs, ys = (jax.device_put(b, batch) for b in _batch())
+    args = (params, opt_state, xs, ys)
+    return mesh, step, jax.jit(step).lower(*args), args
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("error::jaxpp_mlir.PartitionWarning")
+@pytest.mark.parametrize("data", [False, True], ids=["model", "data-model"])
+def test_tensor_parallel_stages_of_a_scanned_model_train_like_jax_jit(data):
+    """A scan over layers whose weights are split over a ``model`` axis, two stages of two
+    devices (four with a ``data`` axis splitting the batch), no markers. Each stage's loop
+    reads its rows of the stacked weights as iteration arguments returned unchanged, with
+    the loop's sharding listing one entry per argument: XLA's import folded those
+    arguments away but kept the entries (``RET_CHECK leaf_count ==
+    tuple_elements_.size()``); and it folded ``h - 0`` after the loop into the loop's
+    result, putting that op's sharding on the loop as one sharding for all its results
+    (``Number of tile assignment dimensions ...``). See passes/xla_import.py. The global
+    norm of the clipping sums each stage's rows on its rank, as unsharded (its constants
+    are Shardy's ``sdy.constant``): no warning of a stacked value read whole."""
+    mesh, step, lowered, args = _tensor_parallel_lowered(data)
+    program = pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(2))
+    _assert_every_stage_loops_over_its_layers(program, TP_LAYERS)
+    for stage in range(2):
+        for text in program.stage_module_texts(stage):
+            assert '{"model"}' in text, f"stage {stage} is not split over 'model'"
+    compiled = program.compile()
+    ours, theirs = args, args
+    jitted = jax.jit(step)
+    for n in range(STEPS):
+        *ours, loss = compiled(*ours)
+        *theirs, expected = jitted(*theirs)
+        tolerance = toolkit.SEPARATE_PROGRAMS if n == 0 else toolkit.ADAPTIVE_OPTIMIZER_STEPS
+        toolkit.assert_matches_reference((*ours, loss), (*theirs, expected), tolerance)
+        ours, theirs = (*ours, *args[2:]), (*theirs, *args[2:])
+
+
+def test_first_call_cuts_stacked_device_arrays_into_rows_without_compiling():
+    """Stacked parameters made on one CPU device (not laid out by stage) are cut into each
+    rank's rows from their host copy: the call compiles no slice program (it compiled one
+    ``jit(dynamic_slice)`` per shape, 0.1 to 0.3 s each: benchmarks/stacked_inputs.py)."""
+    step, lowered, (params, xs, ys) = _sgd_lowered("lax", False)
+    compiled = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4)).compile()
+    fresh = jax.tree_util.tree_map(lambda x: toolkit.on_device(np.asarray(x)), params)
+    jax.clear_caches()  # a slice program compiled earlier in this process would be reused
+    compiles = []
+
+    def count(event: str, duration: float, **_) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        result = compiled(fresh, xs, ys)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    assert compiles == []
+    toolkit.assert_matches_reference(
+        result, jax.jit(step)(params, xs, ys), toolkit.SEPARATE_PROGRAMS
+    )
