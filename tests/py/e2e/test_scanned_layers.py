@@ -373,10 +373,16 @@ def test_a_scanned_layer_costs_what_the_same_layer_written_out_costs():
         costs.append(segment_costs(module.operation))
     scanned, unrolled = costs
     assert scanned.num_segments == unrolled.num_segments == LAYERS
+    # The scan's own bookkeeping (a row sliced out of each stacked weight, residuals
+    # stacked into [L, ...] buffers for the gradient's loop) is traffic the written-out
+    # layer has not: 1.21x the written-out layer's bytes on jax 0.12's lowering, 1.42x on
+    # 0.10.2's (which lowers the written-out layer with fewer ops). Charging the loop's
+    # operands per iteration instead, the bug this guards against, made it 0.3x.
+    upper = {"forward_flops": 1.25, "forward_bytes": 1.5}
     for field in ("forward_flops", "forward_bytes"):
         ours, theirs = getattr(scanned, field)[1:-1], getattr(unrolled, field)[1:-1]
         for layer, written_out in zip(ours, theirs, strict=True):
-            assert 0.8 * written_out <= layer <= 1.25 * written_out, (field, ours, theirs)
+            assert 0.8 * written_out <= layer <= upper[field] * written_out, (field, ours, theirs)
 
 
 def test_stage_split_must_count_every_layer():
