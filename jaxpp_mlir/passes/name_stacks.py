@@ -10,8 +10,9 @@ rematted_computation/layers_3/...``. ``scope_path`` turns each of these into the
 path, ``("Model", "layers_3", "Dense_0")``, and says whether autodiff transposed the op.
 
 A helper of the segmenters that cut a step by module names
-(jaxpp-segment-split-points, jaxpp-segment-repeated-blocks), not a pass. It reads
-location names only (never IR text).
+(jaxpp-segment-split-points, jaxpp-segment-repeated-blocks) and of the passes that ask
+whether autodiff transposed or recomputed an op (jaxpp-verify-markers,
+jaxpp-segment-layer-scans), not a pass. It reads location names only (never IR text).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ _STRUCTURAL_SCOPES = frozenset(
     }
 )
 _TRANSPOSE = "transpose"
+#: How a transposed scope starts in a name stack: ``transpose(jvp(Model))``.
+TRANSPOSE_SCOPE = _TRANSPOSE + "("
+# Scopes of forward code that a remat reruns inside the backward.
+_RECOMPUTED_SCOPES = ("rematted_computation", "checkpoint", "remat")
 _JVP = "jvp"
 _JIT = "jit"
 
@@ -118,3 +123,34 @@ def _unwrap(scope: str) -> tuple[tuple[str, ...], str]:
         transforms.append(scope[:opening])
         scope = scope[opening + 1 : -1]
     return tuple(transforms), scope
+
+
+def in_transpose_scope(location: ir.Location) -> bool:
+    """Whether a name in ``location`` (JAX's name stack) says autodiff transposed the op
+    (recomputed forward code under a remat is not transposed)."""
+    location = ir.Location.from_attr(location.attr)
+    if isinstance(location, ir.NameLoc):
+        name = location.name_str
+        transposed = TRANSPOSE_SCOPE in name and not any(s in name for s in _RECOMPUTED_SCOPES)
+        return transposed or in_transpose_scope(location.child_loc)
+    if isinstance(location, ir.CallSiteLoc):
+        return in_transpose_scope(location.callee)
+    if isinstance(location, ir.FusedLoc):
+        return any(in_transpose_scope(inner) for inner in location.locations)
+    return False
+
+
+def recomputed_in_backward(location: ir.Location) -> bool:
+    """Whether a name in ``location`` says autodiff transposed a rematerialized
+    computation (forward code a remat reruns in the backward)."""
+    location = ir.Location.from_attr(location.attr)
+    if isinstance(location, ir.NameLoc):
+        name = location.name_str
+        if TRANSPOSE_SCOPE in name and any(s in name for s in _RECOMPUTED_SCOPES):
+            return True
+        return recomputed_in_backward(location.child_loc)
+    if isinstance(location, ir.CallSiteLoc):
+        return recomputed_in_backward(location.callee)
+    if isinstance(location, ir.FusedLoc):
+        return any(recomputed_in_backward(inner) for inner in location.locations)
+    return False

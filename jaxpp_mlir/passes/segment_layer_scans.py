@@ -9,12 +9,9 @@ from jax.interpreters.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes import layer_loops, segment_slot
+from jaxpp_mlir.passes import layer_loops, name_stacks, segment_slot
 from jaxpp_mlir.passes.base import Evidence, register_pass
-from jaxpp_mlir.passes.segment_positions import segments_left
-
-_TRANSPOSE_SCOPE = "transpose("
-_RECOMPUTED_SCOPES = ("rematted_computation", "checkpoint", "remat")  # forward code, rerun
+from jaxpp_mlir.passes.segment_positions import place_unanchored, segments_left
 
 
 @register_pass
@@ -110,7 +107,7 @@ class _Scan:
         """A forward scan that autodiff placed in the backward pass is a rematerialization
         of a whole scan (jax.checkpoint around it): its layers would all be recomputed
         before the first layer's gradient, which no split into stages can run."""
-        if self.kind == jaxpp.FORWARD and _recomputed_in_backward(self.op.location):
+        if self.kind == jaxpp.FORWARD and name_stacks.recomputed_in_backward(self.op.location):
             raise diagnostics.error(
                 self.op,
                 "this layer scan is recomputed in the backward pass (jax.checkpoint or remat "
@@ -219,7 +216,7 @@ def _reads_a_weight(loop: layer_loops.LayerLoop, varying: set[ir.Value] | None) 
 def _unmarked_kind(loop: layer_loops.LayerLoop, forward: list[_Scan]) -> str:
     """Backward if the loop's location says autodiff transposed it, else if it reads the
     stacks of an earlier forward scan in the other order; forward otherwise."""
-    if _in_transpose_scope(loop.op.location):
+    if name_stacks.in_transpose_scope(loop.op.location):
         return jaxpp.BACKWARD
     return jaxpp.BACKWARD if any(_reverses(loop, scan.loop) for scan in forward) else jaxpp.FORWARD
 
@@ -237,35 +234,6 @@ def _reverses(loop: layer_loops.LayerLoop, earlier: layer_loops.LayerLoop) -> bo
         read.source in order and order[read.source] == -read.accesses[0].index.scale
         for read in loop.reads
     )
-
-
-def _in_transpose_scope(location: ir.Location) -> bool:
-    """A name in ``location`` (JAX's name stack) says autodiff transposed the op."""
-    location = ir.Location.from_attr(location.attr)
-    if isinstance(location, ir.NameLoc):
-        name = location.name_str
-        transposed = _TRANSPOSE_SCOPE in name and not any(s in name for s in _RECOMPUTED_SCOPES)
-        return transposed or _in_transpose_scope(location.child_loc)
-    if isinstance(location, ir.CallSiteLoc):
-        return _in_transpose_scope(location.callee)
-    if isinstance(location, ir.FusedLoc):
-        return any(_in_transpose_scope(inner) for inner in location.locations)
-    return False
-
-
-def _recomputed_in_backward(location: ir.Location) -> bool:
-    """A name in ``location`` says autodiff transposed a rematerialized computation."""
-    location = ir.Location.from_attr(location.attr)
-    if isinstance(location, ir.NameLoc):
-        name = location.name_str
-        if _TRANSPOSE_SCOPE in name and any(s in name for s in _RECOMPUTED_SCOPES):
-            return True
-        return _recomputed_in_backward(location.child_loc)
-    if isinstance(location, ir.CallSiteLoc):
-        return _recomputed_in_backward(location.callee)
-    if isinstance(location, ir.FusedLoc):
-        return any(_recomputed_in_backward(inner) for inner in location.locations)
-    return False
 
 
 def _pair_backward(scans: _Scans) -> None:
@@ -350,7 +318,7 @@ class _Assignment:
             positions.append(position)
             for result in op.results:
                 where[result] = index
-        _place_unanchored(producers, positions)
+        place_unanchored(producers, positions)
         for op, position in zip(top_ops, positions, strict=True):
             scan = self.scan_at.get(op)
             if scan is not None:
@@ -387,18 +355,3 @@ class _Assignment:
 
 def _count(scan: _Scan) -> int:
     return scan.loop.trip_count
-
-
-def _place_unanchored(producers: list[list[int]], positions: list[int | None]) -> None:
-    """Places ops that depend on no scan (position None) with their earliest user
-    (segment 0 if none)."""
-    earliest_user: list[int | None] = [None] * len(positions)
-    for index in reversed(range(len(positions))):
-        position = positions[index]
-        if position is None:
-            known = earliest_user[index]
-            position = positions[index] = 0 if known is None else known
-        for producer in producers[index]:
-            known = earliest_user[producer]
-            if known is None or position < known:
-                earliest_user[producer] = position

@@ -27,8 +27,8 @@ def segments_left(module: ir.Operation) -> Evidence | None:
 
 
 def place_unanchored(producers: list[list[int]], positions: list[int | None]) -> None:
-    """Places ops that depend on no marker (position None) with their earliest user
-    (stage 0 if none)."""
+    """Places ops that depend on nothing that positions them (no marker, no scan: position
+    None) with their earliest user (position 0 if none)."""
     # Users come after their producers: in reverse order every user of an op is placed
     # before the op, and has handed its position to its producers.
     earliest_user: list[int | None] = [None] * len(positions)

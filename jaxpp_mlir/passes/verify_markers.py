@@ -12,13 +12,12 @@ from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.passes import name_stacks
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
 from jaxpp_mlir.passes.marker_flow import MarkerFlow
 from jaxpp_mlir.schedules.record import is_bare_name, schedule_from_record
 
 _LAYER_OPS = ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution")
-_TRANSPOSE_SCOPE = "transpose("
-_RECOMPUTED_SCOPES = ("rematted_computation", "checkpoint", "remat")  # forward code, rerun
 
 
 @register_pass
@@ -122,7 +121,7 @@ class VerifyMarkers(ModulePass):
 
 def _check_directions(markers: list[int], paths: MarkerFlow) -> None:
     forward = [i for i in markers if paths.direction[i] == jaxpp.FORWARD]
-    transposed = {i for i in forward if _in_transpose_scope(paths.ops[i].location)}
+    transposed = {i for i in forward if name_stacks.in_transpose_scope(paths.ops[i].location)}
     # The first forward marker of forward code downstream of each backward marker.
     dependents: dict[int, int] = {}
     for index in forward:
@@ -198,7 +197,7 @@ def _check_last_stage_marked(
         infos = [paths.value_info(v) for v in op.operands]
         after_last = any(info[2] and info[0] == num_forward for info in infos)
         weight = any(not info[2] and not info[3] for info in infos)
-        if not (after_last and weight) or _in_transpose_scope(op.location):
+        if not (after_last and weight) or name_stacks.in_transpose_scope(op.location):
             continue  # not a layer after the last marker, or gradient code
         if refused:
             raise diagnostics.error(
@@ -240,7 +239,7 @@ def _check_backward_counterparts(
             if stage is None or stage >= own_stage:
                 continue
             op = paths.ops[index]
-            if count == 0 and not _in_transpose_scope(op.location):
+            if count == 0 and not name_stacks.in_transpose_scope(op.location):
                 break  # forward code reading an earlier stage (a skip connection)
             # The gradient code of stage `stage` crossed fewer backward markers than the
             # stages from there to the last: one of those stages' markers lacks its own.
@@ -385,24 +384,10 @@ def _bound_outside_autodiff(location: ir.Location) -> bool:
     if isinstance(location, ir.NameLoc):
         name = location.name_str
         if name == jaxpp.MARKER_PRIMITIVE or name.endswith("/" + jaxpp.MARKER_PRIMITIVE):
-            return _TRANSPOSE_SCOPE not in name
+            return name_stacks.TRANSPOSE_SCOPE not in name
         return _bound_outside_autodiff(location.child_loc)
     if isinstance(location, ir.CallSiteLoc):
         return _bound_outside_autodiff(location.callee)
     if isinstance(location, ir.FusedLoc):
         return any(_bound_outside_autodiff(inner) for inner in location.locations)
-    return False
-
-
-def _in_transpose_scope(location: ir.Location) -> bool:
-    """True if a name in ``location`` (JAX's name stack) says autodiff transposed the op."""
-    location = ir.Location.from_attr(location.attr)
-    if isinstance(location, ir.NameLoc):
-        name = location.name_str
-        transposed = _TRANSPOSE_SCOPE in name and not any(s in name for s in _RECOMPUTED_SCOPES)
-        return transposed or _in_transpose_scope(location.child_loc)
-    if isinstance(location, ir.CallSiteLoc):
-        return _in_transpose_scope(location.callee)
-    if isinstance(location, ir.FusedLoc):
-        return any(_in_transpose_scope(inner) for inner in location.locations)
     return False
