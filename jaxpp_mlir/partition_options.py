@@ -128,7 +128,7 @@ class PartitionOptions:
       chooses must fit (None: no limit).
     - ``segmenter``: the pass that cuts the step into segments: ``"auto"`` (the
       first of the segment slot's chain that applies: the stage markers, else the
-      model's repeated blocks, else the iterations of layer scans), or a name of
+      iterations of layer scans, else the model's repeated blocks), or a name of
       ``passes.pipelines.SEGMENTERS`` (``"markers"``: the stage markers;
       ``"repeated-blocks"``: the model's repeated blocks, read from the module paths in
       the ops' locations; ``"layer-scans"``: the iterations of layer scans).

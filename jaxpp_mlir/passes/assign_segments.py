@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from jax.interpreters.mlir import ir
 
@@ -13,6 +14,9 @@ from jaxpp_mlir.passes import segment_slot
 from jaxpp_mlir.passes.base import Evidence, register_pass
 from jaxpp_mlir.passes.marker_flow import MarkerFlow
 from jaxpp_mlir.passes.segment_positions import place_unanchored, segments_left, set_segments
+
+if TYPE_CHECKING:
+    from jaxpp_mlir.partition_options import PartitionOptions
 
 
 @register_pass
@@ -83,16 +87,15 @@ class AssignSegments(segment_slot.Segmenter):
     def unfinished(cls, module: ir.Operation) -> Evidence | None:
         return segments_left(module)
 
+    @classmethod
+    def for_partition(cls, options: PartitionOptions, **chain: bool) -> AssignSegments:
+        return cls(merge_parallel=options.merge_parallel_markers, **chain)
+
     def applies(self, module: ir.Operation) -> bool:
         main = ir_utils.find_main(module)
         if main is None:
             return True  # its error names what is missing
-        block = ir_utils.stage_block(main)
-        for marker in segment_slot.stage_markers(main):
-            owner = segment_slot.owner_in(marker, block)
-            if owner is None or owner == marker or owner.name != "stablehlo.while":
-                return True
-        return False
+        return bool(segment_slot.markers_outside_loops(main))
 
     def segment(self, module: ir.Operation) -> None:
         main = ir_utils.get_main(module)

@@ -19,7 +19,6 @@ new way to choose stages is a mode of jaxpp-choose-stages (``passes/choose_stage
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from jaxpp_mlir.partition_options import PartitionOptions
@@ -53,7 +52,7 @@ SHARDY_PROPAGATION = "sdy-propagation-pipeline"
 
 #: The passes that can fill the segment slot, by the name ``PartitionOptions.segmenter``
 #: takes; each writes ``jaxpp.segment``/``jaxpp.kind`` and ``jaxpp.num_segments``.
-SEGMENTERS: dict[str, Callable[..., Segmenter]] = {
+SEGMENTERS: dict[str, type[Segmenter]] = {
     "markers": AssignSegments,  # the stage markers the user wrote end the segments
     # A step without markers: each of the model's repeated blocks (layers_0..layers_N)
     "repeated-blocks": SegmentRepeatedBlocks,
@@ -62,7 +61,7 @@ SEGMENTERS: dict[str, Callable[..., Segmenter]] = {
 #: ``PartitionOptions.segmenter``'s default: the chain below.
 AUTO_SEGMENTER = "auto"
 #: The segment slot's chain, in order: the first segmenter that applies segments the step.
-SEGMENT_CHAIN: tuple[str, ...] = ("markers", "repeated-blocks", "layer-scans")
+SEGMENT_CHAIN: tuple[str, ...] = ("markers", "layer-scans", "repeated-blocks")
 
 
 def default_pipeline(
@@ -159,18 +158,14 @@ def segment_slot(options: PartitionOptions) -> list[PipelineElement]:
     if options.split_points:
         return [make_element(SegmentSplitPoints(points=options.split_points))]
     if options.segmenter != AUTO_SEGMENTER:
-        return [make_element(_segmenter(options.segmenter, options))]
+        return [make_element(SEGMENTERS[options.segmenter].for_partition(options))]
     last = len(SEGMENT_CHAIN) - 1
     return [
-        make_element(_segmenter(name, options, chained=True, optional=position < last))
+        make_element(
+            SEGMENTERS[name].for_partition(options, chained=True, optional=position < last)
+        )
         for position, name in enumerate(SEGMENT_CHAIN)
     ]
-
-
-def _segmenter(name: str, options: PartitionOptions, **chain: bool) -> Segmenter:
-    if SEGMENTERS[name] is AssignSegments:
-        return AssignSegments(merge_parallel=options.merge_parallel_markers, **chain)
-    return SEGMENTERS[name](**chain)
 
 
 def segment_pipeline(

@@ -63,14 +63,9 @@ class SegmentLayerScans(segment_slot.Segmenter):
         main = ir_utils.find_main(module)
         if main is None:
             return False
+        if segment_slot.stage_markers(main):
+            return not segment_slot.markers_outside_loops(main)
         block = ir_utils.stage_block(main)
-        markers = segment_slot.stage_markers(main)
-        if markers:
-            for marker in markers:
-                owner = segment_slot.owner_in(marker, block)
-                if owner is None or owner == marker or owner.name != layer_loops.WHILE_OP:
-                    return False
-            return True
         return any(scan.kind == jaxpp.FORWARD for scan in _Scans(main, block).found)
 
     def segment(self, module: ir.Operation) -> None:

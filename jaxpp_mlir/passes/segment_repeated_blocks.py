@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from jax.interpreters.mlir import ir
 
@@ -11,7 +12,6 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import segment_slot
 from jaxpp_mlir.passes.base import register_pass
 from jaxpp_mlir.passes.module_blocks import Block, BlockSegmenter, ModuleIndex, segment_by_blocks
-from jaxpp_mlir.passes.segment_layer_scans import SegmentLayerScans
 
 
 @register_pass
@@ -34,11 +34,11 @@ class SegmentRepeatedBlocks(BlockSegmenter):
     first segment, those after the last (the head, the loss) the last, in the forward
     and the backward (see ``passes/module_blocks.py``).
 
-    In the segment slot's chain it applies to a step without stage markers (anywhere in
-    ``@main``: those are jaxpp-assign-segments') and without a layer scan (those are
-    jaxpp-segment-layer-scans') that has repeated blocks. Alone, a step with markers,
-    or with neither markers nor repeated blocks, is a located error that says what was
-    looked for.
+    In the segment slot's chain it runs last, on a step that neither markers
+    (jaxpp-assign-segments) nor a layer scan (jaxpp-segment-layer-scans) segmented; with no
+    repeated blocks either, it fails with everything the chain looked for. Alone, a step
+    with markers, or with neither markers nor repeated blocks, is a located error that says
+    what was looked for.
 
     Precondition: no ``func.call`` in ``@main`` (jaxpp-inline-calls); the microbatch
     loop, if any, normalized (jaxpp-normalize-loop); the ops keep JAX's locations.
@@ -56,8 +56,6 @@ class SegmentRepeatedBlocks(BlockSegmenter):
         main = ir_utils.find_main(module)
         if main is None or segment_slot.stage_markers(main):
             return False  # the markers say where stages end: jaxpp-assign-segments
-        if SegmentLayerScans().applies(module):
-            return False  # a scan over stacked layers: jaxpp-segment-layer-scans
         return bool(_index(module).repeated_blocks())
 
     def segment(self, module: ir.Operation) -> None:
@@ -68,17 +66,16 @@ class SegmentRepeatedBlocks(BlockSegmenter):
                 "the step has stage markers: jaxpp-assign-segments cuts it at them "
                 "(jaxpp-segment-repeated-blocks cuts a step without markers)",
             )
-        segment_by_blocks(module, self.name, _repeated_blocks)
+        segment_by_blocks(module, self.name, functools.partial(self._repeated_blocks, main))
 
-
-def _index(module: ir.Operation) -> ModuleIndex:
-    main = ir_utils.get_main(module)
-    return ModuleIndex(ir_utils.block_ops(ir_utils.stage_block(main))[:-1])
-
-
-def _repeated_blocks(index: ModuleIndex, step: ir.Operation) -> list[Block]:
-    blocks = index.repeated_blocks()
-    if not blocks:
+    def _repeated_blocks(
+        self, main: ir.Operation, index: ModuleIndex, step: ir.Operation
+    ) -> list[Block]:
+        blocks = index.repeated_blocks()
+        if blocks:
+            return blocks[1:]
+        if self.chained:  # the last of the segment slot's chain: say all it looked for
+            raise segment_slot.nothing_to_segment(main)
         raise diagnostics.error(
             step,
             "no stage markers found, and no repeated blocks to split the step at (looked "
@@ -87,4 +84,8 @@ def _repeated_blocks(index: ModuleIndex, step: ir.Operation) -> list[Block]:
             "jaxpp_mlir.pipeline_enter_stage, or pass split_points=(...) naming the "
             "modules where stages start",
         )
-    return blocks[1:]
+
+
+def _index(module: ir.Operation) -> ModuleIndex:
+    main = ir_utils.get_main(module)
+    return ModuleIndex(ir_utils.block_ops(ir_utils.stage_block(main))[:-1])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from jax.interpreters.mlir import ir
 
@@ -21,6 +22,9 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, Evidence, ModulePass, Unchanged
 
+if TYPE_CHECKING:
+    from jaxpp_mlir.partition_options import PartitionOptions
+
 #: What the segment slot looks for, in its order (the error of an unsegmented step lists
 #: them; a new segmenter adds its line).
 LOOKED_FOR: list[str] = [
@@ -28,10 +32,10 @@ LOOKED_FOR: list[str] = [
     "microbatch)",
     "stage markers at the end of the body of a layer scan (jax.lax.scan, flax nn.scan or "
     "nnx.scan over stacked layer parameters)",
-    "repeated blocks without markers (modules numbered like layers_0..layers_N or "
-    "h/0..h/N, or called several times, in the ops' locations)",
     "a layer scan without markers (a stablehlo.while of 2 or more iterations reading a "
     "stacked parameter [L, ...] a row at a time at its counter)",
+    "repeated blocks without markers (modules numbered like layers_0..layers_N or "
+    "h/0..h/N, or called several times, in the ops' locations)",
 ]
 
 
@@ -74,6 +78,18 @@ def stage_markers(main: ir.Operation) -> list[ir.Operation]:
     ]
 
 
+def markers_outside_loops(main: ir.Operation) -> list[ir.Operation]:
+    """The stage markers of ``main`` that are not inside a ``stablehlo.while`` of its stage
+    block (those end a layer scan's body: jaxpp-segment-layer-scans'), in order."""
+    block = ir_utils.stage_block(main)
+    outside = []
+    for marker in stage_markers(main):
+        owner = owner_in(marker, block)
+        if owner is None or owner == marker or owner.name != "stablehlo.while":
+            outside.append(marker)
+    return outside
+
+
 def owner_in(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
     """The op of ``block`` that is ``op`` or holds it (None: ``op`` is not inside it)."""
     current: ir.Operation | None = op
@@ -100,6 +116,12 @@ class Segmenter(ModulePass):
             "segmenter of the chain (else it fails, saying what it looked for)"
         },
     )
+
+    @classmethod
+    def for_partition(cls, options: PartitionOptions, **chain: bool) -> Segmenter:
+        """The segmenter ``partition`` runs for ``options`` (``chain``: its place in the
+        chain); a segmenter with options of its own reads them from ``options``."""
+        return cls(**chain)
 
     def applies(self, module: ir.Operation) -> bool:
         """Whether this segmenter segments ``module`` (it has what the segmenter reads)."""

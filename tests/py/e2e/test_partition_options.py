@@ -109,13 +109,13 @@ def test_split_points_are_the_option_of_their_segmenter_in_the_segment_slot():
     ) in text
     (parsed,) = [e for e in parse_pipeline(text) if e.name == "jaxpp-segment-split-points"]
     assert parsed.jaxpp_pass.points == options.split_points
-    # Without split points: the chain, the markers first, then the repeated blocks, then
-    # layer scans.
+    # Without split points: the chain, the markers first, then layer scans, then the
+    # repeated blocks.
     assert (
         "jaxpp-normalize-loop,"
         "jaxpp-assign-segments{chained=true optional=true merge-parallel=false},"
-        "jaxpp-segment-repeated-blocks{chained=true optional=true},"
-        "jaxpp-segment-layer-scans{chained=true optional=false},"
+        "jaxpp-segment-layer-scans{chained=true optional=true},"
+        "jaxpp-segment-repeated-blocks{chained=true optional=false},"
         "jaxpp-choose-stages"
     ) in default_pipeline_text(mpmd_dim=2)
 
