@@ -41,6 +41,11 @@ and ``jaxpp_mlir.runtime.compilation.compile`` at DEBUG give them):
 - first step: the first call until its results are ready;
 - other: the time to first step less the phases above (Python between them).
 
+On an accelerator backend with fewer devices than a workload's stages (one GPU), every stage
+runs on its first device with ``Interleaved1F1B(num_stages, mpmd_dim=1)``, as in
+``single_accelerator.py``, and the record says ``one_device``; plain ``jax.jit`` runs on the
+same device.
+
 ``--baseline CHECKOUT`` adds a third process per round: the same pipelined step with the
 library of another checkout of the project (``git worktree add /tmp/before <rev>``), the
 before of an A/B, printed as its own table against the same ``jax.jit`` processes.
@@ -230,7 +235,12 @@ def run_child(workload: str, side: str, cache_dir: str | None) -> dict:
         getattr(pp, name)
     jaxpp_mlir.runtime.compile_plan  # noqa: B018
     c1, t1 = cpu(), t()
-    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:num_stages]), ("stage",)), "stage")
+    devices = jax.devices()
+    if len(devices) < num_stages:  # one accelerator: every stage on it, as single_accelerator.py
+        devices = devices[:1]
+        schedule = pp.Interleaved1F1B(num_stages, mpmd_dim=1)
+        record["one_device"] = True
+    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(devices[:num_stages]), ("stage",)), "stage")
     c2, t2 = cpu(), t()
     traced = jax.jit(pp_step).trace(*pp_args)
     c3, t3 = cpu(), t()
@@ -304,7 +314,10 @@ def measure(
     for k in range(rounds):
         for workload in workloads:
             for side in sides[k % len(sides) :] + sides[: k % len(sides)]:
-                runs[workload][side].append(spawn(workload, side, cache_dir))
+                record = spawn(workload, side, cache_dir)
+                runs[workload][side].append(record)
+                # Each process's total as it comes, so that a run stopped early still tells.
+                print(f"  {workload} {side}: {record['total']:.3f} s", file=sys.stderr)
         print(f"  round {k + 1}/{rounds} done (load {os.getloadavg()[0]:.2f})", file=sys.stderr)
     return runs
 

@@ -197,6 +197,14 @@ PROGRESS_AFTER = Option(
     "seconds a compile of stage programs runs before its progress is shown",
     minimum=0,
 )
+COMPILE_THREADS = Option(
+    "COMPILE_THREADS",
+    int,
+    0,
+    "runtime",
+    "stage programs compiled at once: 0 (one per core, at most 16) or a number",
+    minimum=0,
+)
 SHARED_OUTPUT_MAX_BYTES = Option(
     "SHARED_OUTPUT_MAX_BYTES",
     int,
@@ -272,6 +280,7 @@ OPTIONS: tuple[Option, ...] = (
     SHUTDOWN_TIMEOUT,
     PROGRESS,
     PROGRESS_AFTER,
+    COMPILE_THREADS,
     SHARED_OUTPUT_MAX_BYTES,
     COMPILATION_CACHE,
     EXECUTABLE_MEMORY_CACHE,

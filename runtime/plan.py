@@ -74,6 +74,9 @@ class StageExecutable:
     aliases: tuple[tuple[int, int], ...] = ()
     # The stage functions a fused executable runs, in order (``FusedTask``); () for one.
     fused_parts: tuple[str, ...] = ()
+    # The compiler's estimate of one run's floating-point operations (0: none made). On
+    # a GPU the program with the most compiles first, alone (see ``compile_stages``).
+    flops: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError
 from jaxpp_mlir.ir.utils import find_main
 from jaxpp_mlir.plan.stage_modules import StageFunctions, donated_arguments
+from jaxpp_mlir.planner.segment_costs import nested_flops
 from jaxpp_mlir.runtime import plan as rt
 from jaxpp_mlir.schedules import Schedule
 
@@ -128,6 +129,7 @@ class PlanBuilder:
                 layouts.with_layouts(e.output_specs, boundary[name][1], meshes),
                 tuple(sorted(aliases.get(name, {}).items())),
                 e.source.callees if isinstance(e.source, Fused) else (),
+                _estimated_flops(functions, e.source),
             )
             for name, e in self.executables.items()
         }
@@ -212,6 +214,12 @@ class PlanBuilder:
         for (_, rank), value_id in values.index_ids.items():
             inputs.append(rt.InputBinding(value_id, scalar, (rank,)))
         return inputs
+
+
+def _estimated_flops(functions: StageFunctions, source: emission.ModuleSource) -> float:
+    """The planner's FLOP estimate of one run of the executable ``source`` makes."""
+    callees = source.callees if isinstance(source, Fused) else (source.callee,)
+    return sum(nested_flops(functions.function(callee)) for callee in callees)
 
 
 def _stage_names(module: ir.Module, task_of: dict[str, tuple[int, str]]) -> dict[int, str]:

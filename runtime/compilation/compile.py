@@ -17,12 +17,13 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import jax
 import numpy as np
 
 from .. import _jax_compat as jc
+from .. import options
 from ..errors import RuntimeFailure
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, TensorSpec
@@ -131,8 +132,15 @@ def _remember_loaded(
 
 def compile_stages(
     jobs: Sequence[tuple[str, str, Sequence[jax.Device]]],
+    flops: Sequence[float] | None = None,
 ) -> list[jc.LoadedExecutable]:
     """Compiles ``(name, mlir_module, devices)`` jobs, concurrently when several.
+
+    Jobs start in the order of their ``flops`` (each job's estimated floating-point
+    operations per run, the compiler's ``StageExecutable.flops``), the most first, then
+    of their module's length. Where XLA autotunes kernels (GPUs) the first compiles
+    alone: the program with the most matrix products fills XLA's autotuning results,
+    which the others then find instead of autotuning the same kernels each at once.
 
     A module text that several jobs share (identical stages of a deep model,
     the same optimizer update on every rank) is compiled once; the other jobs
@@ -165,17 +173,33 @@ def compile_stages(
         for source in unique:
             executables.update(make(source))
     else:
-        workers = min(len(unique), max(2, _cores()), 16)
+        workers = min(len(unique), options.COMPILE_THREADS.value() or max(2, _cores()), 16)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jaxpp-compile") as pool:
-            # Largest module first (its text's length standing for its compile time), so
-            # that the longest compile does not start last and set the makespan alone.
-            largest_first = sorted(unique, key=lambda i: -len(jobs[i][1]))
-            futures = {i: pool.submit(make, i) for i in largest_first}
+            # Largest program first (FLOPs, then its text's length standing for its compile
+            # time), so that the longest compile does not start last and set the makespan.
+            weight = flops or [0.0] * len(jobs)
+            largest_first = sorted(unique, key=lambda i: (-weight[i], -len(jobs[i][1])))
+            futures = {}
+            for position, i in enumerate(largest_first):
+                futures[i] = pool.submit(make, i)
+                if position == 0 and _autotunes(jobs[i][2]):
+                    wait([futures[i]])  # its failure, if any, is raised in job order below
             for source in unique:
                 executables.update(futures[source].result())
     if progress is not None:
         progress.finish()
     return [executables[index] for index in range(len(jobs))]
+
+
+def _autotunes(devices: Sequence[jax.Device]) -> bool:
+    """Whether XLA autotunes the kernels of programs for ``devices``: on GPUs it times
+    the candidate kernels of each matrix product and fusion once per process and keeps
+    the results, so the program with the most FLOPs compiled alone first leaves the
+    others little to autotune. Started together, every program autotuned the same
+    kernels at once: on an H100 the stage programs of W1 took 4.7 s all at once, 2.7 s
+    one at a time, 1.7 s with the largest alone first (``benchmarks/first_step.py``).
+    XLA:CPU does not autotune."""
+    return any(device.platform != "cpu" for device in devices)
 
 
 def _cores() -> int:
@@ -285,6 +309,7 @@ def compile_plan_executables(
     keys: dict[tuple[str, tuple[int, ...]], int] = {}
     jobs: list[tuple[str, str, tuple[jax.Device, ...]]] = []
     job_of: dict[str, int] = {}
+    flops: list[float] = []
     for name in names:
         stage = plan.executables[name]
         devices = tuple(rank_devices[stage.rank])
@@ -292,8 +317,9 @@ def compile_plan_executables(
         if key not in keys:
             keys[key] = len(jobs)
             jobs.append((name, stage.mlir_module, devices))
+            flops.append(stage.flops)
         job_of[name] = keys[key]
-    compiled = compile_stages(jobs)
+    compiled = compile_stages(jobs, flops)
     executables = {name: compiled[job] for name, job in job_of.items()}
     for name in names:
         stage = plan.executables[name]

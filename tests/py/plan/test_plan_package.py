@@ -166,3 +166,20 @@ def _walk_tasks(module: ir.Module):
             yield op
         elif jaxpp.is_loop(op):
             yield from (o for o in jaxpp.loop_body(op).operations if jaxpp.is_task(o))
+
+
+def test_each_executable_carries_the_flop_estimate_of_its_module(emitted):
+    """``StageExecutable.flops`` (which orders compiles on GPUs) is the planner's estimate
+    of the module the executable runs, a fused one's the sum of its parts' modules; a
+    backward costs more than its forward (two products per forward product)."""
+    from jaxpp_mlir.setup_advice import estimate_flops
+
+    program, _ = emitted
+    executables = program.plan.executables
+    assert any(e.fused_parts for e in executables.values())
+    for name, executable in executables.items():
+        texts = [program.stage_modules[part] for part in executable.fused_parts]
+        expected = sum(map(estimate_flops, texts or [executable.mlir_module]))
+        assert executable.flops == pytest.approx(expected), name
+    forward, backward = executables["stage0_fwd"].flops, executables["stage0_bwd"].flops
+    assert 0 < forward < backward

@@ -9,7 +9,7 @@ import pytest
 from jaxpp_mlir.runtime import _jax_compat as jc
 from jaxpp_mlir.runtime.compilation import compile as runtime_compile
 from jaxpp_mlir.runtime.compilation import executable_cache
-from jaxpp_mlir.runtime.plan import TensorSpec
+from jaxpp_mlir.runtime.plan import StageExecutable, TensorSpec
 
 from jaxpp_mlir.errors import RuntimeFailure
 
@@ -81,9 +81,7 @@ def test_a_cached_executable_that_disagrees_with_the_plan_names_the_cache(store)
     two, three = _module(2, 2.0), _module(3, 2.0)
     store[_key(three)] = _entry_of(two, _key(three))  # a forged entry: bound, but wrong
     spec = TensorSpec((2,), "float32")
-    stage = types.SimpleNamespace(
-        rank=0, mlir_module=three, input_specs=[spec], output_specs=[spec] * 3
-    )
+    stage = StageExecutable("stage0_fwd", 0, three, (spec,), (spec,) * 3)
     plan = types.SimpleNamespace(executables={"stage0_fwd": stage})
     with pytest.raises(RuntimeFailure) as caught:
         runtime_compile.compile_plan_executables(plan, [DEVICES], ["stage0_fwd"])

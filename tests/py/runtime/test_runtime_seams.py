@@ -209,3 +209,46 @@ def test_a_shared_program_is_rebound_by_the_thread_that_compiled_it(monkeypatch)
     assert all(name.startswith("jaxpp-compile") for name in rebound_in)
     for exe, (_, _, job_devices) in zip(executables, jobs, strict=True):
         assert list(exe.local_devices()) == list(job_devices)
+
+
+@pytest.mark.parametrize("autotunes", [True, False])
+def test_on_an_autotuning_backend_the_largest_program_compiles_alone_first(monkeypatch, autotunes):
+    """Where XLA autotunes (GPUs), the largest program is compiled before any other
+    starts, so that the others find its kernels' autotuning results; elsewhere every
+    program is submitted at once (each still compiled, each on its job's devices)."""
+    import threading
+    import time
+
+    from jaxpp_mlir.runtime.compilation import compile as runtime_compile
+    from jaxpp_mlir.runtime.multiprocess.collectives import zeros_module
+
+    monkeypatch.setenv("JAXPP_MLIR_PROGRESS", "0")
+    monkeypatch.setattr(runtime_compile, "_autotunes", lambda devices: autotunes)
+    events: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    original = runtime_compile.compile_stage
+
+    def recording(name, *args):
+        with lock:
+            events.append(("start", name))
+        if name == "large":
+            time.sleep(0.3)  # long enough for the others to start, unless they wait for it
+        try:
+            return original(name, *args)
+        finally:
+            with lock:
+                events.append(("end", name))
+
+    monkeypatch.setattr(runtime_compile, "compile_stage", recording)
+    devices = jax.devices()
+    jobs = [
+        ("small", zeros_module([TensorSpec((2,), "float32")], 1), devices[:1]),
+        ("large", zeros_module([TensorSpec((3, 5), "int32")] * 4, 1), devices[1:2]),
+        ("medium", zeros_module([TensorSpec((4,), "int8")] * 2, 1), devices[2:3]),
+    ]
+    executables = runtime_compile.compile_stages(jobs)
+    assert sorted(name for kind, name in events if kind == "end") == ["large", "medium", "small"]
+    if autotunes:
+        assert events[:2] == [("start", "large"), ("end", "large")], events
+    for exe, (_, _, job_devices) in zip(executables, jobs, strict=True):
+        assert list(exe.local_devices()) == list(job_devices)
