@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import inspect
 import sys
@@ -330,7 +331,14 @@ _SCALAR_OPTION_TYPES = (bool, int, float, str)
 
 def option_type(pass_class: type[ModulePass], field: dataclasses.Field) -> Any:
     """The type hint of ``field``, resolved in the pass's module (not the annotation text)."""
-    return typing.get_type_hints(pass_class)[field.name]
+    return _type_hints(pass_class)[field.name]
+
+
+@functools.cache
+def _type_hints(pass_class: type[ModulePass]) -> dict[str, Any]:
+    # Resolving a class's hints evaluates every annotation: once per pass class, not per
+    # option of every pass made.
+    return typing.get_type_hints(pass_class)
 
 
 def _sequence_item_type(hint: Any) -> Any:
