@@ -120,6 +120,10 @@ class PlanBuilder:
         sources = {name: e.source for name, e in self.executables.items()}
         stage_only = {c: Standalone(c) for c in task_of if c not in self.executables}
         texts = emission.emit_modules(functions, {**sources, **stage_only}, aliases)
+        flops: dict[str, float] = {}  # by module text: copies of a program cost the same
+        for name, e in self.executables.items():
+            if texts[name] not in flops:
+                flops[texts[name]] = _estimated_flops(functions, e.source)
         executables = {
             name: rt.StageExecutable(
                 name,
@@ -129,7 +133,7 @@ class PlanBuilder:
                 layouts.with_layouts(e.output_specs, boundary[name][1], meshes),
                 tuple(sorted(aliases.get(name, {}).items())),
                 e.source.callees if isinstance(e.source, Fused) else (),
-                _estimated_flops(functions, e.source),
+                flops[texts[name]],
             )
             for name, e in self.executables.items()
         }
