@@ -124,51 +124,65 @@ def estimate_split(
     machine: Machine = DEFAULT_MACHINE,
 ) -> SplitEstimate:
     """Simulate ``schedule`` with the stages ``split`` makes of the segments."""
-    forward, backward = _segment_seconds(costs, machine)
-    bounds = [0, *itertools.accumulate(split)]
-    groups = [range(a, b) for a, b in itertools.pairwise(bounds)]
-    send = [
-        machine.link_latency_s + costs.boundary_bytes[b - 1] / machine.link_bytes_per_s
-        for b in bounds[1:-1]
-    ]
-    stage_fwd = [sum(forward[i] for i in g) for g in groups]
-    stage_bwd = [sum(backward[i] for i in g) for g in groups]
-    task_s = {FWD: stage_fwd, BWD: stage_bwd}
+    return _SplitSimulator(schedule, costs, num_microbatches, machine).estimate(split)
 
-    def cost(task: Task) -> float:
-        if task.kind in task_s:
-            return task_s[task.kind][task.stage]
-        return stage_bwd[task.stage] / 2  # a split backward: half each
 
-    result = schedule.simulate(
-        num_microbatches,
-        costs=cost,
-        transfer_cost=max(send, default=0.0),
-        launch_cost=machine.launch_s,
-    )
-    launches = sum(len(row) for row in result.timeline)
-    params = [2 * sum(costs.param_bytes[i] for i in g) for g in groups]
-    activations = [sum(costs.activation_bytes[i] for i in g) for g in groups]
-    peaks = []
-    for rank in range(schedule.mpmd_dim):
-        stages = schedule.stages_on_rank(rank)
-        in_flight = result.peak_in_flight[rank]
-        peaks.append(
-            sum(params[s] for s in stages) + in_flight * max(activations[s] for s in stages)
+class _SplitSimulator:
+    """Estimates many splits of one program under one schedule: the schedule's task
+    lists are checked and linked once, the segments' seconds computed once."""
+
+    def __init__(
+        self, schedule: Schedule, costs: SegmentCosts, num_microbatches: int, machine: Machine
+    ):
+        self.schedule, self.costs, self.machine = schedule, costs, machine
+        self.prepared = schedule.prepare(num_microbatches)
+        self.forward, self.backward = _segment_seconds(costs, machine)
+
+    def estimate(self, split: tuple[int, ...]) -> SplitEstimate:
+        """The schedule simulated with the stages ``split`` makes of the segments."""
+        schedule, costs, machine = self.schedule, self.costs, self.machine
+        forward, backward = self.forward, self.backward
+        bounds = [0, *itertools.accumulate(split)]
+        groups = [range(a, b) for a, b in itertools.pairwise(bounds)]
+        send = [
+            machine.link_latency_s + costs.boundary_bytes[b - 1] / machine.link_bytes_per_s
+            for b in bounds[1:-1]
+        ]
+        stage_fwd = [sum(forward[i] for i in g) for g in groups]
+        stage_bwd = [sum(backward[i] for i in g) for g in groups]
+        task_s = {FWD: stage_fwd, BWD: stage_bwd}
+
+        def cost(task: Task) -> float:
+            if task.kind in task_s:
+                return task_s[task.kind][task.stage]
+            return stage_bwd[task.stage] / 2  # a split backward: half each
+
+        result = self.prepared.simulate(
+            cost, transfer_cost=max(send, default=0.0), launch_cost=machine.launch_s
         )
-    return SplitEstimate(
-        split=split,
-        step_s=max(
-            result.makespan,
-            sum(result.busy_time) / (machine.parallel_ranks or result.num_ranks),
-            launches * machine.launch_s,
-        ),
-        bubble=result.bubble_fraction,
-        peak_bytes=tuple(peaks),
-        stage_forward_s=tuple(stage_fwd),
-        stage_backward_s=tuple(stage_bwd),
-        launches=launches,
-    )
+        launches = sum(len(row) for row in result.timeline)
+        params = [2 * sum(costs.param_bytes[i] for i in g) for g in groups]
+        activations = [sum(costs.activation_bytes[i] for i in g) for g in groups]
+        peaks = []
+        for rank in range(schedule.mpmd_dim):
+            stages = schedule.stages_on_rank(rank)
+            in_flight = result.peak_in_flight[rank]
+            peaks.append(
+                sum(params[s] for s in stages) + in_flight * max(activations[s] for s in stages)
+            )
+        return SplitEstimate(
+            split=split,
+            step_s=max(
+                result.makespan,
+                sum(result.busy_time) / (machine.parallel_ranks or result.num_ranks),
+                launches * machine.launch_s,
+            ),
+            bubble=result.bubble_fraction,
+            peak_bytes=tuple(peaks),
+            stage_forward_s=tuple(stage_fwd),
+            stage_backward_s=tuple(stage_bwd),
+            launches=launches,
+        )
 
 
 def candidate_splits(
@@ -205,10 +219,9 @@ def rank_splits(
     machine: Machine = DEFAULT_MACHINE,
 ) -> list[SplitEstimate]:
     """Every candidate split simulated, fitting ones first, fastest first."""
-    estimates = [
-        estimate_split(schedule, split, costs, num_microbatches, machine)
-        for split in candidate_splits(costs, schedule.num_stages, machine)
-    ]
+    splits = candidate_splits(costs, schedule.num_stages, machine)
+    simulator = _SplitSimulator(schedule, costs, num_microbatches, machine)
+    estimates = [simulator.estimate(split) for split in splits]
 
     def over(e: SplitEstimate) -> bool:
         return memory_limit_bytes is not None and max(e.peak_bytes) > memory_limit_bytes

@@ -10,9 +10,9 @@ from jaxpp_mlir.schedules.render import render_timeline
 from jaxpp_mlir.schedules.simulate import (
     UNIT_COSTS,
     Costs,
+    PreparedTasks,
     SimulationResult,
     collector_paused,
-    simulate_tasks,
 )
 from jaxpp_mlir.schedules.task import BWD_I, BWD_W, RankTasks
 
@@ -106,16 +106,20 @@ class Schedule(abc.ABC):
         launch_cost: float = 0.0,
     ) -> SimulationResult:
         """Simulate the schedule (see ``simulate.simulate_tasks``); raises if it cannot run."""
+        return self.prepare(num_microbatches).simulate(
+            costs, transfer_cost=transfer_cost, launch_cost=launch_cost
+        )
+
+    def prepare(self, num_microbatches: int) -> PreparedTasks:
+        """The schedule's task lists for ``num_microbatches``, checked and linked, to
+        ``simulate`` under many costs (raises if they are malformed)."""
         with collector_paused():
             per_rank = self.tasks(num_microbatches)
-        return simulate_tasks(
+        return PreparedTasks(
             per_rank,
             num_stages=self.num_stages,
             num_microbatches=num_microbatches,
             stage_rank=self.stage_rank,
-            costs=costs,
-            transfer_cost=transfer_cost,
-            launch_cost=launch_cost,
         )
 
     def validate(self, num_microbatches: int) -> None:

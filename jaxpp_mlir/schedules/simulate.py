@@ -104,11 +104,18 @@ def cost_function(costs: Costs | None) -> Callable[[Task], float]:
     return lambda task: table[task.kind]
 
 
-def _peak_in_flight(arrays: TaskArrays, start: np.ndarray, end: np.ndarray) -> list[int]:
-    """Per rank, the most (stage, microbatch) activations alive at once (frees first)."""
+def _activation_events(arrays: TaskArrays) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Which tasks open an activation, which free one, and each rank's first task."""
     opens = arrays.kind == KINDS.index(FWD)
     closes = np.isin(arrays.kind, [KINDS.index(kind) for kind in KINDS if _frees(kind)])
-    bounds = arrays.item_tasks[arrays.rank_items].tolist()
+    return opens, closes, arrays.item_tasks[arrays.rank_items].tolist()
+
+
+def _peak_in_flight(
+    events: tuple[np.ndarray, np.ndarray, list[int]], start: np.ndarray, end: np.ndarray
+) -> list[int]:
+    """Per rank, the most (stage, microbatch) activations alive at once (frees first)."""
+    opens, closes, bounds = events
     peaks = []
     for first, last in zip(bounds, bounds[1:], strict=False):
         mine = slice(first, last)
@@ -313,38 +320,55 @@ def simulate_tasks(
     The time grows with the number of tasks (see ``_run_ranks``), not with tasks times
     ranks: a planner simulates schedules of 100 000s of tasks many times.
     """
-    if transfer_cost < 0:
-        raise ScheduleError(f"transfer_cost must be >= 0, got {transfer_cost}")
-    if launch_cost < 0:
-        raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
-    with collector_paused():
-        return _simulate(
-            per_rank,
-            num_stages=num_stages,
-            num_microbatches=num_microbatches,
-            stage_rank=stage_rank,
-            costs=costs,
-            transfer_cost=transfer_cost,
-            launch_cost=launch_cost,
-        )
+    prepared = PreparedTasks(
+        per_rank, num_stages=num_stages, num_microbatches=num_microbatches, stage_rank=stage_rank
+    )
+    return prepared.simulate(costs, transfer_cost=transfer_cost, launch_cost=launch_cost)
+
+
+class PreparedTasks:
+    """Per-rank task lists checked and linked once (``task_arrays``), to simulate under
+    many costs: a planner's candidate stage splits differ only in their tasks' costs."""
+
+    def __init__(
+        self,
+        per_rank: Sequence[Sequence[ScheduleItem]],
+        *,
+        num_stages: int,
+        num_microbatches: int,
+        stage_rank: Callable[[int], int],
+    ):
+        self.per_rank = per_rank
+        self.num_stages = num_stages
+        self.num_microbatches = num_microbatches
+        self.stage_rank = stage_rank
+        with collector_paused():
+            self.arrays = task_arrays(
+                per_rank,
+                num_stages=num_stages,
+                num_microbatches=num_microbatches,
+                stage_rank=stage_rank,
+            )
+            self.activation_events = _activation_events(self.arrays)
+
+    def simulate(
+        self, costs: Costs | None = None, *, transfer_cost: float = 0.0, launch_cost: float = 0.0
+    ) -> SimulationResult:
+        """The lists simulated with ``costs``; ``ScheduleError`` if they cannot run."""
+        if transfer_cost < 0:
+            raise ScheduleError(f"transfer_cost must be >= 0, got {transfer_cost}")
+        if launch_cost < 0:
+            raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
+        with collector_paused():
+            return _simulate(self, costs, transfer_cost, launch_cost)
 
 
 def _simulate(
-    per_rank: Sequence[Sequence[ScheduleItem]],
-    *,
-    num_stages: int,
-    num_microbatches: int,
-    stage_rank: Callable[[int], int],
-    costs: Costs | None,
-    transfer_cost: float,
-    launch_cost: float,
+    prepared: PreparedTasks, costs: Costs | None, transfer_cost: float, launch_cost: float
 ) -> SimulationResult:
-    arrays = task_arrays(
-        per_rank,
-        num_stages=num_stages,
-        num_microbatches=num_microbatches,
-        stage_rank=stage_rank,
-    )
+    per_rank, arrays = prepared.per_rank, prepared.arrays
+    num_stages, num_microbatches = prepared.num_stages, prepared.num_microbatches
+    stage_rank = prepared.stage_rank
     cost = _task_costs(arrays, costs)
     num_ranks = len(per_rank)
     rank_items = arrays.rank_items.tolist()
@@ -367,7 +391,7 @@ def _simulate(
         num_ranks=num_ranks,
         makespan=makespan,
         bubble_fraction=bubble,
-        peak_in_flight=_peak_in_flight(arrays, start, end),
+        peak_in_flight=_peak_in_flight(prepared.activation_events, start, end),
         busy_time=busy,
         start_times=dict(zip(arrays.tasks, start.tolist(), strict=True)),
         end_times=dict(zip(arrays.tasks, end.tolist(), strict=True)),

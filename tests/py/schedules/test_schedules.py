@@ -600,3 +600,23 @@ def test_a_misspelt_schedule_name_suggests_the_names_it_resembles(name, auto, su
         name_record(name, auto=auto)
     assert str(info.value).endswith(suggestion)
     assert ("'auto' (the planner's choice)" in str(info.value)) == auto
+
+
+@pytest.mark.parametrize("sched", [Std1F1B(4), Interleaved1F1B(8, 4), ZeroBubble(4)], ids=repr)
+def test_a_prepared_schedule_simulates_each_cost_as_a_fresh_one(sched: Schedule) -> None:
+    """``prepare`` checks and links the task lists once (a planner simulates hundreds of
+    stage splits); each simulation of it equals a fresh ``simulate`` with the same costs,
+    whatever was simulated before on it."""
+    prepared = sched.prepare(8)
+    for stage_cost in ([1.0, 2.0, 3.0, 4.0], [4.0, 1.0, 1.0, 0.5], [1.0] * 4):
+
+        def cost(task, stage_cost=stage_cost):
+            scale = 2.0 if task.kind == "bwd" else 1.0
+            return scale * stage_cost[task.stage % 4]
+
+        again = prepared.simulate(cost, transfer_cost=0.25, launch_cost=0.1)
+        fresh = sched.simulate(8, costs=cost, transfer_cost=0.25, launch_cost=0.1)
+        assert again.makespan == fresh.makespan
+        assert again.busy_time == fresh.busy_time
+        assert again.peak_in_flight == fresh.peak_in_flight
+        assert again.start_times == fresh.start_times
