@@ -1,0 +1,125 @@
+"""Partition time of a scanned layer stack against its depth, pass by pass (issue 38).
+
+Run: python benchmarks/choose_stages_depth.py [--layers 8,32,64] [--repeats 3] [--stages 4]
+
+The model is ``benchmarks/scan_compile.py``'s: an embedding, ``L`` layers
+``tanh(h @ w + b)`` applied with ``jax.lax.scan`` over stacked parameters, a head, one
+``treduce`` over 8 microbatches of ``value_and_grad`` of the MSE, then optax adamw after
+``clip_by_global_norm``; no stage marker, ``partition(..., schedule=Std1F1B(stages))``
+splits the scan. Each layer of the scan is a segment, so ``jaxpp-choose-stages`` weighs
+splits of ``L + 2`` segments (at most ``stage_split.MAX_ENUMERATED`` candidates, each
+simulated with the schedule). Per depth, one process lowers the step once and partitions
+it ``--repeats`` times; printed: the median of ``partition`` and of its three slowest
+passes (``jaxpp_mlir.passes`` DEBUG records), in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _child(layers: int, stages: int, repeats: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    from jax.sharding import Mesh
+
+    import jaxpp_mlir as pp
+
+    width, microbatches = 64, 8
+    rng = np.random.default_rng(0)
+
+    def draw(*shape):
+        return rng.standard_normal(shape, dtype=np.float32) * 0.1
+
+    params = {
+        "embed": draw(width, width),
+        "layers": {"w": draw(layers, width, width), "b": draw(layers, width)},
+        "head": draw(width, width),
+    }
+    xs = rng.standard_normal((microbatches, 4, width), dtype=np.float32)
+    ys = np.tanh(xs)
+
+    def apply(p, x):
+        h = x @ p["embed"]
+        h, _ = jax.lax.scan(lambda h, q: (jnp.tanh(h @ q["w"] + q["b"]), None), h, p["layers"])
+        return h @ p["head"]
+
+    def loss(p, microbatch):
+        x, y = microbatch
+        return jnp.mean((apply(p, x) - y) ** 2)
+
+    transform = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
+    opt_state = jax.jit(transform.init)(params)
+
+    def step(p, s, xs, ys):
+        total, grads = pp.treduce(
+            lambda mb: jax.value_and_grad(loss)(p, mb), (xs, ys), operation=pp.Add
+        )
+        updates, s = transform.update(grads, s, p)
+        return optax.apply_updates(p, updates), s, total
+
+    lowered = jax.jit(step).lower(params, opt_state, xs, ys)
+    passes: list[tuple[str, float]] = []
+
+    class Passes(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.msg.startswith("pass "):
+                element, ms = record.args  # type: ignore[misc]
+                passes.append((str(element).split("{")[0], ms))
+
+    logger = logging.getLogger("jaxpp_mlir.passes")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(Passes())
+    logger.propagate = False
+    mesh = pp.MpmdMesh(Mesh(np.array(jax.devices()[:stages]), ("stage",)), "stage")
+    totals: list[float] = []
+    per_pass: dict[str, list[float]] = {}
+    for _ in range(repeats):
+        passes.clear()
+        start = time.perf_counter()
+        pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(stages))
+        totals.append((time.perf_counter() - start) * 1e3)
+        for name, ms in passes:
+            per_pass.setdefault(name, []).append(ms)
+    medians = {name: statistics.median(ms) for name, ms in per_pass.items()}
+    return {
+        "layers": layers,
+        "partition_ms": statistics.median(totals),
+        "passes_ms": dict(sorted(medians.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", default="8,32,64")
+    parser.add_argument("--stages", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.stages}"
+        print(json.dumps(_child(args.child, args.stages, args.repeats)))
+        return 0
+    print(f"partition of a scanned stack, Std1F1B({args.stages}), medians of {args.repeats} (ms)")
+    for layers in (int(x) for x in args.layers.split(",")):
+        command = [sys.executable, os.path.abspath(__file__), "--child", str(layers)]
+        command += ["--stages", str(args.stages), "--repeats", str(args.repeats)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=900)
+        record = json.loads(done.stdout.strip().splitlines()[-1])
+        slowest = ", ".join(f"{n} {ms:.1f}" for n, ms in list(record["passes_ms"].items())[:3])
+        print(f"L={layers:4d}  partition {record['partition_ms']:7.1f}  slowest passes: {slowest}")
+        print(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
