@@ -106,14 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={args.stages}"
         print(json.dumps(_child(args.child, args.stages, args.repeats)))
         return 0
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={args.stages}")
     print(f"partition of a scanned stack, Std1F1B({args.stages}), medians of {args.repeats} (ms)")
     for layers in (int(x) for x in args.layers.split(",")):
         command = [sys.executable, os.path.abspath(__file__), "--child", str(layers)]
         command += ["--stages", str(args.stages), "--repeats", str(args.repeats)]
-        done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=900)
+        done = subprocess.run(
+            command, capture_output=True, text=True, check=True, timeout=900, env=env
+        )
         record = json.loads(done.stdout.strip().splitlines()[-1])
         slowest = ", ".join(f"{n} {ms:.1f}" for n, ms in list(record["passes_ms"].items())[:3])
         print(f"L={layers:4d}  partition {record['partition_ms']:7.1f}  slowest passes: {slowest}")

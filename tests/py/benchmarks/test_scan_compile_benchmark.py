@@ -65,3 +65,17 @@ def test_each_rank_holds_only_its_rows_of_the_layers(scan_compile, records):
     medians = {(side, 4): records[side] for side in scan_compile.SIDES}
     text = scan_compile.memory_table(medians, [4])
     assert "| 4 | jit |" in text and "| 1.00 | - |" in text
+
+
+def test_choose_stages_depth_reports_partition_and_its_passes():
+    """benchmarks/choose_stages_depth.py's child at a tiny depth: partition's time and its
+    passes', the stage-choosing pass among them."""
+    benchmark = toolkit.load_benchmark("choose_stages_depth")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert benchmark.main(["--child", "4", "--repeats", "1"]) == 0
+    record = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert record["layers"] == 4
+    assert record["partition_ms"] > 0
+    assert "jaxpp-choose-stages" in record["passes_ms"]
+    assert sum(record["passes_ms"].values()) <= record["partition_ms"]
