@@ -205,6 +205,15 @@ COMPILE_THREADS = Option(
     "stage programs compiled at once: 0 (one per core, at most 16) or a number",
     minimum=0,
 )
+COMPILE_TIMEOUT = Option(
+    "COMPILE_TIMEOUT",
+    float,
+    3600.0,
+    "runtime",
+    "seconds compile() waits for its stage programs before it raises, naming the programs "
+    "still compiling",
+    minimum=0,
+)
 SHARED_OUTPUT_MAX_BYTES = Option(
     "SHARED_OUTPUT_MAX_BYTES",
     int,
@@ -281,6 +290,7 @@ OPTIONS: tuple[Option, ...] = (
     PROGRESS,
     PROGRESS_AFTER,
     COMPILE_THREADS,
+    COMPILE_TIMEOUT,
     SHARED_OUTPUT_MAX_BYTES,
     COMPILATION_CACHE,
     EXECUTABLE_MEMORY_CACHE,

@@ -17,7 +17,6 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 
 import jax
 import numpy as np
@@ -27,7 +26,7 @@ from .. import options
 from ..errors import RuntimeFailure
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, TensorSpec
-from . import executable_cache, executable_memo
+from . import compile_pool, executable_cache, executable_memo
 from .progress import COMPILED, LOADED, REUSED, CompileProgress
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compilation.compile")
@@ -168,24 +167,21 @@ def compile_stages(
             made[index] = _rebind(jobs[index][0], made[source], jobs[source], jobs[index][2])
         return made
 
+    # Largest program first (FLOPs, then its text's length standing for its compile
+    # time), so that the longest compile does not start last and set the makespan.
+    weight = flops or [0.0] * len(jobs)
+    largest_first = sorted(unique, key=lambda i: (-weight[i], -len(jobs[i][1])))
+    result = compile_pool.run_jobs(
+        make,
+        largest_first,
+        workers=min(len(unique), options.COMPILE_THREADS.value() or max(2, _cores()), 16),
+        first_alone=bool(unique) and _autotunes(jobs[largest_first[0]][2]),
+        timeout_s=options.COMPILE_TIMEOUT.value(),
+        names=lambda i: jobs[i][0],
+    )
     executables: dict[int, jc.LoadedExecutable] = {}
-    if len(unique) <= 1:
-        for source in unique:
-            executables.update(make(source))
-    else:
-        workers = min(len(unique), options.COMPILE_THREADS.value() or max(2, _cores()), 16)
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jaxpp-compile") as pool:
-            # Largest program first (FLOPs, then its text's length standing for its compile
-            # time), so that the longest compile does not start last and set the makespan.
-            weight = flops or [0.0] * len(jobs)
-            largest_first = sorted(unique, key=lambda i: (-weight[i], -len(jobs[i][1])))
-            futures = {}
-            for position, i in enumerate(largest_first):
-                futures[i] = pool.submit(make, i)
-                if position == 0 and _autotunes(jobs[i][2]):
-                    wait([futures[i]])  # its failure, if any, is raised in job order below
-            for source in unique:
-                executables.update(futures[source].result())
+    for source in unique:  # the first failing job in job order raises
+        executables.update(result(source))
     if progress is not None:
         progress.finish()
     return [executables[index] for index in range(len(jobs))]

@@ -252,3 +252,45 @@ def test_on_an_autotuning_backend_the_largest_program_compiles_alone_first(monke
         assert events[:2] == [("start", "large"), ("end", "large")], events
     for exe, (_, _, job_devices) in zip(executables, jobs, strict=True):
         assert list(exe.local_devices()) == list(job_devices)
+
+
+@pytest.mark.parametrize("autotunes", [False, True])
+def test_a_compile_past_the_timeout_is_named_and_does_not_hang(monkeypatch, autotunes):
+    """A stage program whose compile does not return within JAXPP_MLIR_COMPILE_TIMEOUT
+    makes compile_stages raise, naming it, also while it compiles alone first (where XLA
+    autotunes); the others' compiles are not waited for."""
+    import threading
+    import time
+
+    from jaxpp_mlir.runtime.compilation import compile as runtime_compile
+    from jaxpp_mlir.runtime.multiprocess.collectives import zeros_module
+
+    from jaxpp_mlir.errors import RuntimeFailure
+
+    monkeypatch.setenv("JAXPP_MLIR_PROGRESS", "0")
+    monkeypatch.setenv("JAXPP_MLIR_COMPILE_TIMEOUT", "0.5")
+    monkeypatch.setattr(runtime_compile, "_autotunes", lambda devices: autotunes)
+    release = threading.Event()
+    original = runtime_compile.compile_stage
+
+    def stuck_on_large(name, *args):
+        if name == "large":
+            release.wait(timeout=30)
+        return original(name, *args)
+
+    monkeypatch.setattr(runtime_compile, "compile_stage", stuck_on_large)
+    devices = jax.devices()
+    jobs = [
+        ("small", zeros_module([TensorSpec((2,), "float32")], 1), devices[:1]),
+        ("large", zeros_module([TensorSpec((3, 5), "int32")] * 4, 1), devices[1:2]),
+    ]
+    began = time.monotonic()
+    try:
+        with pytest.raises(RuntimeFailure) as caught:
+            runtime_compile.compile_stages(jobs)
+    finally:
+        release.set()
+    assert time.monotonic() - began < 10
+    message = str(caught.value)
+    assert "JAXPP_MLIR_COMPILE_TIMEOUT=0.5 s" in message
+    assert "still compiling: large" in message
