@@ -214,6 +214,15 @@ COMPILE_TIMEOUT = Option(
     "still compiling",
     minimum=0,
 )
+CHECKPOINT_IO_TIMEOUT = Option(
+    "CHECKPOINT_IO_TIMEOUT",
+    float,
+    1800.0,
+    "checkpoint",
+    "seconds a checkpoint's save or restore waits for the storage to open, write or read "
+    "one array before it raises, naming the array's file",
+    minimum=0,
+)
 SHARED_OUTPUT_MAX_BYTES = Option(
     "SHARED_OUTPUT_MAX_BYTES",
     int,
@@ -291,6 +300,7 @@ OPTIONS: tuple[Option, ...] = (
     PROGRESS_AFTER,
     COMPILE_THREADS,
     COMPILE_TIMEOUT,
+    CHECKPOINT_IO_TIMEOUT,
     SHARED_OUTPUT_MAX_BYTES,
     COMPILATION_CACHE,
     EXECUTABLE_MEMORY_CACHE,

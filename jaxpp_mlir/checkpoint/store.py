@@ -22,6 +22,7 @@ import numpy as np
 from jax.sharding import Sharding
 
 from jaxpp_mlir.checkpoint.leaves import CheckpointError, LeafFile
+from jaxpp_mlir.runtime import options as _options
 
 
 def _tensorstore() -> Any:
@@ -32,6 +33,19 @@ def _tensorstore() -> Any:
             "jaxpp_mlir.checkpoint needs tensorstore: pip install 'jaxpp_mlir[checkpoint]'"
         ) from e
     return ts
+
+
+def _wait(future: Any, what: str) -> Any:
+    """``future``'s result, waiting at most ``JAXPP_MLIR_CHECKPOINT_IO_TIMEOUT``."""
+    timeout = _options.CHECKPOINT_IO_TIMEOUT.value()
+    try:
+        return future.result(timeout=timeout)
+    except TimeoutError:
+        raise CheckpointError(
+            f"{what}: the storage did not finish within JAXPP_MLIR_CHECKPOINT_IO_TIMEOUT="
+            f"{timeout:g} s (a slow or unreachable file system; a very large checkpoint may "
+            "need a larger limit)"
+        ) from None
 
 
 def _spec(path: str) -> dict[str, Any]:
@@ -88,27 +102,29 @@ def _write_batch(items: Sequence[tuple[str, jax.Array]]) -> None:
         for path, a in items
     ]
     writes = []
-    for future, array in opened:
-        store = future.result()
+    for (path, _), (future, array) in zip(items, opened, strict=True):
+        store = _wait(future, f"creating {path}")
         for shard in array.addressable_shards:
             if shard.replica_id == 0:
-                writes.append(store[shard.index].write(np.asarray(shard.data)))
-    for write in writes:
-        write.result()
+                writes.append((path, store[shard.index].write(np.asarray(shard.data))))
+    for path, write in writes:
+        _wait(write, f"writing {path}")
 
 
 def write_host_arrays(items: Sequence[tuple[str, np.ndarray]]) -> None:
     """Writes each ``(path, numpy array)`` in one chunk."""
-    opened = [(_create(path, x.shape, x.dtype, x.shape), x) for path, x in items]
-    writes = [future.result().write(x) for future, x in opened]
-    for write in writes:
-        write.result()
+    opened = [(path, _create(path, x.shape, x.dtype, x.shape), x) for path, x in items]
+    writes = [(path, _wait(future, f"creating {path}").write(x)) for path, future, x in opened]
+    for path, write in writes:
+        _wait(write, f"writing {path}")
 
 
 def _open(leaf: LeafFile, shape: tuple[int, ...], dtype: str) -> Any:
     """The Zarr array of ``leaf``, once its shape and dtype are the ones expected."""
     try:
-        store = _tensorstore().open(_spec(leaf.folder), open=True).result()
+        store = _wait(_tensorstore().open(_spec(leaf.folder), open=True), f"opening {leaf.folder}")
+    except CheckpointError as e:
+        raise CheckpointError(f"{leaf.name}: {e}") from None
     except Exception as e:  # noqa: BLE001 - TensorStore raises ValueError, OSError, ...
         raise CheckpointError(f"{leaf.name}: cannot open {leaf.folder}: {e}") from e
     found = (tuple(store.shape), np.dtype(store.dtype.numpy_dtype).name)
@@ -122,7 +138,9 @@ def _open(leaf: LeafFile, shape: tuple[int, ...], dtype: str) -> Any:
 
 def _result(leaf: LeafFile, future: Any) -> np.ndarray:
     try:
-        return np.asarray(future.result())
+        return np.asarray(_wait(future, f"reading {leaf.folder}"))
+    except CheckpointError as e:
+        raise CheckpointError(f"{leaf.name}: {e}") from None
     except Exception as e:  # noqa: BLE001 - TensorStore raises ValueError, OSError, ...
         raise CheckpointError(f"{leaf.name}: cannot read {leaf.folder}: {e}") from e
 
@@ -187,11 +205,11 @@ def write_rows(items: Sequence[tuple[str, jax.Array, int, int]]) -> None:
                     mine.append((local, shard.data))
             blocks.append(mine)
         writes = []
-        for future, mine in zip(opened, blocks, strict=True):
-            store = future.result()
-            writes += [store[index].write(np.asarray(data)) for index, data in mine]
-        for write in writes:
-            write.result()
+        for (path, *_), future, mine in zip(batch, opened, blocks, strict=True):
+            store = _wait(future, f"creating {path}")
+            writes += [(path, store[index].write(np.asarray(data))) for index, data in mine]
+        for path, write in writes:
+            _wait(write, f"writing {path}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -94,3 +94,48 @@ def test_an_output_held_by_no_process_is_refused_by_name(tmp_path):
     with pytest.raises(checkpoint.CheckpointError, match=r"leaf \['w'\] is held by no process"):
         checkpoint.save(tmp_path / "ckpt", {"b": jnp.ones(2), "w": remote})
     assert not (tmp_path / "ckpt" / "metadata.json").exists()
+
+
+class _NeverDone:
+    """A storage operation that never finishes (a hung network file system)."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def result(self, timeout=None):
+        import time
+
+        time.sleep(timeout if timeout is not None else 3600)
+        raise TimeoutError
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("hang", ["_create", "open"])
+def test_a_storage_that_does_not_answer_is_named_after_the_io_timeout(tmp_path, monkeypatch, hang):
+    """A save whose storage never finishes creating a leaf's array, or a restore whose
+    storage never opens it, raises after JAXPP_MLIR_CHECKPOINT_IO_TIMEOUT, naming the
+    file, instead of waiting forever."""
+    from jaxpp_mlir.checkpoint import store
+
+    state = {"b": jnp.arange(3.0), "w": jnp.ones((2, 2))}
+    if hang == "open":
+        checkpoint.save(tmp_path / "ckpt", state)
+    monkeypatch.setenv("JAXPP_MLIR_CHECKPOINT_IO_TIMEOUT", "0.2")
+    if hang == "_create":
+        real = store._create
+        monkeypatch.setattr(store, "_create", lambda *args: _NeverDone(real(*args)))
+        with pytest.raises(checkpoint.CheckpointError) as caught:
+            checkpoint.save(tmp_path / "ckpt", state)
+        assert "creating " in str(caught.value)
+    else:
+        tensorstore = store._tensorstore()
+        real_open = tensorstore.open
+        monkeypatch.setattr(tensorstore, "open", lambda *a, **k: _NeverDone(real_open(*a, **k)))
+        with pytest.raises(checkpoint.CheckpointError) as caught:
+            checkpoint.restore(tmp_path / "ckpt", state)
+        assert "opening " in str(caught.value)
+    message = str(caught.value)
+    assert str(tmp_path / "ckpt") in message
+    assert "did not finish within JAXPP_MLIR_CHECKPOINT_IO_TIMEOUT=0.2 s" in message
