@@ -146,8 +146,9 @@ def compile_stages(
     get the compiled executable rebound to their devices, which costs a
     millisecond or two instead of a compilation, done by the thread that compiled
     it as soon as it has (overlapping the compiles still running). Returns the
-    executables in job order; the first failing job (in job order) raises its
-    ``RuntimeFailure``.
+    executables in job order. A failing job raises its ``RuntimeFailure`` (the first
+    one in job order of those that failed before it was seen), and the jobs not started
+    by then are dropped; so does ``JAXPP_MLIR_COMPILE_TIMEOUT`` passing (``CompilePool``).
     """
     first_of: dict[tuple[str, int], int] = {}
     copies: dict[int, list[int]] = {}
@@ -171,7 +172,7 @@ def compile_stages(
     # time), so that the longest compile does not start last and set the makespan.
     weight = flops or [0.0] * len(jobs)
     largest_first = sorted(unique, key=lambda i: (-weight[i], -len(jobs[i][1])))
-    result = compile_pool.run_jobs(
+    pool = compile_pool.CompilePool(
         make,
         largest_first,
         workers=min(len(unique), options.COMPILE_THREADS.value() or max(2, _cores()), 16),
@@ -181,7 +182,7 @@ def compile_stages(
     )
     executables: dict[int, jc.LoadedExecutable] = {}
     for source in unique:  # the first failing job in job order raises
-        executables.update(result(source))
+        executables.update(pool.result(source))
     if progress is not None:
         progress.finish()
     return [executables[index] for index in range(len(jobs))]

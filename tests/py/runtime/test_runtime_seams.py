@@ -294,3 +294,39 @@ def test_a_compile_past_the_timeout_is_named_and_does_not_hang(monkeypatch, auto
     message = str(caught.value)
     assert "JAXPP_MLIR_COMPILE_TIMEOUT=0.5 s" in message
     assert "still compiling: large" in message
+
+
+@pytest.mark.parametrize("autotunes", [False, True])
+def test_a_failing_compile_raises_its_failure_and_drops_the_jobs_not_started(
+    monkeypatch, autotunes
+):
+    """The failure of one stage program's compile is what compile_stages raises, whatever
+    job order the others have; compiling alone first (where XLA autotunes), the others are
+    then never started."""
+    from jaxpp_mlir.runtime.compilation import compile as runtime_compile
+    from jaxpp_mlir.runtime.multiprocess.collectives import zeros_module
+
+    from jaxpp_mlir.errors import RuntimeFailure
+
+    monkeypatch.setenv("JAXPP_MLIR_PROGRESS", "0")
+    monkeypatch.setattr(runtime_compile, "_autotunes", lambda devices: autotunes)
+    started: list[str] = []
+    original = runtime_compile.compile_stage
+
+    def failing_large(name, *args):
+        started.append(name)
+        if name == "large":
+            raise RuntimeFailure("compiling stage program 'large' failed: planted")
+        return original(name, *args)
+
+    monkeypatch.setattr(runtime_compile, "compile_stage", failing_large)
+    devices = jax.devices()
+    jobs = [
+        ("small", zeros_module([TensorSpec((2,), "float32")], 1), devices[:1]),
+        ("large", zeros_module([TensorSpec((3, 5), "int32")] * 4, 1), devices[1:2]),
+        ("medium", zeros_module([TensorSpec((4,), "int8")] * 2, 1), devices[2:3]),
+    ]
+    with pytest.raises(RuntimeFailure, match="'large' failed: planted"):
+        runtime_compile.compile_stages(jobs)
+    if autotunes:
+        assert started == ["large"]
