@@ -1,15 +1,18 @@
 """What XLA charges per program: the floor under the pipelined step's compile (issue 38).
 
-Run: python benchmarks/compile_floor.py [--workloads W1,W2] [--repeats 5]
+Run: python benchmarks/compile_floor.py [--workloads W1,W2,model:mamba2_nnx] [--repeats 5]
 
-For each workload (those of ``benchmarks/first_step.py``), in one fresh process: the
+For each workload (those of ``benchmarks/first_step.py``, or ``model:NAME`` for a model of
+``examples/third_party_models.py`` with its own stages), in one fresh process: the
 step is partitioned and compiled once (every one-time cost of the process paid), then
 each distinct stage program (one per module text and device count, as the runtime
 compiles them) is compiled again alone, one after the other, ``--repeats`` times, and
 so is ``jax.jit``'s one program (its StableHLO text, through the same client and
 options). Printed per program: the CPU milliseconds of one compilation (median over the
-repeats; all threads, nothing else runs in the process) and the kernels XLA:CPU built
-for it (the object files of its LLVM kernel modules in a dump of that compilation);
+repeats; all threads, nothing else runs in the process), the kernels XLA:CPU built
+for it (the object files of its LLVM kernel modules in a dump of that compilation) and
+its outputs (a stage's forward returns the values its backward reads: each one a buffer
+XLA must fill, often a kernel of its own);
 then the sums next to ``jax.jit``'s, and the least-squares fit ``cost = base + per
 kernel x kernels`` over every program compiled. Nothing here is concurrent or cached:
 the sums are what the compiles cost on one core, a floor under the first step's
@@ -34,6 +37,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: ``--workloads model:NAME``: a model of ``examples/third_party_models.py`` (its own step,
+#: stages and schedule), e.g. ``model:mamba2_nnx``.
+MODEL_PREFIX = "model:"
 sys.path.insert(0, HERE)
 
 import first_step  # noqa: E402
@@ -66,20 +72,39 @@ def _compile_cost(client, text: str, devices, repeats: int) -> tuple[float, int]
     return statistics.median(seconds) * 1e3, kernels
 
 
-def run_child(workload: str, repeats: int) -> dict:
-    first_step._setup_child(workload, None)
+def _partitioned(workload: str):
+    """(the partitioned program, ``jax.jit``'s lowered step) of ``workload``, each run once."""
     import jax
     import numpy as np
 
     import jaxpp_mlir as pp
 
+    if workload.startswith(MODEL_PREFIX):
+        sys.path.insert(0, os.path.join(first_step.ROOT, "examples"))
+        import third_party_models as models
+
+        model = models.MODELS[workload[len(MODEL_PREFIX) :]]()
+        with model.mesh_context():
+            program = models.partition(model)
+            args = (*model.state, *model.inputs(0))
+            jax.block_until_ready(program.compile()(*args))
+            lowered = jax.jit(model.step).lower(*args)
+            jax.block_until_ready(lowered.compile()(*args))
+        return program, lowered
     pp_step, jit_step, pp_args, jit_args, num_stages, schedule = first_step._model(workload)
     mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:num_stages]), ("stage",)), "stage")
     program = pp.partition(jax.jit(pp_step).trace(*pp_args).lower(), mesh=mesh, schedule=schedule)
     jax.block_until_ready(program.compile()(*pp_args))
     lowered = jax.jit(jit_step).lower(*jit_args)
     jax.block_until_ready(lowered.compile()(*jit_args))
+    return program, lowered
 
+
+def run_child(workload: str, repeats: int) -> dict:
+    first_step._setup_child(workload, None)
+    import jax
+
+    program, lowered = _partitioned(workload)
     distinct: dict[tuple[str, int], str] = {}
     for name, stage in program.plan.executables.items():
         devices = program.mesh.rank_devices(stage.rank)
@@ -88,7 +113,8 @@ def run_child(workload: str, repeats: int) -> dict:
     for (text, _), name in distinct.items():
         devices = program.mesh.rank_devices(program.plan.executables[name].rank)
         ms, kernels = _compile_cost(devices[0].client, text, devices, repeats)
-        programs.append({"name": name, "cpu_ms": ms, "kernels": kernels})
+        outputs = len(program.plan.executables[name].output_specs)
+        programs.append({"name": name, "cpu_ms": ms, "kernels": kernels, "outputs": outputs})
     jit_device = [jax.devices()[0]]
     jit_ms, jit_kernels = _compile_cost(
         jit_device[0].client, lowered.as_text(), jit_device, repeats
@@ -132,9 +158,10 @@ def main() -> None:
             sys.stderr.write(done.stderr[-4000:])
             raise SystemExit(f"{workload} failed with exit status {done.returncode}")
         row = json.loads([x for x in done.stdout.splitlines() if x.startswith("{")][-1])
-        print(f"{workload} (load {row['loadavg']:.1f}): CPU ms of one compilation, kernels")
+        load = row["loadavg"]
+        print(f"{workload} (load {load:.1f}): CPU ms of one compilation, kernels, outputs")
         for p in sorted(row["programs"], key=lambda p: -p["cpu_ms"]):
-            print(f"  {p['name']:<24} {p['cpu_ms']:8.1f} {p['kernels']:4d}")
+            print(f"  {p['name']:<24} {p['cpu_ms']:8.1f} {p['kernels']:4d} {p['outputs']:4d}")
             points.append((p["kernels"], p["cpu_ms"]))
         total = sum(p["cpu_ms"] for p in row["programs"])
         kernels = sum(p["kernels"] for p in row["programs"])
