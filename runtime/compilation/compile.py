@@ -172,17 +172,22 @@ def compile_stages(
     # time), so that the longest compile does not start last and set the makespan.
     weight = flops or [0.0] * len(jobs)
     largest_first = sorted(unique, key=lambda i: (-weight[i], -len(jobs[i][1])))
-    pool = compile_pool.CompilePool(
-        make,
-        largest_first,
-        workers=min(len(unique), options.COMPILE_THREADS.value() or max(2, _cores()), 16),
-        first_alone=bool(unique) and _autotunes(jobs[largest_first[0]][2]),
-        timeout_s=options.COMPILE_TIMEOUT.value(),
-        names=lambda i: jobs[i][0],
-    )
     executables: dict[int, jc.LoadedExecutable] = {}
-    for source in unique:  # the first failing job in job order raises
-        executables.update(pool.result(source))
+    try:
+        pool = compile_pool.CompilePool(
+            make,
+            largest_first,
+            workers=min(len(unique), options.COMPILE_THREADS.value() or max(2, _cores()), 16),
+            first_alone=bool(unique) and _autotunes(jobs[largest_first[0]][2]),
+            timeout_s=options.COMPILE_TIMEOUT.value(),
+            names=lambda i: jobs[i][0],
+        )
+        for source in unique:  # the first failing job in job order raises
+            executables.update(pool.result(source))
+    except BaseException:
+        if progress is not None:
+            progress.abandon()  # no "ready" line, and no line refreshed after the error
+        raise
     if progress is not None:
         progress.finish()
     return [executables[index] for index in range(len(jobs))]

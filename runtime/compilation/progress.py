@@ -172,6 +172,15 @@ class CompileProgress:
                 logger.info(line, extra={"final": True})
         return line
 
+    def abandon(self) -> None:
+        """Stops the report without a closing line: the compile failed, and its error says
+        why."""
+        self._stop.set()
+        self._ticker.join(timeout=5.0)
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+
     def _tick(self) -> None:
         if self._stop.wait(self._show_after):
             return

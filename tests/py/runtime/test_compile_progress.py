@@ -170,3 +170,35 @@ def test_readme_command_one_is_quiet():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(proc.stderr.splitlines()) <= 3, proc.stderr
     assert "ok" in proc.stdout
+
+
+def test_a_failed_compile_stops_the_report_without_a_ready_line(monkeypatch, caplog):
+    """When a stage program fails to compile, the terminal's progress line stops being
+    refreshed (its thread ends) and no "ready" line follows the error."""
+    from jaxpp_mlir.runtime.multiprocess.collectives import zeros_module
+    from jaxpp_mlir.runtime.plan import TensorSpec
+
+    from jaxpp_mlir.errors import RuntimeFailure
+
+    stream = io.StringIO()
+    monkeypatch.setattr(progress.logger, "handlers", [progress._OneLineHandler(stream)])
+    monkeypatch.setattr(progress.logger, "disabled", False)
+    caplog.set_level(logging.INFO, logger=progress.logger.name)
+    monkeypatch.setattr(progress, "_TERMINAL_REFRESH_S", 0.05)
+    monkeypatch.setenv("JAXPP_MLIR_PROGRESS_AFTER", "0")
+
+    def failing(name, *args):
+        time.sleep(0.2)  # shown, refreshed at least once
+        raise RuntimeFailure(f"compiling stage program {name!r} failed: planted")
+
+    monkeypatch.setattr(runtime_compile, "compile_or_load", failing)
+    devices = jax.devices()
+    jobs = [("big", zeros_module([TensorSpec((2,), "float32")], 1), devices[:1])]
+    with pytest.raises(RuntimeFailure, match="planted"):
+        runtime_compile.compile_stages(jobs)
+    tickers = [t for t in threading.enumerate() if t.name == "jaxpp-progress"]
+    for ticker in tickers:
+        ticker.join(timeout=5.0)
+    assert not any(t.is_alive() for t in tickers)
+    assert "compiling 1 stage programs" in stream.getvalue()
+    assert "ready in" not in stream.getvalue()
