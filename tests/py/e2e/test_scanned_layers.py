@@ -664,6 +664,84 @@ def test_tensor_parallel_stages_of_a_scanned_model_train_like_jax_jit(data):
         ours, theirs = (*ours, *args[2:]), (*theirs, *args[2:])
 
 
+class _LinenTensorParallelBlock(nn.Module):
+    """A Megatron-style layer in flax linen: the first Dense's kernel split by columns
+    and the second's by rows over ``model`` (``nn.with_partitioning``), the activation
+    carried split over ``model``."""
+
+    mesh: jax.sharding.Mesh
+
+    @nn.compact
+    def __call__(self, h, _):
+        inner = nn.Dense(
+            TP_HIDDEN,
+            use_bias=False,
+            kernel_init=nn.with_partitioning(nn.initializers.normal(0.25), (None, "model")),
+        )(h)
+        out = nn.Dense(
+            WIDTH,
+            use_bias=False,
+            kernel_init=nn.with_partitioning(nn.initializers.normal(0.25), ("model", None)),
+        )(jnp.tanh(inner))
+        split = NamedSharding(self.mesh, P(None, "model"))
+        return jax.lax.with_sharding_constraint(h + out, split), None
+
+
+class _LinenTensorParallelModel(nn.Module):
+    mesh: jax.sharding.Mesh
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.Dense(WIDTH, use_bias=False, name="embed")(x)
+        layers = nn.scan(
+            _LinenTensorParallelBlock,
+            variable_axes={"params": 0},
+            split_rngs={"params": True},
+            length=TP_LAYERS,
+            metadata_params={nn.PARTITION_NAME: None},
+        )(self.mesh, name="layers")
+        h, _ = layers(h, None)
+        return nn.Dense(WIDTH, use_bias=False, name="head")(h - jnp.zeros_like(h))
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("error::jaxpp_mlir.PartitionWarning")
+def test_tensor_parallel_stages_of_a_linen_scanned_model_train_like_jax_jit():
+    """The same layers written with flax linen's ``nn.scan`` and ``nn.with_partitioning``
+    (the kernels' specs come from the model's own partitioning metadata, with the scan's
+    axis unsplit), two stages of two devices split over ``model``, no markers."""
+    mesh = toolkit.mpmd_mesh({"stage": 2, "model": 2})
+    lowering = mesh.lowering_mesh()
+    model = _LinenTensorParallelModel(lowering)
+    boxed = model.init(jax.random.key(0), np.zeros((2, WIDTH), np.float32))
+    specs = nn.get_partition_spec(boxed)
+    params = jax.device_put(
+        nn.unbox(boxed),
+        jax.tree_util.tree_map(
+            lambda spec: NamedSharding(lowering, spec), specs, is_leaf=lambda s: isinstance(s, P)
+        ),
+    )
+
+    step = _train_step(model.apply)
+    opt_state = jax.jit(OPTIMIZER.init)(params)
+    xs, ys = _batch()
+    args = (params, opt_state, xs, ys)
+    program = pp.partition(jax.jit(step).lower(*args), mesh=mesh, schedule=pp.Std1F1B(2))
+    _assert_every_stage_loops_over_its_layers(program, TP_LAYERS)
+    for stage in range(2):
+        for text in program.stage_module_texts(stage):
+            assert '{"model"}' in text, f"stage {stage} is not split over 'model'"
+    compiled = program.compile()
+    ours, theirs = args, args
+    jitted = jax.jit(step)
+    for n in range(STEPS):
+        *ours, loss = compiled(*ours)
+        *theirs, expected = jitted(*theirs)
+        tolerance = toolkit.SEPARATE_PROGRAMS if n == 0 else toolkit.ADAPTIVE_OPTIMIZER_STEPS
+        toolkit.assert_matches_reference((*ours, loss), (*theirs, expected), tolerance)
+        ours, theirs = (*ours, *args[2:]), (*theirs, *args[2:])
+
+
 def test_first_call_cuts_stacked_device_arrays_into_rows_without_compiling():
     """Stacked parameters made on one CPU device (not laid out by stage) are cut into each
     rank's rows from their host copy: the call compiles no slice program (it compiled one
