@@ -664,6 +664,37 @@ def test_tensor_parallel_stages_of_a_scanned_model_train_like_jax_jit(data):
         ours, theirs = (*ours, *args[2:]), (*theirs, *args[2:])
 
 
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:stage .* costs about:jaxpp_mlir.PartitionWarning")
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"schedule": pp.Interleaved1F1B(4, 2)},
+        {"schedule": pp.Std1F1B(2), "stage_split": (1, 3)},
+    ],
+    ids=["interleaved", "uneven"],
+)
+def test_tensor_parallel_scanned_stages_interleaved_or_uneven_train_like_jax_jit(layout):
+    """The tensor-parallel scan as four stages on two ranks (two loops per rank, each over
+    its layer), or as two stages of one and three layers: each stage loops over its rows
+    of the split weights, and the steps match plain jax.jit's."""
+    mesh, step, lowered, args = _tensor_parallel_lowered(False)
+    program = pp.partition(lowered, mesh=mesh, **layout)
+    _assert_every_stage_loops_over_its_layers(program, TP_LAYERS)
+    for stage in range(len(program.stage_split)):
+        for text in program.stage_module_texts(stage):
+            assert '{"model"}' in text, f"stage {stage} is not split over 'model'"
+    compiled = program.compile()
+    ours, theirs = args, args
+    jitted = jax.jit(step)
+    for n in range(STEPS):
+        *ours, loss = compiled(*ours)
+        *theirs, expected = jitted(*theirs)
+        tolerance = toolkit.SEPARATE_PROGRAMS if n == 0 else toolkit.ADAPTIVE_OPTIMIZER_STEPS
+        toolkit.assert_matches_reference((*ours, loss), (*theirs, expected), tolerance)
+        ours, theirs = (*ours, *args[2:]), (*theirs, *args[2:])
+
+
 class _LinenTensorParallelBlock(nn.Module):
     """A Megatron-style layer in flax linen: the first Dense's kernel split by columns
     and the second's by rows over ``model`` (``nn.with_partitioning``), the activation
