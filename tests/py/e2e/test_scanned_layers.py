@@ -633,6 +633,21 @@ def _tensor_parallel_lowered(data: bool):
     return mesh, step, jax.jit(step).lower(*args), args
 
 
+def _assert_trains_like_jax_jit(program: pp.PartitionedProgram, step, args) -> None:
+    """``STEPS`` steps of ``program`` and of plain ``jax.jit(step)`` from ``args`` (the
+    parameters and optimizer state fed back, the batch the same), compared after each:
+    within ``SEPARATE_PROGRAMS`` after the first, ``ADAPTIVE_OPTIMIZER_STEPS`` after."""
+    compiled = program.compile()
+    ours, theirs = args, args
+    jitted = jax.jit(step)
+    for n in range(STEPS):
+        *ours, loss = compiled(*ours)
+        *theirs, expected = jitted(*theirs)
+        tolerance = toolkit.SEPARATE_PROGRAMS if n == 0 else toolkit.ADAPTIVE_OPTIMIZER_STEPS
+        toolkit.assert_matches_reference((*ours, loss), (*theirs, expected), tolerance)
+        ours, theirs = (*ours, *args[2:]), (*theirs, *args[2:])
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("error::jaxpp_mlir.PartitionWarning")
 @pytest.mark.parametrize("data", [False, True], ids=["model", "data-model"])
@@ -653,15 +668,7 @@ def test_tensor_parallel_stages_of_a_scanned_model_train_like_jax_jit(data):
     for stage in range(2):
         for text in program.stage_module_texts(stage):
             assert '{"model"}' in text, f"stage {stage} is not split over 'model'"
-    compiled = program.compile()
-    ours, theirs = args, args
-    jitted = jax.jit(step)
-    for n in range(STEPS):
-        *ours, loss = compiled(*ours)
-        *theirs, expected = jitted(*theirs)
-        tolerance = toolkit.SEPARATE_PROGRAMS if n == 0 else toolkit.ADAPTIVE_OPTIMIZER_STEPS
-        toolkit.assert_matches_reference((*ours, loss), (*theirs, expected), tolerance)
-        ours, theirs = (*ours, *args[2:]), (*theirs, *args[2:])
+    _assert_trains_like_jax_jit(program, step, args)
 
 
 @pytest.mark.slow
@@ -684,15 +691,7 @@ def test_tensor_parallel_scanned_stages_interleaved_or_uneven_train_like_jax_jit
     for stage in range(len(program.stage_split)):
         for text in program.stage_module_texts(stage):
             assert '{"model"}' in text, f"stage {stage} is not split over 'model'"
-    compiled = program.compile()
-    ours, theirs = args, args
-    jitted = jax.jit(step)
-    for n in range(STEPS):
-        *ours, loss = compiled(*ours)
-        *theirs, expected = jitted(*theirs)
-        tolerance = toolkit.SEPARATE_PROGRAMS if n == 0 else toolkit.ADAPTIVE_OPTIMIZER_STEPS
-        toolkit.assert_matches_reference((*ours, loss), (*theirs, expected), tolerance)
-        ours, theirs = (*ours, *args[2:]), (*theirs, *args[2:])
+    _assert_trains_like_jax_jit(program, step, args)
 
 
 class _LinenTensorParallelBlock(nn.Module):
@@ -762,15 +761,7 @@ def test_tensor_parallel_stages_of_a_linen_scanned_model_train_like_jax_jit():
     for stage in range(2):
         for text in program.stage_module_texts(stage):
             assert '{"model"}' in text, f"stage {stage} is not split over 'model'"
-    compiled = program.compile()
-    ours, theirs = args, args
-    jitted = jax.jit(step)
-    for n in range(STEPS):
-        *ours, loss = compiled(*ours)
-        *theirs, expected = jitted(*theirs)
-        tolerance = toolkit.SEPARATE_PROGRAMS if n == 0 else toolkit.ADAPTIVE_OPTIMIZER_STEPS
-        toolkit.assert_matches_reference((*ours, loss), (*theirs, expected), tolerance)
-        ours, theirs = (*ours, *args[2:]), (*theirs, *args[2:])
+    _assert_trains_like_jax_jit(program, step, args)
 
 
 def test_first_call_cuts_stacked_device_arrays_into_rows_without_compiling():
