@@ -1,16 +1,19 @@
 """Partition time of a scanned layer stack against its depth, pass by pass (issue 38).
 
 Run: python benchmarks/choose_stages_depth.py [--layers 8,32,64] [--repeats 3] [--stages 4]
+                                              [--schedule std|auto]
 
 The model is ``benchmarks/scan_compile.py``'s: an embedding, ``L`` layers
 ``tanh(h @ w + b)`` applied with ``jax.lax.scan`` over stacked parameters, a head, one
 ``treduce`` over 8 microbatches of ``value_and_grad`` of the MSE, then optax adamw after
 ``clip_by_global_norm``; no stage marker, ``partition(..., schedule=Std1F1B(stages))``
-splits the scan. Each layer of the scan is a segment, so ``jaxpp-choose-stages`` weighs
-splits of ``L + 2`` segments (at most ``stage_split.MAX_ENUMERATED`` candidates, each
-simulated with the schedule). Per depth, one process lowers the step once and partitions
-it ``--repeats`` times; printed: the median of ``partition`` and of its three slowest
-passes (``jaxpp_mlir.passes`` DEBUG records), in milliseconds.
+splits the scan (``--schedule auto``: ``schedule="auto"``, the planner weighing every
+built-in schedule on ``stages`` ranks, up to 4 stages per rank). Each layer of the scan
+is a segment, so ``jaxpp-choose-stages`` weighs splits of ``L + 2`` segments (at most
+``stage_split.MAX_ENUMERATED`` candidates per schedule, each simulated with it). Per
+depth, one process lowers the step once and partitions it ``--repeats`` times; printed:
+the median of ``partition`` and of its three slowest passes (``jaxpp_mlir.passes``
+DEBUG records), in milliseconds.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import sys
 import time
 
 
-def _child(layers: int, stages: int, repeats: int) -> dict:
+def _child(layers: int, stages: int, repeats: int, schedule: str = "std") -> dict:
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -88,7 +91,9 @@ def _child(layers: int, stages: int, repeats: int) -> dict:
         for _ in range(repeats):
             passes.clear()
             start = time.perf_counter()
-            pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(stages))
+            pp.partition(
+                lowered, mesh=mesh, schedule="auto" if schedule == "auto" else pp.Std1F1B(stages)
+            )
             totals.append((time.perf_counter() - start) * 1e3)
             for name, ms in passes:
                 per_pass.setdefault(name, []).append(ms)
@@ -109,16 +114,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", default="8,32,64")
     parser.add_argument("--stages", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--schedule", choices=("std", "auto"), default="std")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(_child(args.child, args.stages, args.repeats)))
+        print(json.dumps(_child(args.child, args.stages, args.repeats, args.schedule)))
         return 0
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={args.stages}")
-    print(f"partition of a scanned stack, Std1F1B({args.stages}), medians of {args.repeats} (ms)")
+    which = "auto" if args.schedule == "auto" else f"Std1F1B({args.stages})"
+    print(f"partition of a scanned stack, {which}, medians of {args.repeats} (ms)")
     for layers in (int(x) for x in args.layers.split(",")):
         command = [sys.executable, os.path.abspath(__file__), "--child", str(layers)]
         command += ["--stages", str(args.stages), "--repeats", str(args.repeats)]
+        command += ["--schedule", args.schedule]
         done = subprocess.run(
             command, capture_output=True, text=True, check=True, timeout=900, env=env
         )

@@ -86,10 +86,11 @@ def compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
         yield tuple(b - a for a, b in itertools.pairwise(bounds))
 
 
-def _bounded_splits(weights: list[float], parts: int, slack: float) -> Iterator[tuple[int, ...]]:
-    """Splits whose heaviest group weighs at most ``slack`` times the least possible."""
+def least_bottleneck(weights: list[float], parts: int) -> float:
+    """The least weight the heaviest of ``parts`` neighbouring groups can have (bisection on
+    a greedy cover, to float precision)."""
     lo, hi = max(weights), sum(weights)
-    for _ in range(60):  # the least bottleneck, by bisection on a greedy cover
+    for _ in range(60):
         mid = (lo + hi) / 2
         groups, load = 1, 0.0
         for w in weights:
@@ -98,7 +99,14 @@ def _bounded_splits(weights: list[float], parts: int, slack: float) -> Iterator[
             else:
                 load += w
         lo, hi = (lo, mid) if groups <= parts else (mid, hi)
-    limit = hi * slack
+    return hi
+
+
+def bounded_splits(weights: list[float], parts: int, slack: float) -> Iterator[tuple[int, ...]]:
+    """Splits whose heaviest group weighs at most ``slack`` times the least possible, in
+    the order of their group sizes (the first group's smallest first)."""
+    limit = least_bottleneck(weights, parts) * slack
+    needed = _groups_needed(weights, limit)
 
     def extend(start: int, left: int) -> Iterator[tuple[int, ...]]:
         if left == 1:
@@ -110,10 +118,28 @@ def _bounded_splits(weights: list[float], parts: int, slack: float) -> Iterator[
             load += weights[end - 1]
             if load > limit:
                 break
-            for rest in extend(end, left - 1):
-                yield (end - start, *rest)
+            # Only prefixes the rest can complete: without this, 16 groups of 66
+            # segments searched for minutes among prefixes that lead nowhere.
+            if needed[end] <= left - 1:
+                for rest in extend(end, left - 1):
+                    yield (end - start, *rest)
 
     return extend(0, parts)
+
+
+def _groups_needed(weights: list[float], limit: float) -> list[int]:
+    """For each start, the fewest neighbouring groups of at most ``limit`` that cover the
+    segments from it to the end (greedy, which is optimal; ``len(weights) + 1``: none can).
+    Any count from that to the segments left is possible too: a group splits further."""
+    count = len(weights)
+    needed = [0] * (count + 1)
+    for start in range(count - 1, -1, -1):
+        load, end = 0.0, start
+        while end < count and load + weights[end] <= limit:
+            load += weights[end]
+            end += 1
+        needed[start] = count + 1 if end == start else min(count + 1, 1 + needed[end])
+    return needed
 
 
 def estimate_split(
@@ -203,7 +229,7 @@ def candidate_splits(
     # small groups first, so a single wide bound would miss the balanced ones).
     found: dict[tuple[int, ...], None] = {}
     for slack in (1.0 + 1e-9, 1.05, 1.25):
-        for split in itertools.islice(_bounded_splits(weights, num_stages, slack), MAX_ENUMERATED):
+        for split in itertools.islice(bounded_splits(weights, num_stages, slack), MAX_ENUMERATED):
             found.setdefault(split)
             if len(found) >= MAX_ENUMERATED:
                 return list(found)
