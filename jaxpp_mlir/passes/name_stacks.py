@@ -18,6 +18,7 @@ jaxpp-segment-layer-scans), not a pass. It reads location names only (never IR t
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 from jax.interpreters.mlir import ir
@@ -128,29 +129,31 @@ def _unwrap(scope: str) -> tuple[tuple[str, ...], str]:
 def in_transpose_scope(location: ir.Location) -> bool:
     """Whether a name in ``location`` (JAX's name stack) says autodiff transposed the op
     (recomputed forward code under a remat is not transposed)."""
-    location = ir.Location.from_attr(location.attr)
-    if isinstance(location, ir.NameLoc):
-        name = location.name_str
-        transposed = TRANSPOSE_SCOPE in name and not any(s in name for s in _RECOMPUTED_SCOPES)
-        return transposed or in_transpose_scope(location.child_loc)
-    if isinstance(location, ir.CallSiteLoc):
-        return in_transpose_scope(location.callee)
-    if isinstance(location, ir.FusedLoc):
-        return any(in_transpose_scope(inner) for inner in location.locations)
-    return False
+    return _some_name(location, lambda name: _transposed(name) and not _recomputed(name))
 
 
 def recomputed_in_backward(location: ir.Location) -> bool:
     """Whether a name in ``location`` says autodiff transposed a rematerialized
     computation (forward code a remat reruns in the backward)."""
+    return _some_name(location, lambda name: _transposed(name) and _recomputed(name))
+
+
+def _transposed(name: str) -> bool:
+    return TRANSPOSE_SCOPE in name
+
+
+def _recomputed(name: str) -> bool:
+    return any(scope in name for scope in _RECOMPUTED_SCOPES)
+
+
+def _some_name(location: ir.Location, test: Callable[[str], bool]) -> bool:
+    """Whether ``test`` holds for a name anywhere in ``location`` (nested names, call
+    sites' callees and fused locations included)."""
     location = ir.Location.from_attr(location.attr)
     if isinstance(location, ir.NameLoc):
-        name = location.name_str
-        if TRANSPOSE_SCOPE in name and any(s in name for s in _RECOMPUTED_SCOPES):
-            return True
-        return recomputed_in_backward(location.child_loc)
+        return test(location.name_str) or _some_name(location.child_loc, test)
     if isinstance(location, ir.CallSiteLoc):
-        return recomputed_in_backward(location.callee)
+        return _some_name(location.callee, test)
     if isinstance(location, ir.FusedLoc):
-        return any(recomputed_in_backward(inner) for inner in location.locations)
+        return any(_some_name(inner, test) for inner in location.locations)
     return False
