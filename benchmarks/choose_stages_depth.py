@@ -27,49 +27,18 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scan_compile  # noqa: E402
+
 
 def _child(layers: int, stages: int, repeats: int, schedule: str = "std") -> dict:
     import jax
-    import jax.numpy as jnp
     import numpy as np
-    import optax
     from jax.sharding import Mesh
 
     import jaxpp_mlir as pp
 
-    width, microbatches = 64, 8
-    rng = np.random.default_rng(0)
-
-    def draw(*shape):
-        return rng.standard_normal(shape, dtype=np.float32) * 0.1
-
-    params = {
-        "embed": draw(width, width),
-        "layers": {"w": draw(layers, width, width), "b": draw(layers, width)},
-        "head": draw(width, width),
-    }
-    xs = rng.standard_normal((microbatches, 4, width), dtype=np.float32)
-    ys = np.tanh(xs)
-
-    def apply(p, x):
-        h = x @ p["embed"]
-        h, _ = jax.lax.scan(lambda h, q: (jnp.tanh(h @ q["w"] + q["b"]), None), h, p["layers"])
-        return h @ p["head"]
-
-    def loss(p, microbatch):
-        x, y = microbatch
-        return jnp.mean((apply(p, x) - y) ** 2)
-
-    transform = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
-    opt_state = jax.jit(transform.init)(params)
-
-    def step(p, s, xs, ys):
-        total, grads = pp.treduce(
-            lambda mb: jax.value_and_grad(loss)(p, mb), (xs, ys), operation=pp.Add
-        )
-        updates, s = transform.update(grads, s, p)
-        return optax.apply_updates(p, updates), s, total
-
+    step, params, opt_state, xs, ys = scan_compile.model("scanned", layers, 64, 8, "adamw")
     lowered = jax.jit(step).lower(params, opt_state, xs, ys)
     passes: list[tuple[str, float]] = []
 

@@ -60,14 +60,13 @@ PHASES = ("lower", "partition", "compile", "cpu", "first_step", "step")
 # ------------------------------------------------------------------ in the child
 
 
-def _child(
-    side: str, layers: int, width: int, stages: int, microbatches: int, steps: int, optimizer: str
-):
+def model(side: str, layers: int, width: int, microbatches: int, optimizer: str):
+    """``(step, params, opt_state, xs, ys)`` of the model of the module doc for ``side``
+    (``scanned`` and ``jit``: the scan over stacked layers; ``unrolled``: marked layers)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
     import optax
-    from jax.sharding import Mesh
 
     import jaxpp_mlir as pp
 
@@ -115,6 +114,19 @@ def _child(
         updates, opt_state = transform.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, total
 
+    return step, params, opt_state, xs, ys
+
+
+def _child(
+    side: str, layers: int, width: int, stages: int, microbatches: int, steps: int, optimizer: str
+):
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    import jaxpp_mlir as pp
+
+    step, params, opt_state, xs, ys = model(side, layers, width, microbatches, optimizer)
     times = {}
     cpu_start = time.process_time()
     start = time.perf_counter()
