@@ -211,6 +211,19 @@ def test_a_shared_program_is_rebound_by_the_thread_that_compiled_it(monkeypatch)
         assert list(exe.local_devices()) == list(job_devices)
 
 
+def _sized_jobs() -> list[tuple[str, str, list[jax.Device]]]:
+    """Three compile jobs on three devices whose module texts are small, large and medium
+    (the compile order ranks texts by length when no FLOP estimate is given)."""
+    from jaxpp_mlir.runtime.multiprocess.collectives import zeros_module
+
+    devices = jax.devices()
+    return [
+        ("small", zeros_module([TensorSpec((2,), "float32")], 1), devices[:1]),
+        ("large", zeros_module([TensorSpec((3, 5), "int32")] * 4, 1), devices[1:2]),
+        ("medium", zeros_module([TensorSpec((4,), "int8")] * 2, 1), devices[2:3]),
+    ]
+
+
 @pytest.mark.parametrize("autotunes", [True, False])
 def test_on_an_autotuning_backend_the_largest_program_compiles_alone_first(monkeypatch, autotunes):
     """Where XLA autotunes (GPUs), the largest program is compiled before any other
@@ -220,7 +233,6 @@ def test_on_an_autotuning_backend_the_largest_program_compiles_alone_first(monke
     import time
 
     from jaxpp_mlir.runtime.compilation import compile as runtime_compile
-    from jaxpp_mlir.runtime.multiprocess.collectives import zeros_module
 
     monkeypatch.setenv("JAXPP_MLIR_PROGRESS", "0")
     monkeypatch.setattr(runtime_compile, "_autotunes", lambda devices: autotunes)
@@ -240,12 +252,7 @@ def test_on_an_autotuning_backend_the_largest_program_compiles_alone_first(monke
                 events.append(("end", name))
 
     monkeypatch.setattr(runtime_compile, "compile_stage", recording)
-    devices = jax.devices()
-    jobs = [
-        ("small", zeros_module([TensorSpec((2,), "float32")], 1), devices[:1]),
-        ("large", zeros_module([TensorSpec((3, 5), "int32")] * 4, 1), devices[1:2]),
-        ("medium", zeros_module([TensorSpec((4,), "int8")] * 2, 1), devices[2:3]),
-    ]
+    jobs = _sized_jobs()
     executables = runtime_compile.compile_stages(jobs)
     assert sorted(name for kind, name in events if kind == "end") == ["large", "medium", "small"]
     if autotunes:
@@ -263,7 +270,6 @@ def test_a_compile_past_the_timeout_is_named_and_does_not_hang(monkeypatch, auto
     import time
 
     from jaxpp_mlir.runtime.compilation import compile as runtime_compile
-    from jaxpp_mlir.runtime.multiprocess.collectives import zeros_module
 
     from jaxpp_mlir.errors import RuntimeFailure
 
@@ -279,11 +285,7 @@ def test_a_compile_past_the_timeout_is_named_and_does_not_hang(monkeypatch, auto
         return original(name, *args)
 
     monkeypatch.setattr(runtime_compile, "compile_stage", stuck_on_large)
-    devices = jax.devices()
-    jobs = [
-        ("small", zeros_module([TensorSpec((2,), "float32")], 1), devices[:1]),
-        ("large", zeros_module([TensorSpec((3, 5), "int32")] * 4, 1), devices[1:2]),
-    ]
+    jobs = _sized_jobs()[:2]
     began = time.monotonic()
     try:
         with pytest.raises(RuntimeFailure) as caught:
@@ -304,7 +306,6 @@ def test_a_failing_compile_raises_its_failure_and_drops_the_jobs_not_started(
     job order the others have; compiling alone first (where XLA autotunes), the others are
     then never started."""
     from jaxpp_mlir.runtime.compilation import compile as runtime_compile
-    from jaxpp_mlir.runtime.multiprocess.collectives import zeros_module
 
     from jaxpp_mlir.errors import RuntimeFailure
 
@@ -320,12 +321,7 @@ def test_a_failing_compile_raises_its_failure_and_drops_the_jobs_not_started(
         return original(name, *args)
 
     monkeypatch.setattr(runtime_compile, "compile_stage", failing_large)
-    devices = jax.devices()
-    jobs = [
-        ("small", zeros_module([TensorSpec((2,), "float32")], 1), devices[:1]),
-        ("large", zeros_module([TensorSpec((3, 5), "int32")] * 4, 1), devices[1:2]),
-        ("medium", zeros_module([TensorSpec((4,), "int8")] * 2, 1), devices[2:3]),
-    ]
+    jobs = _sized_jobs()
     with pytest.raises(RuntimeFailure, match="'large' failed: planted"):
         runtime_compile.compile_stages(jobs)
     if autotunes:
