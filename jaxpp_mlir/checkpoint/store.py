@@ -122,9 +122,10 @@ def write_host_arrays(items: Sequence[tuple[str, np.ndarray]]) -> None:
 def _open(leaf: LeafFile, shape: tuple[int, ...], dtype: str) -> Any:
     """The Zarr array of ``leaf``, once its shape and dtype are the ones expected."""
     try:
-        store = _wait(_tensorstore().open(_spec(leaf.folder), open=True), f"opening {leaf.folder}")
-    except CheckpointError as e:
-        raise CheckpointError(f"{leaf.name}: {e}") from None
+        opening = _tensorstore().open(_spec(leaf.folder), open=True)
+        store = _wait(opening, f"{leaf.name}: opening {leaf.folder}")
+    except CheckpointError:
+        raise  # the timeout, named already
     except Exception as e:  # noqa: BLE001 - TensorStore raises ValueError, OSError, ...
         raise CheckpointError(f"{leaf.name}: cannot open {leaf.folder}: {e}") from e
     found = (tuple(store.shape), np.dtype(store.dtype.numpy_dtype).name)
@@ -138,9 +139,9 @@ def _open(leaf: LeafFile, shape: tuple[int, ...], dtype: str) -> Any:
 
 def _result(leaf: LeafFile, future: Any) -> np.ndarray:
     try:
-        return np.asarray(_wait(future, f"reading {leaf.folder}"))
-    except CheckpointError as e:
-        raise CheckpointError(f"{leaf.name}: {e}") from None
+        return np.asarray(_wait(future, f"{leaf.name}: reading {leaf.folder}"))
+    except CheckpointError:
+        raise  # the timeout, named already
     except Exception as e:  # noqa: BLE001 - TensorStore raises ValueError, OSError, ...
         raise CheckpointError(f"{leaf.name}: cannot read {leaf.folder}: {e}") from e
 

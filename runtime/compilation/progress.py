@@ -156,8 +156,7 @@ class CompileProgress:
 
     def finish(self) -> str:
         """Closes the report; returns the closing line (logged only if progress was shown)."""
-        self._stop.set()
-        self._ticker.join(timeout=5.0)
+        self._stop_ticking()
         with self._lock:
             seconds, name = self.slowest
             ways = ", ".join(f"{n} {_SAID.get(how, how)}" for how, n in self.made.items() if n)
@@ -175,11 +174,14 @@ class CompileProgress:
     def abandon(self) -> None:
         """Stops the report without a closing line: the compile failed, and its error says
         why."""
-        self._stop.set()
-        self._ticker.join(timeout=5.0)
+        self._stop_ticking()
         with self._lock:
             if self._bar is not None:
                 self._bar.close()
+
+    def _stop_ticking(self) -> None:
+        self._stop.set()
+        self._ticker.join(timeout=5.0)
 
     def _tick(self) -> None:
         if self._stop.wait(self._show_after):
