@@ -273,10 +273,23 @@ def run_child(workload: str, side: str, cache_dir: str | None) -> dict:
             "programs": records.programs,
             "executables": len(program.plan.executables),
             "distinct_programs": len({e.mlir_module for e in program.plan.executables.values()}),
+            **_unions(compiled),
             "loadavg": os.getloadavg()[0],
         }
     )
     return record
+
+
+def _unions(compiled) -> dict[str, int]:
+    """How many union programs the stage programs were compiled as, and how many distinct
+    stage programs they hold (``runtime/compilation/merge.py``; none with a baseline
+    library that has no union programs)."""
+    members: dict[str, int] = {}
+    for exe in getattr(compiled.executable, "executables", {}).values():
+        union = getattr(exe, "union", None)
+        if union is not None:
+            members[union.program.text] = len(union.program.members)
+    return {"unions": len(members), "union_members": sum(members.values())}
 
 
 # ------------------------------------------------------------------ in the parent
@@ -375,6 +388,8 @@ def summarize(runs: dict) -> dict:
         )
         row["executables"] = ours[0]["executables"]
         row["distinct_programs"] = ours[0]["distinct_programs"]
+        row["unions"] = ours[0].get("unions", 0)
+        row["union_members"] = ours[0].get("union_members", 0)
         row["loadavg"] = _median([r["loadavg"] for r in ours + theirs])
         accounted = [
             r["import"] + r["trace"] + r["lower"] + r["partition"] + r["compile"] + r["first_step"]
@@ -432,6 +447,10 @@ def print_table(summary: dict, title: str) -> None:
     line(
         "    programs made / compiled by XLA",
         [f"{r['programs_made']:.0f}/{r['programs_compiled']:.0f}" for r in rows],
+    )
+    line(
+        "    union programs (distinct texts in them)",
+        [f"{r['unions']}({r['union_members']})" for r in rows],
     )
     line("  first step s", seconds("first_step"))
     line("  time to first step s", seconds("total"))

@@ -205,6 +205,15 @@ COMPILE_THREADS = Option(
     "stage programs compiled at once: 0 (one per core, at most 16) or a number",
     minimum=0,
 )
+MERGE_PROGRAMS = Option(
+    "MERGE_PROGRAMS",
+    str,
+    "auto",
+    "runtime",
+    "auto: small one-device stage programs on XLA:CPU compile as one union program "
+    "(each kernel built once); off: every program compiles alone",
+    choices=("auto", "off"),
+)
 COMPILE_TIMEOUT = Option(
     "COMPILE_TIMEOUT",
     float,
@@ -299,6 +308,7 @@ OPTIONS: tuple[Option, ...] = (
     PROGRESS,
     PROGRESS_AFTER,
     COMPILE_THREADS,
+    MERGE_PROGRAMS,
     COMPILE_TIMEOUT,
     CHECKPOINT_IO_TIMEOUT,
     SHARED_OUTPUT_MAX_BYTES,

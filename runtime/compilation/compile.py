@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -26,7 +27,7 @@ from .. import options
 from ..errors import RuntimeFailure
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, TensorSpec
-from . import compile_pool, executable_cache, executable_memo
+from . import branch_executable, compile_pool, executable_cache, executable_memo, merge
 from .progress import COMPILED, LOADED, REUSED, CompileProgress
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compilation.compile")
@@ -161,30 +162,41 @@ def compile_stages(
     progress = CompileProgress.start(len(unique))  # None: switched off
     compile_one = progress.wrap(compile_or_load) if progress is not None else compile_stage
 
-    def make(source: int) -> dict[int, jc.LoadedExecutable]:
-        """The executable of job ``source`` and of the jobs that share its text."""
-        made = {source: compile_one(*jobs[source])}
-        for index in copies[source]:
-            made[index] = _rebind(jobs[index][0], made[source], jobs[source], jobs[index][2])
-        return made
+    source_of = {index: source for source, indices in copies.items() for index in indices}
+    pool: compile_pool.CompilePool[jc.LoadedExecutable] | None = None
+    pool_made = threading.Event()  # a rebind may start before the pool's constructor returns
+
+    def make(index: int) -> jc.LoadedExecutable:
+        """The executable of job ``index``: compiled, or, for a job that shares another's
+        text, that job's executable rebound to its devices once compiled."""
+        source = source_of.get(index)
+        if source is None:
+            return compile_one(*jobs[index])
+        if not pool_made.wait(options.COMPILE_TIMEOUT.value()) or pool is None:
+            raise RuntimeFailure(f"rebinding executable {jobs[index][0]!r}: its compile failed")
+        return _rebind(jobs[index][0], pool.result(source), jobs[source], jobs[index][2])
 
     # Largest program first (FLOPs, then its text's length standing for its compile
-    # time), so that the longest compile does not start last and set the makespan.
+    # time), so that the longest compile does not start last and set the makespan; the
+    # rebinds after every compile (each waits for its program, on its own thread).
     weight = flops or [0.0] * len(jobs)
     largest_first = sorted(unique, key=lambda i: (-weight[i], -len(jobs[i][1])))
+    rebinds = [index for source in largest_first for index in copies[source]]
     executables: dict[int, jc.LoadedExecutable] = {}
     try:
         pool = compile_pool.CompilePool(
             make,
-            largest_first,
-            workers=min(len(unique), options.COMPILE_THREADS.value() or max(2, _cores()), 16),
+            largest_first + rebinds,
+            workers=min(len(jobs), options.COMPILE_THREADS.value() or max(2, _cores()), 16),
             first_alone=bool(unique) and _autotunes(jobs[largest_first[0]][2]),
             timeout_s=options.COMPILE_TIMEOUT.value(),
             names=lambda i: jobs[i][0],
         )
-        for source in unique:  # the first failing job in job order raises
-            executables.update(pool.result(source))
+        pool_made.set()
+        for index in range(len(jobs)):  # the first failing job in job order raises
+            executables[index] = pool.result(index)
     except BaseException:
+        pool_made.set()  # rebinds waiting for a pool that failed to start end with an error
         if progress is not None:
             progress.abandon()  # no "ready" line, and no line refreshed after the error
         raise
@@ -305,8 +317,10 @@ def compile_plan_executables(
     """Compiles the executables ``names`` of ``plan``, each on its rank's devices, checked.
 
     One compilation per distinct (module text, devices): names that share both
-    share one executable. Returns the executables by name and how many
-    compilations that took.
+    share one executable. On XLA:CPU, small one-device programs are compiled as one
+    union program (``merge.py``; ``JAXPP_MLIR_MERGE_PROGRAMS``), each member then run by
+    a ``BranchExecutable``. Returns the executables by name and how many compilations
+    (and rebinds to other devices) that took.
     """
     keys: dict[tuple[str, tuple[int, ...]], int] = {}
     jobs: list[tuple[str, str, tuple[jax.Device, ...]]] = []
@@ -321,11 +335,43 @@ def compile_plan_executables(
             jobs.append((name, stage.mlir_module, devices))
             flops.append(stage.flops)
         job_of[name] = keys[key]
-    compiled = compile_stages(jobs, flops)
-    executables = {name: compiled[job] for name, job in job_of.items()}
+    unions = _unions(plan, jobs) if options.MERGE_PROGRAMS.value() == "auto" else []
+    union_of = {text: union for union in unions for text in union.members}
+    compile_jobs: list[tuple[str, str, tuple[jax.Device, ...]]] = []
+    compile_flops: list[float] = []
+    compile_job_of: dict[tuple[str, tuple[int, ...]], int] = {}
+    target: list[int] = []  # per job, its compile job
+    for (name, text, devices), job_flops in zip(jobs, flops, strict=True):
+        union = union_of.get(text)
+        if union is not None:
+            name, text = union.name, union.text
+        key = (text, tuple(d.id for d in devices))
+        if key not in compile_job_of:
+            compile_job_of[key] = len(compile_jobs)
+            compile_jobs.append((name, text, devices))
+            compile_flops.append(0.0)
+        compile_flops[compile_job_of[key]] += job_flops
+        target.append(compile_job_of[key])
+    compiled = compile_stages(compile_jobs, compile_flops)
+    runs: dict[int, branch_executable.UnionRun] = {}
+    executables: dict[str, Any] = {}
+    for name, job in job_of.items():
+        exe = compiled[target[job]]
+        union = union_of.get(jobs[job][1])
+        if union is not None:
+            if target[job] not in runs:
+                devices = jobs[job][2]
+                check_signature(union.name, exe, union.parameters, union.results, len(devices))
+                runs[target[job]] = branch_executable.UnionRun(union, exe, devices)
+            exe = branch_executable.BranchExecutable(
+                runs[target[job]], union.branches[jobs[job][1]]
+            )
+        executables[name] = exe
     for name in names:
         stage = plan.executables[name]
         devices = tuple(rank_devices[stage.rank])
+        if isinstance(executables[name], branch_executable.BranchExecutable):
+            continue  # checked against the plan's specs when its union was made
         try:
             check_signature(
                 name, executables[name], stage.input_specs, stage.output_specs, len(devices)
@@ -335,4 +381,24 @@ def compile_plan_executables(
             if where is None:
                 raise
             raise RuntimeFailure(f"{e}; this executable was {where}") from e
-    return executables, len(jobs)
+    return executables, len(compile_jobs)
+
+
+def _unions(
+    plan: ExecutionPlan, jobs: Sequence[tuple[str, str, tuple[jax.Device, ...]]]
+) -> list[merge.MergedProgram]:
+    """Union programs for the distinct one-device programs of ``jobs`` on XLA:CPU
+    (``merge.plan_merges``): where XLA:CPU compiles the same fusion once per program,
+    several small programs compiled as one build each kernel once. Not on GPUs: a
+    ``case`` there reads its branch index back to the host at every run."""
+    candidates: dict[str, merge.Candidate] = {}
+    for name, text, devices in jobs:
+        if len(devices) != 1 or devices[0].platform != "cpu" or text in candidates:
+            continue
+        stage = plan.executables[name]
+        candidates[text] = merge.Candidate(
+            name, text, stage.input_specs, stage.output_specs, stage.aliases
+        )
+    if len(candidates) < 2:
+        return []
+    return merge.plan_merges(list(candidates.values()))

@@ -334,14 +334,15 @@ def test_execution_failure_names_instruction(chain):
         broken(*chain_args())
 
 
-# The one runtime module that builds IR (the transfer programs), through jax's own bindings.
-BUILDS_IR = ("multiprocess", "collectives.py")
+# The runtime modules that build IR, through jax's own bindings: the transfer programs, and
+# the union programs that compile several stage programs as one.
+BUILDS_IR = {("multiprocess", "collectives.py"), ("compilation", "merge.py")}
 JAX_MLIR_BINDINGS = ("jax.extend.mlir", "jax.extend.mlir.dialects", "jax.interpreters.mlir")
 
 
 def test_runtime_imports_no_passes():
     """The runtime depends on the plan's plain data, jax and the error types only; only
-    the transfer programs are built as IR, with jax's MLIR bindings."""
+    the transfer and union programs are built as IR, with jax's MLIR bindings."""
     import ast
     import pathlib
 
@@ -359,9 +360,9 @@ def test_runtime_imports_no_passes():
             for name in names:
                 assert not name.startswith("jaxpp_mlir") or name == "jaxpp_mlir.errors", path
                 if "mlir" in name.replace("jaxpp_mlir", ""):
-                    assert name in JAX_MLIR_BINDINGS and path.parts[-2:] == BUILDS_IR, (path, name)
-                    builders.append(path.name)
-    assert set(builders) == {BUILDS_IR[-1]}
+                    assert name in JAX_MLIR_BINDINGS and path.parts[-2:] in BUILDS_IR, (path, name)
+                    builders.append(path.parts[-2:])
+    assert set(builders) == BUILDS_IR
 
 
 # -------------------------------------------------------------- plan errors

@@ -1,0 +1,261 @@
+"""Union programs (``runtime/compilation/merge.py``, ``branch_executable.py``): several small
+one-device stage programs compiled as one, each run as if compiled alone.
+
+The member programs here compute on integers, so a member's results through the union
+and compiled alone are equal exactly whatever XLA fuses; the pipelined models at the end
+compare with plain ``jax.jit`` within the usual tolerance.
+"""
+
+import jax
+import numpy as np
+import pytest
+import toolkit
+from jaxpp_mlir.runtime.compilation import branch_executable, merge
+from jaxpp_mlir.runtime.compilation import compile as runtime_compile
+from jaxpp_mlir.runtime.plan import TensorSpec
+
+import jaxpp_mlir as pp
+
+V8 = TensorSpec((8,), "int32")
+V4 = TensorSpec((4,), "int32")
+M64 = TensorSpec((64, 64), "int32")
+
+# a * b + 1 and the sum of a: two plain results of different types.
+MUL_ADD = """
+module attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%a: tensor<8xi32>, %b: tensor<8xi32>) -> (tensor<8xi32>, tensor<i32>) {
+    %one = stablehlo.constant dense<1> : tensor<8xi32>
+    %0 = stablehlo.multiply %a, %b : tensor<8xi32>
+    %1 = stablehlo.add %0, %one : tensor<8xi32>
+    %zero = stablehlo.constant dense<0> : tensor<i32>
+    %2 = stablehlo.reduce(%a init: %zero) applies stablehlo.add across dimensions = [0]
+      : (tensor<8xi32>, tensor<i32>) -> tensor<i32>
+    return %1, %2 : tensor<8xi32>, tensor<i32>
+  }
+}
+"""
+# acc + helper(g): the accumulator donated to the result; a private function called.
+ACCUMULATE = """
+module attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func private @twice(%x: tensor<8xi32>) -> tensor<8xi32> {
+    %0 = stablehlo.add %x, %x : tensor<8xi32>
+    return %0 : tensor<8xi32>
+  }
+  func.func public @main(%g: tensor<8xi32>, %acc: tensor<8xi32> {tf.aliasing_output = 0 : i32})
+      -> tensor<8xi32> {
+    %0 = func.call @twice(%g) : (tensor<8xi32>) -> tensor<8xi32>
+    %1 = stablehlo.add %acc, %0 : tensor<8xi32>
+    return %1 : tensor<8xi32>
+  }
+}
+"""
+# The first 4 entries of a, negated: a parameter type of its own.
+NEGATE_HEAD = """
+module attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%a: tensor<8xi32>, %b: tensor<4xi32>) -> tensor<4xi32> {
+    %0 = stablehlo.slice %a [0:4] : (tensor<8xi32>) -> tensor<4xi32>
+    %1 = stablehlo.subtract %b, %0 : tensor<4xi32>
+    return %1 : tensor<4xi32>
+  }
+}
+"""
+# Zeros of 64x64 (16 KiB): a plain result nobody else gives.
+ZEROS = """
+module attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main() -> tensor<64x64xi32> {
+    %0 = stablehlo.constant dense<0> : tensor<64x64xi32>
+    return %0 : tensor<64x64xi32>
+  }
+}
+"""
+CANDIDATES = {
+    "mul_add": merge.Candidate("mul_add", MUL_ADD, (V8, V8), (V8, TensorSpec((), "int32")), ()),
+    "accumulate": merge.Candidate("accumulate", ACCUMULATE, (V8, V8), (V8,), ((1, 0),)),
+    "negate_head": merge.Candidate("negate_head", NEGATE_HEAD, (V8, V4), (V4,), ()),
+}
+
+
+def _ints(spec: TensorSpec, seed: int, device) -> jax.Array:
+    values = np.random.default_rng(seed).integers(-50, 50, spec.shape, dtype=np.int32)
+    return jax.device_put(values, device)
+
+
+def _alone(candidate: merge.Candidate, device) -> jax.stages.Compiled:
+    return runtime_compile.compile_stage(candidate.name, candidate.text, [device])
+
+
+def _run(exe, arguments: list[jax.Array], device) -> list[np.ndarray]:
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    handlers = None if isinstance(exe, branch_executable.BranchExecutable) else []
+    if handlers is not None:  # a PJRT executable: one handler per result
+        from jaxpp_mlir.runtime import _jax_compat as jc
+
+        shape = jc.program_shape(exe).result_shape()
+        shapes = shape.tuple_shapes() if shape.is_tuple() else [shape]
+        handlers = [
+            jc.result_handler(
+                jax.core.ShapedArray(tuple(s.dimensions()), np.dtype(s.numpy_dtype())), sharding
+            )
+            for s in shapes
+        ]
+    return [np.asarray(r) for r in exe.execute_sharded(arguments).consume_with_handlers(handlers)]
+
+
+@pytest.fixture(scope="module")
+def union():
+    (program,) = merge.plan_merges(list(CANDIDATES.values()))
+    device = jax.devices()[1]
+    exe = runtime_compile.compile_stage(program.name, program.text, [device])
+    return program, branch_executable.UnionRun(program, exe, [device]), device
+
+
+def test_every_member_runs_as_if_compiled_alone(union):
+    program, run, device = union
+    assert set(program.members) == {c.text for c in CANDIDATES.values()}
+    assert program.name == "union(mul_add,accumulate,negate_head)"
+    for seed, (name, candidate) in enumerate(CANDIDATES.items()):
+        member = branch_executable.BranchExecutable(run, program.branches[candidate.text])
+        for step in range(3):  # the donated slots handed back run after run
+            arguments = [_ints(s, 10 * seed + step, device) for s in candidate.input_specs]
+            expected = _run(_alone(candidate, device), list(arguments), device)
+            arguments = [_ints(s, 10 * seed + step, device) for s in candidate.input_specs]
+            got = _run(member, arguments, device)
+            assert len(got) == len(candidate.output_specs), name
+            for g, e, spec in zip(got, expected, candidate.output_specs, strict=True):
+                assert g.shape == spec.shape and g.dtype == np.dtype(spec.dtype), name
+                np.testing.assert_array_equal(g, e, err_msg=name)
+
+
+def test_a_member_consumes_exactly_its_donated_arguments(union):
+    program, run, device = union
+    candidate = CANDIDATES["accumulate"]
+    member = branch_executable.BranchExecutable(run, program.branches[candidate.text])
+    g, acc = (_ints(V8, seed, device) for seed in (1, 2))
+    expected = np.asarray(acc) + 2 * np.asarray(g)
+    (result,) = member.execute_sharded([g, acc]).consume_with_handlers(None)
+    np.testing.assert_array_equal(np.asarray(result), expected)
+    assert acc.is_deleted() and not g.is_deleted()
+    other = branch_executable.BranchExecutable(run, program.branches[MUL_ADD])
+    a, b = (_ints(V8, seed, device) for seed in (3, 4))
+    other.execute_sharded([a, b]).consume_with_handlers(None)
+    assert not a.is_deleted() and not b.is_deleted() and not result.is_deleted()
+
+
+def test_slots_are_shared_by_type_and_donated_slots_pass_through(union):
+    program, _, _ = union
+    # Parameters: the index, three plain 8-vectors (mul_add's two and accumulate's g
+    # share two of them), one plain 4-vector, one donated 8-vector (accumulate's acc).
+    assert program.parameters[0] == TensorSpec((), "int32")
+    assert sorted(map(str, program.parameters[1:])) == sorted(
+        ["int32[8]", "int32[8]", "int32[4]", "int32[8]"]
+    )
+    ((donated, returned),) = program.donated
+    accumulate = program.branches[ACCUMULATE]
+    assert accumulate.parameters[1] == donated and accumulate.results == (returned,)
+    assert accumulate.passed_through == ()
+    for text in (MUL_ADD, NEGATE_HEAD):
+        assert program.branches[text].passed_through == ((donated, returned),)
+        assert donated not in program.branches[text].parameters
+
+
+def test_a_member_that_would_make_others_write_zeros_compiles_alone():
+    zeros = merge.Candidate("zeros", ZEROS, (), (M64,), ())
+    assert 64 * 64 * 4 <= merge.FILLER_LIMIT_BYTES < 256 * 128 * 4
+    (program,) = merge.plan_merges([*CANDIDATES.values(), zeros])
+    assert ZEROS in program.members  # 16 KiB of zeros for the others: under the limit
+    wide = ZEROS.replace("64x64", "256x128")  # 128 KiB of zeros each other member would write
+    wide_zeros = merge.Candidate("wide_zeros", wide, (), (TensorSpec((256, 128), "int32"),), ())
+    (program,) = merge.plan_merges([*CANDIDATES.values(), wide_zeros])
+    assert wide not in program.members and len(program.members) == 3
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            lambda t: t.replace(
+                "%1 = stablehlo.add %0, %one : tensor<8xi32>",
+                "%1 = stablehlo.custom_call @host_fn(%0) : (tensor<8xi32>) -> tensor<8xi32>",
+            ),
+            "it holds stablehlo.custom_call",
+        ),
+        (
+            lambda t: t.replace("mhlo.num_partitions = 1", "mhlo.num_partitions = 1, mhlo.x = 1"),
+            "its module has attributes ['mhlo.x']",
+        ),
+        (
+            lambda t: t.replace(
+                "%b: tensor<8xi32>)", '%b: tensor<8xi32> {mhlo.sharding = "{replicated}"})'
+            ),
+            "its parameter 1 carries attributes ['mhlo.sharding']",
+        ),
+    ],
+)
+def test_programs_a_union_cannot_hold_compile_alone(change, reason, caplog):
+    changed = merge.Candidate(
+        "mul_add", change(MUL_ADD), (V8, V8), (V8, TensorSpec((), "int32")), ()
+    )
+    with caplog.at_level("DEBUG", logger="jaxpp_mlir.runtime.compilation.merge"):
+        (program,) = merge.plan_merges(
+            [changed, *list(CANDIDATES.values())[1:], CANDIDATES["mul_add"]]
+        )
+    assert changed.text not in program.members
+    assert f"mul_add compiles alone: {reason}" in caplog.text
+
+
+def test_a_program_whose_text_disagrees_with_the_plan_compiles_alone(caplog):
+    wrong = merge.Candidate("mul_add", MUL_ADD, (V8, V4), (V8, TensorSpec((), "int32")), ())
+    with caplog.at_level("DEBUG", logger="jaxpp_mlir.runtime.compilation.merge"):
+        assert merge.plan_merges([wrong, CANDIDATES["negate_head"]]) == []
+    assert "its parameter 1 is tensor<8xi32>, not the plan's int32[4]" in caplog.text
+
+
+# -- pipelined steps ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    params = toolkit.mlp_params(4)
+    batch = toolkit.mlp_batch(4)
+    lowered = jax.jit(toolkit.mlp_train_step).lower(params, batch)
+    program = pp.partition(lowered, mesh=toolkit.make_mesh(4), schedule=pp.Std1F1B(4))
+    return program, params, batch, jax.jit(toolkit.mlp_train_step)(params, batch)
+
+
+def _members(compiled) -> dict[str, branch_executable.BranchExecutable]:
+    return {
+        name: exe
+        for name, exe in compiled.executable.executables.items()
+        if isinstance(exe, branch_executable.BranchExecutable)
+    }
+
+
+@pytest.mark.numerics
+def test_a_pipelined_step_runs_its_stage_programs_from_one_union(mlp):
+    program, params, batch, want = mlp
+    compiled = program.compile()
+    members = _members(compiled)
+    stages = {n for n, e in program.plan.executables.items() if n.startswith("stage")}
+    assert stages <= set(members)  # every forward and backward
+    assert len({id(e.union.exe) for e in members.values()}) == 4  # rebound once per rank
+    assert len({e.union.program.text for e in members.values()}) == 1
+    for _ in range(2):  # the second step runs on the first's handed-back slots
+        toolkit.assert_matches_reference(compiled(params, batch), want, toolkit.SEPARATE_PROGRAMS)
+
+
+@pytest.mark.numerics
+def test_off_compiles_every_program_alone(mlp, monkeypatch):
+    monkeypatch.setenv("JAXPP_MLIR_MERGE_PROGRAMS", "off")
+    program, params, batch, want = mlp
+    compiled = program.compile()
+    assert _members(compiled) == {}
+    toolkit.assert_matches_reference(compiled(params, batch), want, toolkit.SEPARATE_PROGRAMS)
+
+
+def test_ranks_of_several_devices_compile_alone(monkeypatch):
+    params = toolkit.mlp_params(2)
+    batch = toolkit.mlp_batch(2)
+    lowered = jax.jit(toolkit.mlp_train_step).lower(params, batch)
+    mesh = toolkit.mpmd_mesh({"stage": 2, "data": 2})
+    compiled = pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(2)).compile()
+    assert _members(compiled) == {}
