@@ -208,11 +208,11 @@ COMPILE_THREADS = Option(
 MERGE_PROGRAMS = Option(
     "MERGE_PROGRAMS",
     str,
-    "auto",
+    "off",
     "runtime",
-    "auto: small one-device stage programs on XLA:CPU compile as one union program "
-    "(each kernel built once); off: every program compiles alone",
-    choices=("auto", "off"),
+    "on: small one-device stage programs on XLA:CPU compile as union programs (each "
+    "kernel built once: a faster first step on few cores, dearer launches); off: each alone",
+    choices=("on", "off"),
 )
 COMPILE_TIMEOUT = Option(
     "COMPILE_TIMEOUT",

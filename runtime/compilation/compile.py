@@ -335,7 +335,7 @@ def compile_plan_executables(
             jobs.append((name, stage.mlir_module, devices))
             flops.append(stage.flops)
         job_of[name] = keys[key]
-    unions = _unions(plan, jobs) if options.MERGE_PROGRAMS.value() == "auto" else []
+    unions = _unions(plan, jobs) if options.MERGE_PROGRAMS.value() == "on" else []
     union_of = {text: union for union in unions for text in union.members}
     compile_jobs: list[tuple[str, str, tuple[jax.Device, ...]]] = []
     compile_flops: list[float] = []

@@ -22,12 +22,20 @@ members by type (slots), so the union is about as wide as its widest member:
 - any other result takes a *result slot* of its type; a member that does not fill one
   returns zeros there, which XLA writes at every run of that member: the filler.
 
-``plan_merges`` chooses the members: programs for the same number of devices (one,
+``plan_merges`` groups the members: programs for the same number of devices (one,
 today), small (``PROGRAM_LIMIT_BYTES``), without collectives, callbacks or custom calls,
-such that no member writes more than ``FILLER_LIMIT_BYTES`` of fillers per run; a
-program that would cost the others more is left to compile alone (e.g. the code before
-the loop, whose zero accumulators nobody else returns). The runtime runs a member
-through ``BranchExecutable`` (``branch_executable.py``).
+into unions where no member returns more than ``MAX_EXTRA_RESULTS`` results beyond its
+own or writes more than ``FILLER_LIMIT_BYTES`` of fillers per run (W1: the forwards in
+one union, the backwards and the update in another, the code before the loop alone).
+The runtime runs a member through ``BranchExecutable`` (``branch_executable.py``).
+
+Off unless ``JAXPP_MLIR_MERGE_PROGRAMS=on``: a union compiles as one program on one
+thread where its members would compile on a thread per core, each rank loads the whole
+union (XLA:CPU deserializes about 1 ms per kernel), and every run passes and returns the
+union's slots (measured on the 2-core machine, ``benchmarks/reference.py``: 25-30% more
+host time per launch on W2, whose steps are launch-bound). It pays on few cores for
+short runs (the first step of W1 50 ms sooner); ``benchmarks/first_step.py`` and
+docs/performance.md have the numbers.
 """
 
 from __future__ import annotations
@@ -48,6 +56,9 @@ _logger = logging.getLogger("jaxpp_mlir.runtime.compilation.merge")
 
 #: The most bytes of zeros a member may write per run into result slots it does not fill.
 FILLER_LIMIT_BYTES = 64 * 1024
+#: The most results a member's run may return beyond its own (each costs the launch an
+#: output buffer and an array).
+MAX_EXTRA_RESULTS = 2
 #: The most bytes of parameters and results a member may have: a union program is for
 #: programs whose compile costs more than their runs (larger ones compile alone).
 PROGRAM_LIMIT_BYTES = 16 * 1024 * 1024
@@ -139,10 +150,7 @@ def plan_merges(candidates: Sequence[Candidate]) -> list[MergedProgram]:
     context = jax_mlir.make_ir_context()
     with context, ir.Location.unknown():
         members = [m for c in candidates if (m := _member(c)) is not None]
-        chosen = _within_filler_limit(members)
-        if len(chosen) < 2:
-            return []
-        return [_build(chosen)]
+        return [_build(family) for family in _families(members)]
 
 
 def _member(candidate: Candidate) -> _Member | None:
@@ -286,29 +294,38 @@ def _bytes(type_text: str) -> int:
     return _spec_bytes(spec)
 
 
-def _within_filler_limit(members: list[_Member]) -> list[_Member]:
-    """The members kept: while some member would write more than ``FILLER_LIMIT_BYTES``
-    of fillers per run, the member whose leaving lowers the worst filler the most
-    leaves (ties: the one with most result bytes of its own)."""
-    chosen = list(members)
-    while len(chosen) >= 2:
-        worst = max(_filler_bytes(m, _slots(chosen)[2]) for m in chosen)
-        if worst <= FILLER_LIMIT_BYTES:
-            return chosen
+def _extra_results(member: _Member, slots: tuple[Counter, Counter, Counter]) -> int:
+    """The results a run of ``member`` returns beyond its own in a union of ``slots``."""
+    _, donated, results = slots
+    return sum(results.values()) + sum(donated.values()) - len(member.results)
 
-        def worst_without(leaving: _Member) -> tuple[int, int]:
-            rest = [m for m in chosen if m is not leaving]
-            slots = _slots(rest)[2]
-            own = sum(n * _bytes(t) for t, n in leaving.counts()[2].items())
-            return max(_filler_bytes(m, slots) for m in rest), -own
 
-        leaving = min(chosen, key=worst_without)
-        _logger.debug(
-            "%s compiles alone: in a union it would have others write zeros for it",
-            leaving.candidate.name,
-        )
-        chosen.remove(leaving)
-    return chosen
+def _fits(family: list[_Member]) -> bool:
+    slots = _slots(family)
+    return all(
+        _extra_results(m, slots) <= MAX_EXTRA_RESULTS
+        and _filler_bytes(m, slots[2]) <= FILLER_LIMIT_BYTES
+        for m in family
+    )
+
+
+def _families(members: list[_Member]) -> list[list[_Member]]:
+    """Members grouped into unions of at least two, each member returning at most
+    ``MAX_EXTRA_RESULTS`` results beyond its own and writing at most
+    ``FILLER_LIMIT_BYTES`` of zeros: the widest first, each into the first family it
+    fits, or a family of its own (alone: compiled alone)."""
+    families: list[list[_Member]] = []
+    for member in sorted(members, key=lambda m: -len(m.results)):
+        for family in families:
+            if _fits([*family, member]):
+                family.append(member)
+                break
+        else:
+            families.append([member])
+    for family in families:
+        if len(family) == 1:
+            _logger.debug("%s compiles alone: no union fits it", family[0].candidate.name)
+    return [family for family in families if len(family) >= 2]
 
 
 def _build(members: Sequence[_Member]) -> MergedProgram:

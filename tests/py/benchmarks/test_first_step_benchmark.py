@@ -33,8 +33,6 @@ def test_a_fresh_process_compiles_each_distinct_program_once(w1_records):
     assert len(names) == len(set(names)) == alone + ours["unions"]
     assert {how for _, how, _ in ours["programs"]} == {"compiled"}
     assert ours["executables"] > ours["distinct_programs"]  # ranks share programs
-    # W1's forward, backward and update programs build each of their kernels once.
-    assert ours["unions"] == 1 and ours["union_members"] >= 2
 
 
 def test_phases_fit_in_the_time_to_the_first_step(w1_records):

@@ -179,7 +179,7 @@ def test_corrupted_entries_compile_again(populated, tmp_path, reference, python_
     root, cache_dir, (_, _, stored) = populated
     with _swapped_in(cache_dir, root / FIRST_PROCESS_CACHE):
         entries = _entries(cache_dir)
-        assert len(entries) == stored["made"] >= 1
+        assert len(entries) == stored["made"] >= 3
         _corrupt(entries)
         (again,), result = _run_single(python_server, cache_dir, tmp_path / "again", [{"width": 8}])
     assert (again["hits"], again["misses"]) == (0, again["made"])

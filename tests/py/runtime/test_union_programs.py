@@ -101,9 +101,18 @@ def _run(exe, arguments: list[jax.Array], device) -> list[np.ndarray]:
     return [np.asarray(r) for r in exe.execute_sharded(arguments).consume_with_handlers(handlers)]
 
 
+def _one_union(candidates) -> merge.MergedProgram:
+    """The one union of ``candidates``, however many results its members return beyond
+    their own (the default limit splits unions by width: see the test of it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(merge, "MAX_EXTRA_RESULTS", 100)
+        (program,) = merge.plan_merges(candidates)
+    return program
+
+
 @pytest.fixture(scope="module")
 def union():
-    (program,) = merge.plan_merges(list(CANDIDATES.values()))
+    program = _one_union(list(CANDIDATES.values()))
     device = jax.devices()[1]
     exe = runtime_compile.compile_stage(program.name, program.text, [device])
     return program, branch_executable.UnionRun(program, exe, [device]), device
@@ -161,12 +170,26 @@ def test_slots_are_shared_by_type_and_donated_slots_pass_through(union):
 def test_a_member_that_would_make_others_write_zeros_compiles_alone():
     zeros = merge.Candidate("zeros", ZEROS, (), (M64,), ())
     assert 64 * 64 * 4 <= merge.FILLER_LIMIT_BYTES < 256 * 128 * 4
-    (program,) = merge.plan_merges([*CANDIDATES.values(), zeros])
+    program = _one_union([*CANDIDATES.values(), zeros])
     assert ZEROS in program.members  # 16 KiB of zeros for the others: under the limit
     wide = ZEROS.replace("64x64", "256x128")  # 128 KiB of zeros each other member would write
     wide_zeros = merge.Candidate("wide_zeros", wide, (), (TensorSpec((256, 128), "int32"),), ())
-    (program,) = merge.plan_merges([*CANDIDATES.values(), wide_zeros])
+    program = _one_union([*CANDIDATES.values(), wide_zeros])
     assert wide not in program.members and len(program.members) == 3
+
+
+def test_members_that_would_return_many_results_not_their_own_go_to_other_unions():
+    # In one union, negate_head would return 3 results beyond its own (mul_add's two and
+    # accumulate's donated one): over the limit of 2, it compiles alone.
+    assert merge.MAX_EXTRA_RESULTS == 2
+    (program,) = merge.plan_merges(list(CANDIDATES.values()))
+    assert set(program.members) == {MUL_ADD, ACCUMULATE}
+    twin = merge.Candidate(
+        "twin", NEGATE_HEAD.replace("subtract %b, %0", "subtract %0, %b"), (V8, V4), (V4,), ()
+    )
+    unions = merge.plan_merges([*CANDIDATES.values(), twin])
+    assert sorted(len(u.members) for u in unions) == [2, 2]
+    assert {NEGATE_HEAD, twin.text} in [set(u.members) for u in unions]
 
 
 @pytest.mark.parametrize(
@@ -196,9 +219,7 @@ def test_programs_a_union_cannot_hold_compile_alone(change, reason, caplog):
         "mul_add", change(MUL_ADD), (V8, V8), (V8, TensorSpec((), "int32")), ()
     )
     with caplog.at_level("DEBUG", logger="jaxpp_mlir.runtime.compilation.merge"):
-        (program,) = merge.plan_merges(
-            [changed, *list(CANDIDATES.values())[1:], CANDIDATES["mul_add"]]
-        )
+        program = _one_union([changed, *list(CANDIDATES.values())[1:], CANDIDATES["mul_add"]])
     assert changed.text not in program.members
     assert f"mul_add compiles alone: {reason}" in caplog.text
 
@@ -231,21 +252,30 @@ def _members(compiled) -> dict[str, branch_executable.BranchExecutable]:
 
 
 @pytest.mark.numerics
-def test_a_pipelined_step_runs_its_stage_programs_from_one_union(mlp):
+def test_a_pipelined_step_runs_its_stage_programs_from_unions(mlp, monkeypatch):
+    monkeypatch.setenv("JAXPP_MLIR_MERGE_PROGRAMS", "on")
     program, params, batch, want = mlp
     compiled = program.compile()
     members = _members(compiled)
-    stages = {n for n, e in program.plan.executables.items() if n.startswith("stage")}
-    assert stages <= set(members)  # every forward and backward
-    assert len({id(e.union.exe) for e in members.values()}) == 4  # rebound once per rank
-    assert len({e.union.program.text for e in members.values()}) == 1
+    assert len(members) >= 4 and {n for n in members if n.startswith("stage")}
+    unions = {e.union.program.text for e in members.values()}
+    # Each union loaded once on each rank that runs one of its members.
+    ranks_of = {
+        t: {
+            program.plan.executables[n].rank
+            for n, e in members.items()
+            if e.union.program.text == t
+        }
+        for t in unions
+    }
+    assert len({id(e.union.exe) for e in members.values()}) == sum(map(len, ranks_of.values()))
     for _ in range(2):  # the second step runs on the first's handed-back slots
         toolkit.assert_matches_reference(compiled(params, batch), want, toolkit.SEPARATE_PROGRAMS)
 
 
 @pytest.mark.numerics
-def test_off_compiles_every_program_alone(mlp, monkeypatch):
-    monkeypatch.setenv("JAXPP_MLIR_MERGE_PROGRAMS", "off")
+def test_by_default_every_program_compiles_alone(mlp, monkeypatch):
+    monkeypatch.delenv("JAXPP_MLIR_MERGE_PROGRAMS", raising=False)
     program, params, batch, want = mlp
     compiled = program.compile()
     assert _members(compiled) == {}
@@ -253,6 +283,7 @@ def test_off_compiles_every_program_alone(mlp, monkeypatch):
 
 
 def test_ranks_of_several_devices_compile_alone(monkeypatch):
+    monkeypatch.setenv("JAXPP_MLIR_MERGE_PROGRAMS", "on")
     params = toolkit.mlp_params(2)
     batch = toolkit.mlp_batch(2)
     lowered = jax.jit(toolkit.mlp_train_step).lower(params, batch)
