@@ -1,6 +1,7 @@
 """What XLA charges per program: the floor under the pipelined step's compile (issue 38).
 
 Run: python benchmarks/compile_floor.py [--workloads W1,W2,model:mamba2_nnx] [--repeats 5]
+                                       [--merge]
 
 For each workload (those of ``benchmarks/first_step.py``, or ``model:NAME`` for a model of
 ``examples/third_party_models.py`` with its own stages), in one fresh process: the
@@ -17,6 +18,10 @@ then the sums next to ``jax.jit``'s, and the least-squares fit ``cost = base + p
 kernel x kernels`` over every program compiled. Nothing here is concurrent or cached:
 the sums are what the compiles cost on one core, a floor under the first step's
 compile, which runs them on a thread per core (``first_step.py``).
+
+With ``--merge`` the one-device programs are compiled as the union programs
+``JAXPP_MLIR_MERGE_PROGRAMS=on`` makes of them (``runtime/compilation/merge.py``), each
+union once: the kernels its members share are built once.
 
 XLA:CPU deduplicates identical kernels within one compilation only: a ``jax.jit``
 program that applies ``tanh`` to 8 layers builds one kernel for them, while each stage
@@ -100,7 +105,29 @@ def _partitioned(workload: str):
     return program, lowered
 
 
-def run_child(workload: str, repeats: int) -> dict:
+def _merged(program, compiled: list) -> list:
+    """``compiled`` with the one-device programs grouped into union programs as the
+    runtime groups them under ``JAXPP_MLIR_MERGE_PROGRAMS=on``."""
+    from jaxpp_mlir.runtime.compilation import merge
+
+    stages = program.plan.executables
+    candidates = [
+        merge.Candidate(
+            name, text, stages[name].input_specs, stages[name].output_specs, stages[name].aliases
+        )
+        for name, text, devices, _ in compiled
+        if len(devices) == 1
+    ]
+    unions = merge.plan_merges(candidates)
+    held = {text for union in unions for text in union.members}
+    devices = compiled[0][2][:1]
+    return [
+        *((u.name, u.text, devices, len(u.results)) for u in unions),
+        *(c for c in compiled if c[1] not in held),
+    ]
+
+
+def run_child(workload: str, repeats: int, merge: bool = False) -> dict:
     first_step._setup_child(workload, None)
     import jax
 
@@ -109,11 +136,22 @@ def run_child(workload: str, repeats: int) -> dict:
     for name, stage in program.plan.executables.items():
         devices = program.mesh.rank_devices(stage.rank)
         distinct.setdefault((stage.mlir_module, len(devices)), name)
+    # (name, text, devices, outputs) of each program compiled: with --merge, the union
+    # programs and the programs no union holds.
+    compiled = [
+        (
+            name,
+            text,
+            program.mesh.rank_devices(program.plan.executables[name].rank),
+            len(program.plan.executables[name].output_specs),
+        )
+        for (text, _), name in distinct.items()
+    ]
+    if merge:
+        compiled = _merged(program, compiled)
     programs = []
-    for (text, _), name in distinct.items():
-        devices = program.mesh.rank_devices(program.plan.executables[name].rank)
+    for name, text, devices, outputs in compiled:
         ms, kernels = _compile_cost(devices[0].client, text, devices, repeats)
-        outputs = len(program.plan.executables[name].output_specs)
         programs.append({"name": name, "cpu_ms": ms, "kernels": kernels, "outputs": outputs})
     jit_device = [jax.devices()[0]]
     jit_ms, jit_kernels = _compile_cost(
@@ -143,15 +181,21 @@ def main() -> None:
     )
     parser.add_argument("--workloads", default="W1,W2")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="compile the union programs of JAXPP_MLIR_MERGE_PROGRAMS=on instead of "
+        "each one-device program alone",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_child(args.child, args.repeats)))
+        print(json.dumps(run_child(args.child, args.repeats, args.merge)))
         return
     points = []
     for workload in [w.strip() for w in args.workloads.split(",") if w.strip()]:
         command = [sys.executable, os.path.abspath(__file__), "--child", workload]
-        command += ["--repeats", str(args.repeats)]
+        command += ["--repeats", str(args.repeats), *(["--merge"] if args.merge else [])]
         env = first_step._child_env()
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
         if done.returncode != 0:

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -27,8 +27,11 @@ from .. import options
 from ..errors import RuntimeFailure
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan, TensorSpec
-from . import branch_executable, compile_pool, executable_cache, executable_memo, merge
+from . import compile_pool, executable_cache, executable_memo
 from .progress import COMPILED, LOADED, REUSED, CompileProgress
+
+if TYPE_CHECKING:
+    from . import merge
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compilation.compile")
 
@@ -353,24 +356,13 @@ def compile_plan_executables(
         compile_flops[compile_job_of[key]] += job_flops
         target.append(compile_job_of[key])
     compiled = compile_stages(compile_jobs, compile_flops)
-    runs: dict[int, branch_executable.UnionRun] = {}
-    executables: dict[str, Any] = {}
-    for name, job in job_of.items():
-        exe = compiled[target[job]]
-        union = union_of.get(jobs[job][1])
-        if union is not None:
-            if target[job] not in runs:
-                devices = jobs[job][2]
-                check_signature(union.name, exe, union.parameters, union.results, len(devices))
-                runs[target[job]] = branch_executable.UnionRun(union, exe, devices)
-            exe = branch_executable.BranchExecutable(
-                runs[target[job]], union.branches[jobs[job][1]]
-            )
-        executables[name] = exe
+    executables: dict[str, Any] = {name: compiled[target[job]] for name, job in job_of.items()}
+    members = _members(jobs, job_of, union_of, compiled, target) if unions else {}
+    executables.update(members)
     for name in names:
         stage = plan.executables[name]
         devices = tuple(rank_devices[stage.rank])
-        if isinstance(executables[name], branch_executable.BranchExecutable):
+        if name in members:
             continue  # checked against the plan's specs when its union was made
         try:
             check_signature(
@@ -384,6 +376,32 @@ def compile_plan_executables(
     return executables, len(compile_jobs)
 
 
+def _members(
+    jobs: Sequence[tuple[str, str, tuple[jax.Device, ...]]],
+    job_of: dict[str, int],
+    union_of: dict[str, merge.MergedProgram],
+    compiled: Sequence[jc.LoadedExecutable],
+    target: Sequence[int],
+) -> dict[str, Any]:
+    """A ``BranchExecutable`` for each name whose program is a union's member, over the
+    union loaded on its rank's devices (one ``UnionRun`` per union and devices)."""
+    from . import branch_executable
+
+    runs: dict[int, branch_executable.UnionRun] = {}
+    members: dict[str, Any] = {}
+    for name, job in job_of.items():
+        _, text, devices = jobs[job]
+        union = union_of.get(text)
+        if union is None:
+            continue
+        if target[job] not in runs:
+            exe = compiled[target[job]]
+            check_signature(union.name, exe, union.parameters, union.results, len(devices))
+            runs[target[job]] = branch_executable.UnionRun(union, exe, devices)
+        members[name] = branch_executable.BranchExecutable(runs[target[job]], union.branches[text])
+    return members
+
+
 def _unions(
     plan: ExecutionPlan, jobs: Sequence[tuple[str, str, tuple[jax.Device, ...]]]
 ) -> list[merge.MergedProgram]:
@@ -391,6 +409,8 @@ def _unions(
     (``merge.plan_merges``): where XLA:CPU compiles the same fusion once per program,
     several small programs compiled as one build each kernel once. Not on GPUs: a
     ``case`` there reads its branch index back to the host at every run."""
+    from . import merge  # builds IR: loaded only when unions are on
+
     candidates: dict[str, merge.Candidate] = {}
     for name, text, devices in jobs:
         if len(devices) != 1 or devices[0].platform != "cpu" or text in candidates:
