@@ -180,11 +180,13 @@ def compile_stages(
         return _rebind(jobs[index][0], pool.result(source), jobs[source], jobs[index][2])
 
     # Largest program first (FLOPs, then its text's length standing for its compile
-    # time), so that the longest compile does not start last and set the makespan; the
-    # rebinds after every compile (each waits for its program, on its own thread).
+    # time), so that the longest compile does not start last and set the makespan; then
+    # the rebinds (each waits for its program).
     weight = flops or [0.0] * len(jobs)
     largest_first = sorted(unique, key=lambda i: (-weight[i], -len(jobs[i][1])))
-    rebinds = [index for source in largest_first for index in copies[source]]
+    # The smallest programs' rebinds first: they are likely compiled when a thread turns to
+    # them, where the largest one may still be compiling (its rebinds would wait for it).
+    rebinds = [index for source in reversed(largest_first) for index in copies[source]]
     executables: dict[int, jc.LoadedExecutable] = {}
     try:
         pool = compile_pool.CompilePool(
