@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -137,7 +137,52 @@ def compile_stages(
     jobs: Sequence[tuple[str, str, Sequence[jax.Device]]],
     flops: Sequence[float] | None = None,
 ) -> list[jc.LoadedExecutable]:
-    """Compiles ``(name, mlir_module, devices)`` jobs, concurrently when several.
+    """Compiles ``(name, mlir_module, devices)`` jobs, concurrently when several: see
+    ``start_stages``; returns the executables in job order."""
+    return start_stages(jobs, flops).result()
+
+
+class PendingStages:
+    """Stage programs compiling on the pool's threads (``start_stages``): ``result``
+    waits for them, ``abandon`` drops the jobs not started when the caller gives up."""
+
+    def __init__(
+        self,
+        pool: compile_pool.CompilePool[jc.LoadedExecutable],
+        count: int,
+        progress: CompileProgress | None,
+    ):
+        self._pool, self._count, self._progress = pool, count, progress
+        self._executables: list[jc.LoadedExecutable] | None = None
+
+    def result(self) -> list[jc.LoadedExecutable]:
+        """The executables in job order. A failing job raises its ``RuntimeFailure`` (the
+        first one in job order of those that failed before it was seen), and the jobs
+        not started by then are dropped; so does ``JAXPP_MLIR_COMPILE_TIMEOUT`` passing."""
+        if self._executables is None:
+            try:
+                executables = [self._pool.result(index) for index in range(self._count)]
+            except BaseException:
+                if self._progress is not None:
+                    self._progress.abandon()  # no "ready" line, no line refreshed after it
+                raise
+            if self._progress is not None:
+                self._progress.finish()
+            self._executables = executables
+        return self._executables
+
+    def abandon(self, cause: BaseException) -> None:
+        """Drops the jobs not started yet (``cause`` is why); those running finish."""
+        self._pool.cancel(cause)
+        if self._progress is not None:
+            self._progress.abandon()
+
+
+def start_stages(
+    jobs: Sequence[tuple[str, str, Sequence[jax.Device]]],
+    flops: Sequence[float] | None = None,
+) -> PendingStages:
+    """Starts compiling ``(name, mlir_module, devices)`` jobs, concurrently when several.
 
     Jobs start in the order of their ``flops`` (each job's estimated floating-point
     operations per run, the compiler's ``StageExecutable.flops``), the most first, then
@@ -148,11 +193,8 @@ def compile_stages(
     A module text that several jobs share (identical stages of a deep model,
     the same optimizer update on every rank) is compiled once; the other jobs
     get the compiled executable rebound to their devices, which costs a
-    millisecond or two instead of a compilation, done by the thread that compiled
-    it as soon as it has (overlapping the compiles still running). Returns the
-    executables in job order. A failing job raises its ``RuntimeFailure`` (the first
-    one in job order of those that failed before it was seen), and the jobs not started
-    by then are dropped; so does ``JAXPP_MLIR_COMPILE_TIMEOUT`` passing (``CompilePool``).
+    millisecond or two instead of a compilation, each a job of the pool started after
+    every compile (waiting for its program where that is still compiling).
     """
     first_of: dict[tuple[str, int], int] = {}
     copies: dict[int, list[int]] = {}
@@ -187,7 +229,6 @@ def compile_stages(
     # The smallest programs' rebinds first: they are likely compiled when a thread turns to
     # them, where the largest one may still be compiling (its rebinds would wait for it).
     rebinds = [index for source in reversed(largest_first) for index in copies[source]]
-    executables: dict[int, jc.LoadedExecutable] = {}
     try:
         pool = compile_pool.CompilePool(
             make,
@@ -197,17 +238,13 @@ def compile_stages(
             timeout_s=options.COMPILE_TIMEOUT.value(),
             names=lambda i: jobs[i][0],
         )
-        pool_made.set()
-        for index in range(len(jobs)):  # the first failing job in job order raises
-            executables[index] = pool.result(index)
     except BaseException:
-        pool_made.set()  # rebinds waiting for a pool that failed to start end with an error
         if progress is not None:
-            progress.abandon()  # no "ready" line, and no line refreshed after the error
+            progress.abandon()
         raise
-    if progress is not None:
-        progress.finish()
-    return [executables[index] for index in range(len(jobs))]
+    finally:
+        pool_made.set()  # rebinds waiting for a pool that failed to start end with an error
+    return PendingStages(pool, len(jobs), progress)
 
 
 def _autotunes(devices: Sequence[jax.Device]) -> bool:
@@ -318,14 +355,63 @@ def compile_plan_executables(
     plan: ExecutionPlan,
     rank_devices: Sequence[Sequence[jax.Device]],
     names: Sequence[str],
-) -> tuple[dict[str, jc.LoadedExecutable], int]:
-    """Compiles the executables ``names`` of ``plan``, each on its rank's devices, checked.
+) -> tuple[dict[str, Any], int]:
+    """Compiles the executables ``names`` of ``plan``, each on its rank's devices, checked:
+    ``start_plan_executables(...).result()``."""
+    return start_plan_executables(plan, rank_devices, names).result()
+
+
+class PendingPlanExecutables:
+    """A plan's executables compiling (``start_plan_executables``)."""
+
+    def __init__(
+        self,
+        plan: ExecutionPlan,
+        rank_devices: Sequence[Sequence[jax.Device]],
+        names: Sequence[str],
+        stages: PendingStages,
+        finish: Callable[[list[jc.LoadedExecutable]], tuple[dict[str, Any], set[str]]],
+        count: int,
+    ):
+        self._plan, self._rank_devices, self._names = plan, rank_devices, names
+        self._stages, self._finish, self._count = stages, finish, count
+
+    def result(self) -> tuple[dict[str, Any], int]:
+        """The executables by name, checked against the plan, and how many compilations
+        (and rebinds to other devices) they took."""
+        executables, members = self._finish(self._stages.result())
+        for name in self._names:
+            stage = self._plan.executables[name]
+            devices = tuple(self._rank_devices[stage.rank])
+            if name in members:
+                continue  # a union's member: checked against the plan when its union was made
+            try:
+                check_signature(
+                    name, executables[name], stage.input_specs, stage.output_specs, len(devices)
+                )
+            except RuntimeFailure as e:
+                where = executable_cache.origin(stage.mlir_module, devices, _options(devices))
+                if where is None:
+                    raise
+                raise RuntimeFailure(f"{e}; this executable was {where}") from e
+        return executables, self._count
+
+    def abandon(self, cause: BaseException) -> None:
+        """Drops the compiles not started yet (the caller failed while they ran)."""
+        self._stages.abandon(cause)
+
+
+def start_plan_executables(
+    plan: ExecutionPlan,
+    rank_devices: Sequence[Sequence[jax.Device]],
+    names: Sequence[str],
+) -> PendingPlanExecutables:
+    """Starts compiling the executables ``names`` of ``plan``, each on its rank's devices.
 
     One compilation per distinct (module text, devices): names that share both
-    share one executable. On XLA:CPU, small one-device programs are compiled as one
-    union program (``merge.py``; ``JAXPP_MLIR_MERGE_PROGRAMS``), each member then run by
-    a ``BranchExecutable``. Returns the executables by name and how many compilations
-    (and rebinds to other devices) that took.
+    share one executable. On XLA:CPU with ``JAXPP_MLIR_MERGE_PROGRAMS=on``, small
+    one-device programs are compiled as union programs (``merge.py``), each member then
+    run by a ``BranchExecutable``.
     """
     keys: dict[tuple[str, tuple[int, ...]], int] = {}
     jobs: list[tuple[str, str, tuple[jax.Device, ...]]] = []
@@ -357,25 +443,17 @@ def compile_plan_executables(
             compile_flops.append(0.0)
         compile_flops[compile_job_of[key]] += job_flops
         target.append(compile_job_of[key])
-    compiled = compile_stages(compile_jobs, compile_flops)
-    executables: dict[str, Any] = {name: compiled[target[job]] for name, job in job_of.items()}
-    members = _members(jobs, job_of, union_of, compiled, target) if unions else {}
-    executables.update(members)
-    for name in names:
-        stage = plan.executables[name]
-        devices = tuple(rank_devices[stage.rank])
-        if name in members:
-            continue  # checked against the plan's specs when its union was made
-        try:
-            check_signature(
-                name, executables[name], stage.input_specs, stage.output_specs, len(devices)
-            )
-        except RuntimeFailure as e:
-            where = executable_cache.origin(stage.mlir_module, devices, _options(devices))
-            if where is None:
-                raise
-            raise RuntimeFailure(f"{e}; this executable was {where}") from e
-    return executables, len(compile_jobs)
+
+    def finish(compiled: list[jc.LoadedExecutable]) -> tuple[dict[str, Any], set[str]]:
+        """The executables by name (a union's members as ``BranchExecutable``s), and the
+        names of the members."""
+        executables = {name: compiled[target[job]] for name, job in job_of.items()}
+        members = _members(jobs, job_of, union_of, compiled, target) if unions else {}
+        executables.update(members)
+        return executables, set(members)
+
+    stages = start_stages(compile_jobs, compile_flops)
+    return PendingPlanExecutables(plan, rank_devices, names, stages, finish, len(compile_jobs))
 
 
 def _members(

@@ -68,6 +68,10 @@ class CompilePool(Generic[_T]):
             raise self._cause  # type: ignore[misc]
         return future.result()
 
+    def cancel(self, cause: BaseException) -> None:
+        """Drops the jobs not started yet; ``result`` of any of them raises ``cause``."""
+        self._drop_waiting(cause)
+
     def _wait(self, job: int) -> None:
         """Waits for ``job`` to end, at most until the deadline."""
         future = self._futures[job]

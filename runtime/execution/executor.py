@@ -42,6 +42,7 @@ from .assembled import assemble_pieces, assembled_outputs
 from .codegen import Op
 from .constants import place_constants
 from .dispatch import make_ops
+from .pending_executable import PendingExecutable
 from .replicated import assemble, replicated_outputs
 from .slots import Step, resolve_slots
 
@@ -240,9 +241,28 @@ def compile_plan(
                 f"executable {name!r} is for rank {stage.rank}, but the plan has "
                 f"{len(devices)} ranks"
             )
+    if any(len(ds) > 1 for ds in devices):  # resolving layouts reads the compiled programs
+        with phases.timed("compile: stage programs"):
+            executables, num_compiled = _compile.compile_plan_executables(
+                plan, devices, list(plan.executables)
+            )
+        with phases.timed("compile: dispatch"):
+            return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes, mpmd_axis)
+    # One device per rank: the dispatch is generated while the stage programs compile.
     with phases.timed("compile: stage programs"):
-        executables, num_compiled = _compile.compile_plan_executables(
-            plan, devices, list(plan.executables)
-        )
-    with phases.timed("compile: dispatch"):
-        return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes, mpmd_axis)
+        pending = _compile.start_plan_executables(plan, devices, list(plan.executables))
+        stand_ins = {name: PendingExecutable(name) for name in plan.executables}
+        try:
+            with phases.timed("compile: dispatch (while compiling)"):
+                compiled = CompiledPlan(plan, devices, stand_ins, 0, rank_meshes, mpmd_axis)
+        except Exception:
+            pending.result()  # where a program disagrees with the plan, that is the cause
+            raise
+        except BaseException as e:  # an interrupt: the compiles not started are dropped
+            pending.abandon(e)
+            raise
+        executables, num_compiled = pending.result()
+    for name, stand_in in stand_ins.items():
+        stand_in.bind(executables[name])
+    compiled.executables, compiled.num_compiled = executables, num_compiled
+    return compiled

@@ -155,11 +155,11 @@ def generate(gen: CodeGen, steps: Sequence[RunStep], at: int) -> int:
     copy_code, namespace = copy.code(step.copies, slots) if step.copies else ([], {})
     code = [
         *copy_code,
-        f"r = execute(({items(ins)})).consume_with_handlers(handlers)",
+        f"r = exe.execute_sharded(({items(ins)})).consume_with_handlers(handlers)",
         *(f"env[{s}] = r[{k}]  # {slots[s].name()}" for k, s in enumerate(outs) if s not in dead),
     ]
     free = [s for s in gen.free_after[at] if s not in dead]
-    namespace["execute"] = gen.executables[inst.executable].execute_sharded
+    namespace["exe"] = gen.executables[inst.executable]  # a PendingExecutable until compiled
     namespace["handlers"] = handlers
     op = compile_op(KIND, inst.describe(), code, free, namespace)
     live = tuple(s for s in outs if s not in dead)

@@ -40,10 +40,12 @@ def test_phases_fit_in_the_time_to_the_first_step(w1_records):
     top = ("import", "trace", "lower", "partition", "compile", "first_step")
     assert sum(ours[key] for key in top) <= ours["total"] + 1e-6
     phases = ours["phases"]
-    for name in ("partition: build the plan", "compile: stage programs", "compile: dispatch"):
+    # W1's ranks have a device each: its dispatch is generated while its programs compile.
+    dispatch = "compile: dispatch (while compiling)"
+    for name in ("partition: build the plan", "compile: stage programs", dispatch):
         assert 0 < phases[name]
     assert phases["partition: build the plan"] < ours["partition"]
-    assert phases["compile: stage programs"] + phases["compile: dispatch"] < ours["compile"]
+    assert phases[dispatch] < phases["compile: stage programs"] < ours["compile"]
     assert max(seconds for _, _, seconds in ours["programs"]) < phases["compile: stage programs"]
     assert "jaxpp-outline-stages" in {name for name, _ in ours["passes"]}
     assert sum(theirs[key] for key in ("trace", "lower", "compile", "first_step")) <= (

@@ -25,6 +25,7 @@ from jaxpp_mlir.runtime import (
     compile_plan,
 )
 from jaxpp_mlir.runtime.compilation import compile as rt_compile
+from jaxpp_mlir.runtime.execution.pending_executable import PendingExecutable
 
 from jaxpp_mlir.errors import CallError, MeshError, RuntimeFailure, ScheduleError
 
@@ -384,6 +385,47 @@ def test_compile_failure_names_executable(devices):
     exes["s1"] = dataclasses.replace(exes["s1"], mlir_module="module { func.func @main( }")
     with pytest.raises(RuntimeFailure, match="compiling executable 's1'"):
         compile_plan(dataclasses.replace(plan, executables=exes), [[d] for d in devices[:3]])
+
+
+def test_dispatch_is_generated_while_the_programs_compile(devices, monkeypatch):
+    """One device per rank: the dispatch code is built before the compiles are waited for,
+    around stand-ins that the compiled executables then replace."""
+    events = []
+    start = rt_compile.start_plan_executables
+
+    def started(*args, **kwargs):
+        pending = start(*args, **kwargs)
+        events.append("compiles started")
+        result = pending.result
+
+        def waited():
+            events.append("compiles waited for")
+            return result()
+
+        pending.result = waited
+        return pending
+
+    build = CompiledPlan._build
+
+    def built(self):
+        events.append("dispatch built")
+        build(self)
+
+    monkeypatch.setattr(rt_compile, "start_plan_executables", started)
+    monkeypatch.setattr(CompiledPlan, "_build", built)
+    compiled = compile_plan(chain_plan(), [[d] for d in devices[:3]])
+    assert events == ["compiles started", "dispatch built", "compiles waited for"]
+    assert not any(isinstance(e, PendingExecutable) for e in compiled.executables.values())
+    out = compiled(*chain_args())
+    assert len(out) == len(chain_plan().outputs)
+
+
+def test_a_stand_in_run_before_its_compile_names_it():
+    stand_in = PendingExecutable("s1")
+    with pytest.raises(RuntimeFailure, match="executable 's1' ran before its compile finished"):
+        stand_in.execute_sharded([])
+    with pytest.raises(RuntimeFailure, match="'s1' ran before"):
+        stand_in.hlo_modules()
 
 
 def test_spec_mismatch_with_module(devices):
