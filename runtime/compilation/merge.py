@@ -194,7 +194,7 @@ def _refusal(candidate: Candidate, module: ir.Module) -> str | None:
     return None if refused is None else f"it holds {refused}"
 
 
-def _signature_refusal(candidate: Candidate, main) -> str | None:
+def _signature_refusal(candidate: Candidate, main: ir.OpView) -> str | None:
     """Where ``main``'s types are not the plan's specs of ``candidate``, or None."""
     function_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
     for what, types, specs in (
@@ -209,7 +209,7 @@ def _signature_refusal(candidate: Candidate, main) -> str | None:
     return None
 
 
-def _attribute_refusal(candidate: Candidate, main) -> str | None:
+def _attribute_refusal(candidate: Candidate, main: ir.OpView) -> str | None:
     """Where ``main``'s parameters or results carry more than the plan's donations."""
     if "res_attrs" in main.attributes and any(
         len(ir.DictAttr(a)) for a in ir.ArrayAttr(main.attributes["res_attrs"])
@@ -233,7 +233,7 @@ def _spec_bytes(spec: TensorSpec) -> int:
     return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
 
 
-def _main(module: ir.Module):
+def _main(module: ir.Module) -> ir.OpView | None:
     for op in module.body.operations:
         if op.operation.name == "func.func" and _symbol(op) == "main":
             visibility = (
@@ -244,7 +244,7 @@ def _main(module: ir.Module):
     return None
 
 
-def _symbol(op) -> str:
+def _symbol(op: ir.OpView | ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
 
 
@@ -426,7 +426,12 @@ def union_name(members: Sequence[str]) -> str:
     return "union(" + ",".join(shown) + ")"
 
 
-def _place(member: _Member, plain_at, result_at, donated_at):
+def _place(
+    member: _Member,
+    plain_at: dict[str, list[int]],
+    result_at: dict[str, list[int]],
+    donated_at: dict[str, list[tuple[int, int]]],
+) -> tuple[list[int], list[int], set[tuple[int, int]]]:
     """Member's (parameter positions, result positions, donated slots it uses)."""
     next_plain: Counter = Counter()
     next_result: Counter = Counter()
@@ -471,7 +476,9 @@ def _copy_functions(module: ir.Module, prefix: str, into: ir.Module) -> None:
         clone.walk(rename)
 
 
-def _function(module: ir.Module, name: str, inputs, outputs):
+def _function(
+    module: ir.Module, name: str, inputs: list[ir.Type], outputs: list[ir.Type]
+) -> ir.Operation:
     with ir.InsertionPoint(module.body):
         function = ir.Operation.create(
             "func.func",
