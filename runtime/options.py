@@ -211,8 +211,10 @@ MERGE_PROGRAMS = Option(
     "off",
     "runtime",
     "on: small one-device stage programs on XLA:CPU compile as union programs (each "
-    "kernel built once: a faster first step on few cores, dearer launches); off: each alone",
-    choices=("on", "off"),
+    "kernel built once: a faster first step on few cores, dearer launches); first-steps: "
+    "unions until the second call, then each program compiled alone in the background; "
+    "off: each alone",
+    choices=("on", "first-steps", "off"),
 )
 COMPILE_TIMEOUT = Option(
     "COMPILE_TIMEOUT",

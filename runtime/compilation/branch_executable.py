@@ -68,6 +68,16 @@ class BranchExecutable:
         # The union's result handlers for the slots this member does not fill; its own
         # slots take the caller's (by the identity of the caller's handler list).
         self._full_handlers: dict[int, tuple[Sequence[Any], list[Any]]] = {}
+        self._alone: Any = None  # the member compiled alone, once ``replace_with`` gave it
+
+    def replace_with(self, alone: Any) -> None:
+        """Runs the member through ``alone`` (its program compiled alone) from now on."""
+        self._alone = alone
+
+    @property
+    def alone(self) -> Any:
+        """The member's program compiled alone, once it replaced the union (else None)."""
+        return self._alone
 
     @property
     def union(self) -> UnionRun:
@@ -78,7 +88,10 @@ class BranchExecutable:
         """Where the member's parameters and results sit in the union's."""
         return self._branch
 
-    def execute_sharded(self, arguments: Sequence[jax.Array]) -> _BranchResults:
+    def execute_sharded(self, arguments: Sequence[jax.Array]) -> Any:
+        alone = self._alone
+        if alone is not None:
+            return alone.execute_sharded(arguments)
         run = self._run
         union_arguments = run.arguments.copy()
         union_arguments[0] = self._index

@@ -29,11 +29,15 @@ from ..observation import trace as _trace
 from ..plan import ExecutionPlan, TensorSpec
 from . import compile_pool, executable_cache, executable_memo
 from .progress import COMPILED, LOADED, REUSED, CompileProgress
+from .tier_up import TierUp
 
 if TYPE_CHECKING:
     from . import merge
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compilation.compile")
+
+#: ``JAXPP_MLIR_MERGE_PROGRAMS``' mode of union programs for the first steps only.
+FIRST_STEPS = "first-steps"
 
 # Executables made by this process through ``compile_stage``: compiled, loaded from the
 # persistent cache or taken from memory (tests check that calling a compiled plan never
@@ -181,6 +185,8 @@ class PendingStages:
 def start_stages(
     jobs: Sequence[tuple[str, str, Sequence[jax.Device]]],
     flops: Sequence[float] | None = None,
+    *,
+    progress: bool = True,
 ) -> PendingStages:
     """Starts compiling ``(name, mlir_module, devices)`` jobs, concurrently when several.
 
@@ -204,8 +210,8 @@ def start_stages(
         if source != index:
             copies[source].append(index)
     unique = sorted(copies)
-    progress = CompileProgress.start(len(unique))  # None: switched off
-    compile_one = progress.wrap(compile_or_load) if progress is not None else compile_stage
+    report = CompileProgress.start(len(unique)) if progress else None  # None: switched off
+    compile_one = report.wrap(compile_or_load) if report is not None else compile_stage
 
     source_of = {index: source for source, indices in copies.items() for index in indices}
     pool: compile_pool.CompilePool[jc.LoadedExecutable] | None = None
@@ -239,12 +245,12 @@ def start_stages(
             names=lambda i: jobs[i][0],
         )
     except BaseException:
-        if progress is not None:
-            progress.abandon()
+        if report is not None:
+            report.abandon()
         raise
     finally:
         pool_made.set()  # rebinds waiting for a pool that failed to start end with an error
-    return PendingStages(pool, len(jobs), progress)
+    return PendingStages(pool, len(jobs), report)
 
 
 def _autotunes(devices: Sequence[jax.Device]) -> bool:
@@ -357,8 +363,10 @@ def compile_plan_executables(
     names: Sequence[str],
 ) -> tuple[dict[str, Any], int]:
     """Compiles the executables ``names`` of ``plan``, each on its rank's devices, checked:
-    ``start_plan_executables(...).result()``."""
-    return start_plan_executables(plan, rank_devices, names).result()
+    ``start_plan_executables(...).result()``, without the first steps' unions (nothing
+    here would replace them: ``first-steps`` compiles each program alone)."""
+    first_steps = options.MERGE_PROGRAMS.value() == FIRST_STEPS
+    return start_plan_executables(plan, rank_devices, names, merge=not first_steps).result()
 
 
 class PendingPlanExecutables:
@@ -375,11 +383,18 @@ class PendingPlanExecutables:
     ):
         self._plan, self._rank_devices, self._names = plan, rank_devices, names
         self._stages, self._finish, self._count = stages, finish, count
+        self.tiered = False  # first-steps: union members to replace by their programs alone
+        # After ``result``, with ``tiered`` and union members: what replaces them once started.
+        self.tier_up: TierUp | None = None
 
     def result(self) -> tuple[dict[str, Any], int]:
         """The executables by name, checked against the plan, and how many compilations
         (and rebinds to other devices) they took."""
         executables, members = self._finish(self._stages.result())
+        if self.tiered and members:
+            self.tier_up = TierUp(
+                self._plan, self._rank_devices, {n: executables[n] for n in members}
+            )
         for name in self._names:
             stage = self._plan.executables[name]
             devices = tuple(self._rank_devices[stage.rank])
@@ -405,13 +420,18 @@ def start_plan_executables(
     plan: ExecutionPlan,
     rank_devices: Sequence[Sequence[jax.Device]],
     names: Sequence[str],
+    *,
+    merge: bool = True,
+    progress: bool = True,
 ) -> PendingPlanExecutables:
     """Starts compiling the executables ``names`` of ``plan``, each on its rank's devices.
 
     One compilation per distinct (module text, devices): names that share both
-    share one executable. On XLA:CPU with ``JAXPP_MLIR_MERGE_PROGRAMS=on``, small
-    one-device programs are compiled as union programs (``merge.py``), each member then
-    run by a ``BranchExecutable``.
+    share one executable. On XLA:CPU with ``JAXPP_MLIR_MERGE_PROGRAMS`` ``on`` or
+    ``first-steps`` (and ``merge``), small one-device programs are compiled as union
+    programs (``merge.py``), each member then run by a ``BranchExecutable``; with
+    ``first-steps`` the result's ``tier_up`` replaces them by the programs alone
+    (``tier_up.py``) once started. ``progress``: the compile progress lines.
     """
     keys: dict[tuple[str, tuple[int, ...]], int] = {}
     jobs: list[tuple[str, str, tuple[jax.Device, ...]]] = []
@@ -426,7 +446,8 @@ def start_plan_executables(
             jobs.append((name, stage.mlir_module, devices))
             flops.append(stage.flops)
         job_of[name] = keys[key]
-    unions = _unions(plan, jobs) if options.MERGE_PROGRAMS.value() == "on" else []
+    mode = options.MERGE_PROGRAMS.value() if merge else "off"
+    unions = _unions(plan, jobs) if mode in ("on", FIRST_STEPS) else []
     union_of = {text: union for union in unions for text in union.members}
     compile_jobs: list[tuple[str, str, tuple[jax.Device, ...]]] = []
     compile_flops: list[float] = []
@@ -452,8 +473,10 @@ def start_plan_executables(
         executables.update(members)
         return executables, set(members)
 
-    stages = start_stages(compile_jobs, compile_flops)
-    return PendingPlanExecutables(plan, rank_devices, names, stages, finish, len(compile_jobs))
+    stages = start_stages(compile_jobs, compile_flops, progress=progress)
+    pending = PendingPlanExecutables(plan, rank_devices, names, stages, finish, len(compile_jobs))
+    pending.tiered = mode == FIRST_STEPS and bool(unions)
+    return pending
 
 
 def _members(

@@ -31,6 +31,7 @@ import jax
 from jax.sharding import Mesh, Sharding
 
 from ..compilation import compile as _compile
+from ..compilation.tier_up import TierUp
 from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
 from ..executable import Executable
 from ..instructions import registry, run
@@ -93,6 +94,9 @@ class CompiledPlan:
         self.mpmd_axis = mpmd_axis  # the rank_meshes' axis that stacks ranks, if known
         self.executables = executables
         self.num_compiled = num_compiled
+        # JAXPP_MLIR_MERGE_PROGRAMS=first-steps: started by the second call (tier_up.py).
+        self.tier_up: TierUp | None = None
+        self._calls = 0
         self._build()
 
     # ------------------------------------------------------------------ build
@@ -139,6 +143,9 @@ class CompiledPlan:
 
     def __call__(self, *args: Any) -> list[jax.Array]:
         """Runs the plan on flat ``args``; returns the outputs in ``plan.outputs`` order."""
+        self._calls += 1
+        if self._calls == 2 and self.tier_up is not None:
+            self.tier_up.start()  # the first step ran on union programs: now each alone
         return self._run(args, [None] * self._num_slots)
 
     def _run(self, args: Sequence[Any], env: list, stop: int | None = None) -> list[jax.Array]:
@@ -265,4 +272,5 @@ def compile_plan(
     for name, stand_in in stand_ins.items():
         stand_in.bind(executables[name])
     compiled.executables, compiled.num_compiled = executables, num_compiled
+    compiled.tier_up = pending.tier_up
     return compiled

@@ -290,3 +290,70 @@ def test_ranks_of_several_devices_compile_alone(monkeypatch):
     mesh = toolkit.mpmd_mesh({"stage": 2, "data": 2})
     compiled = pp.partition(lowered, mesh=mesh, schedule=pp.Std1F1B(2)).compile()
     assert _members(compiled) == {}
+
+
+# -- first-steps: unions until the second call, then each program alone ------------------
+
+
+def _sgd_steps(compiled, params, batch, steps: int) -> list:
+    """``steps`` calls, the parameters fed back; every call's outputs."""
+    outputs = []
+    for _ in range(steps):
+        out = compiled(params, batch)
+        params = out[0]
+        outputs.append(out)
+    return outputs
+
+
+@pytest.mark.numerics
+def test_first_steps_run_on_unions_then_each_program_alone(mlp, monkeypatch):
+    monkeypatch.setenv("JAXPP_MLIR_MERGE_PROGRAMS", "first-steps")
+    program, params, batch, _ = mlp
+    compiled = program.compile()
+    members = _members(compiled)
+    tier_up = compiled.executable.tier_up
+    assert members and tier_up is not None
+    first = compiled(params, batch)
+    assert not tier_up.done.is_set() and all(m.alone is None for m in members.values())
+    second = compiled(first[0], batch)  # starts compiling each program alone
+    assert tier_up.done.wait(120), "the background compile did not finish in 120 s"
+    assert all(m.alone is not None for m in members.values())
+    later = _sgd_steps(compiled, second[0], batch, 2)
+    # Against plain jax.jit, step after step: the union runs and the lone programs alike.
+    want_params, want = params, []
+    for _ in range(4):
+        step = jax.jit(toolkit.mlp_train_step)(want_params, batch)
+        want_params = step[0]
+        want.append(step)
+    for got, expected in zip([first, second, *later], want, strict=True):
+        toolkit.assert_matches_reference(got, expected, toolkit.SEVERAL_STEPS)
+
+
+def test_a_failed_background_compile_leaves_the_unions_running(mlp, monkeypatch, caplog):
+    monkeypatch.setenv("JAXPP_MLIR_MERGE_PROGRAMS", "first-steps")
+    program, params, batch, want = mlp
+    compiled = program.compile()
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("no compiler today")
+
+    monkeypatch.setattr(runtime_compile, "start_plan_executables", failing)
+    with caplog.at_level("WARNING", logger="jaxpp_mlir.runtime.compilation.tier_up"):
+        compiled(params, batch)
+        compiled(params, batch)
+        assert compiled.executable.tier_up.done.wait(60)
+    assert "keep running through their union programs: no compiler today" in caplog.text
+    assert all(m.alone is None for m in _members(compiled).values())
+    toolkit.assert_matches_reference(compiled(params, batch), want, toolkit.SEPARATE_PROGRAMS)
+
+
+def test_first_steps_without_a_second_call_site_compile_each_program_alone(mlp, monkeypatch):
+    """The distributed setup compiles through ``compile_plan_executables``, which nothing
+    calls a second time to replace unions: there ``first-steps`` compiles no unions."""
+    monkeypatch.setenv("JAXPP_MLIR_MERGE_PROGRAMS", "first-steps")
+    program, *_ = mlp
+    devices = [program.mesh.rank_devices(r) for r in range(program.num_ranks)]
+    executables, _ = runtime_compile.compile_plan_executables(
+        program.plan, devices, list(program.plan.executables)
+    )
+    assert not any(isinstance(e, branch_executable.BranchExecutable) for e in executables.values())
