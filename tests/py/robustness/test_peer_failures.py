@@ -58,7 +58,9 @@ CASES = {
         rf"peer {PEER} failed: RuntimeError: the victim's data loader broke",
         "exited with code 1",
     ),
-    "os_exit": (5, rf"peer {PEER} is probably lost", "exited with code 5"),
+    # An abrupt exit, as a SIGKILL: the survivor names the peer through whichever of the
+    # coordination service and the missed heartbeats tells first (the machine's load decides).
+    "os_exit": (5, rf"peer {PEER} is probably lost|lost peer {PEER}", "exited with code 5"),
     "sigkill": (137, rf"peer {PEER} is probably lost|lost peer {PEER}", r"signal 9 \(SIGKILL\)"),
     "sigterm": (70, STALLED_TRANSFER, "exited with code 70"),
     "stall": (70, STALLED_TRANSFER, "exited with code 70"),
