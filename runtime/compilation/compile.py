@@ -510,8 +510,9 @@ def _unions(
 ) -> list[merge.MergedProgram]:
     """Union programs for the distinct one-device programs of ``jobs`` on XLA:CPU
     (``merge.plan_merges``): where XLA:CPU compiles the same fusion once per program,
-    several small programs compiled as one build each kernel once. Not on GPUs: a
-    ``case`` there reads its branch index back to the host at every run."""
+    several small programs compiled as one build each kernel once. Not on GPUs: not
+    measured there, where XLA compiles and launches differently (autotuning, kernels
+    launched from the host)."""
     from . import merge  # builds IR: loaded only when unions are on
 
     candidates: dict[str, merge.Candidate] = {}
