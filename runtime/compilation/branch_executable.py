@@ -64,7 +64,6 @@ class BranchExecutable:
         self._run = run
         self._branch = branch
         self._index = run.index(branch)
-        self._handed_back = branch.passed_through
         # The union's result handlers for the slots this member does not fill; its own
         # slots take the caller's (by the identity of the caller's handler list).
         self._full_handlers: dict[int, tuple[Sequence[Any], list[Any]]] = {}
@@ -115,7 +114,7 @@ class BranchExecutable:
         """The member's results of a union run's ``outputs``; the donated slots the member
         does not use get their arrays back for the next run."""
         arguments = self._run.arguments
-        for parameter, result in self._handed_back:
+        for parameter, result in self._branch.passed_through:
             arguments[parameter] = outputs[result]
         return [outputs[r] for r in self._branch.results]
 

@@ -380,18 +380,25 @@ class PendingPlanExecutables:
         stages: PendingStages,
         finish: Callable[[list[jc.LoadedExecutable]], tuple[dict[str, Any], set[str]]],
         count: int,
+        tiered: bool,
     ):
         self._plan, self._rank_devices, self._names = plan, rank_devices, names
         self._stages, self._finish, self._count = stages, finish, count
-        self.tiered = False  # first-steps: union members to replace by their programs alone
+        self._tiered = tiered  # first-steps: union members to replace by their programs alone
+        self._result: tuple[dict[str, Any], int] | None = None
         # After ``result``, with ``tiered`` and union members: what replaces them once started.
         self.tier_up: TierUp | None = None
 
     def result(self) -> tuple[dict[str, Any], int]:
         """The executables by name, checked against the plan, and how many compilations
         (and rebinds to other devices) they took."""
+        if self._result is None:
+            self._result = self._checked()
+        return self._result
+
+    def _checked(self) -> tuple[dict[str, Any], int]:
         executables, members = self._finish(self._stages.result())
-        if self.tiered and members:
+        if self._tiered and members:
             self.tier_up = TierUp(
                 self._plan, self._rank_devices, {n: executables[n] for n in members}
             )
@@ -474,9 +481,10 @@ def start_plan_executables(
         return executables, set(members)
 
     stages = start_stages(compile_jobs, compile_flops, progress=progress)
-    pending = PendingPlanExecutables(plan, rank_devices, names, stages, finish, len(compile_jobs))
-    pending.tiered = mode == FIRST_STEPS and bool(unions)
-    return pending
+    tiered = mode == FIRST_STEPS
+    return PendingPlanExecutables(
+        plan, rank_devices, names, stages, finish, len(compile_jobs), tiered
+    )
 
 
 def _members(

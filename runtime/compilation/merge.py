@@ -358,55 +358,14 @@ def _build(members: Sequence[_Member]) -> MergedProgram:
         if name in first:
             union.operation.attributes[name] = first[name]
     branches: dict[str, Branch] = {}
-    calls: list[tuple[str, list[int], list[int], tuple[tuple[int, int], ...]]] = []
     for index, member in enumerate(members):
-        prefix = f"member{index}_"
-        _copy_functions(member.module, prefix, union)
-        parameters, results, used_donated = _place(member, plain_at, result_at, donated_at)
-        passed = tuple(pair for pairs in donated_at.values() for pair in pairs)
-        passed = tuple(pair for pair in passed if pair not in used_donated)
+        _copy_functions(member.module, _member_prefix(index), union)
+        parameters, results, used = _place(member, plain_at, result_at, donated_at)
+        passed = tuple(pair for pair in donated if pair not in used)
         branches[member.candidate.text] = Branch(index, tuple(parameters), tuple(results), passed)
-        calls.append((prefix + "main", parameters, results, passed))
-
     types_in = [ir.Type.parse(t) for t in param_types]
     types_out = [ir.Type.parse(t) for t in result_types]
-    main = _function(union, "main", types_in, types_out)
-    arg_attrs = []
-    for position in range(len(types_in)):
-        target = next((r for p, r in donated if p == position), None)
-        if target is None:
-            arg_attrs.append(ir.DictAttr.get({}))
-        else:
-            i32 = ir.IntegerType.get_signless(32)
-            arg_attrs.append(ir.DictAttr.get({_ALIAS: ir.IntegerAttr.get(i32, target)}))
-    main.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
-    block = main.regions[0].blocks.append(*types_in)
-    with ir.InsertionPoint(block):
-        case = ir.Operation.create(
-            "stablehlo.case", results=types_out, operands=[block.arguments[0]], regions=len(calls)
-        )
-        for region, (callee, parameters, results, passed) in zip(case.regions, calls, strict=True):
-            branch_block = region.blocks.append()
-            with ir.InsertionPoint(branch_block):
-                member_type = ir.FunctionType.get(
-                    [types_in[p] for p in parameters], [types_out[r] for r in results]
-                )
-                call = ir.Operation.create(
-                    "func.call",
-                    results=member_type.results,
-                    operands=[block.arguments[p] for p in parameters],
-                    attributes={"callee": ir.FlatSymbolRefAttr.get(callee)},
-                )
-                returned: list[ir.Value | None] = [None] * len(types_out)
-                for value, r in zip(call.results, results, strict=True):
-                    returned[r] = value
-                for p, r in passed:
-                    returned[r] = block.arguments[p]
-                for r, value in enumerate(returned):
-                    if value is None:
-                        returned[r] = _zeros(types_out[r])
-                ir.Operation.create("stablehlo.return", operands=returned)
-        ir.Operation.create("func.return", operands=list(case.results))
+    _emit_main(union, types_in, types_out, dict(donated), list(branches.values()))
     union.operation.verify()
     return MergedProgram(
         name=union_name([m.candidate.name for m in members]),
@@ -416,6 +375,63 @@ def _build(members: Sequence[_Member]) -> MergedProgram:
         donated=donated,
         branches=branches,
     )
+
+
+def _member_prefix(index: int) -> str:
+    return f"member{index}_"
+
+
+def _emit_main(
+    union: ir.Module,
+    types_in: list[ir.Type],
+    types_out: list[ir.Type],
+    donated_to: dict[int, int],
+    branches: list[Branch],
+) -> None:
+    """The union's public ``@main``: a ``case`` on parameter 0 whose branch ``k`` calls
+    member ``k``'s ``@main`` on its slots and returns its results in theirs, the donated
+    slots it does not use unchanged, and zeros in the rest."""
+    main = _function(union, "main", types_in, types_out)
+    i32 = ir.IntegerType.get_signless(32)
+    main.attributes["arg_attrs"] = ir.ArrayAttr.get(
+        [
+            ir.DictAttr.get({_ALIAS: ir.IntegerAttr.get(i32, donated_to[p])})
+            if p in donated_to
+            else ir.DictAttr.get({})
+            for p in range(len(types_in))
+        ]
+    )
+    block = main.regions[0].blocks.append(*types_in)
+    with ir.InsertionPoint(block):
+        case = ir.Operation.create(
+            "stablehlo.case",
+            results=types_out,
+            operands=[block.arguments[0]],
+            regions=len(branches),
+        )
+        for region, branch in zip(case.regions, branches, strict=True):
+            with ir.InsertionPoint(region.blocks.append()):
+                call = ir.Operation.create(
+                    "func.call",
+                    results=[types_out[r] for r in branch.results],
+                    operands=[block.arguments[p] for p in branch.parameters],
+                    attributes={
+                        "callee": ir.FlatSymbolRefAttr.get(_member_prefix(branch.index) + "main")
+                    },
+                )
+                returned: list[ir.Value | None] = [None] * len(types_out)
+                for value, r in zip(call.results, branch.results, strict=True):
+                    returned[r] = value
+                for p, r in branch.passed_through:
+                    returned[r] = block.arguments[p]
+                ir.Operation.create(
+                    "stablehlo.return",
+                    operands=[
+                        _zeros(types_out[r]) if value is None else value
+                        for r, value in enumerate(returned)
+                    ],
+                )
+        ir.Operation.create("func.return", operands=list(case.results))
 
 
 def union_name(members: Sequence[str]) -> str:

@@ -99,6 +99,16 @@ class CompiledPlan:
         self._calls = 0
         self._build()
 
+    def bind(
+        self, executables: Mapping[str, Executable], num_compiled: int, tier_up: TierUp | None
+    ) -> None:
+        """The compiled executables, in place of the ``PendingExecutable`` stand-ins the
+        dispatch was generated around (if any); ``tier_up`` starts on the second call."""
+        for name, exe in self.executables.items():
+            if isinstance(exe, PendingExecutable):
+                exe.bind(executables[name])
+        self.executables, self.num_compiled, self.tier_up = executables, num_compiled, tier_up
+
     # ------------------------------------------------------------------ build
     def _build(self) -> None:
         plan = self.plan
@@ -248,29 +258,27 @@ def compile_plan(
                 f"executable {name!r} is for rank {stage.rank}, but the plan has "
                 f"{len(devices)} ranks"
             )
-    if any(len(ds) > 1 for ds in devices):  # resolving layouts reads the compiled programs
-        with phases.timed("compile: stage programs"):
-            executables, num_compiled = _compile.compile_plan_executables(
-                plan, devices, list(plan.executables)
-            )
-        with phases.timed("compile: dispatch"):
-            return CompiledPlan(plan, devices, executables, num_compiled, rank_meshes, mpmd_axis)
-    # One device per rank: the dispatch is generated while the stage programs compile.
     with phases.timed("compile: stage programs"):
         pending = _compile.start_plan_executables(plan, devices, list(plan.executables))
-        stand_ins = {name: PendingExecutable(name) for name in plan.executables}
-        try:
-            with phases.timed("compile: dispatch (while compiling)"):
-                compiled = CompiledPlan(plan, devices, stand_ins, 0, rank_meshes, mpmd_axis)
-        except Exception:
-            pending.result()  # where a program disagrees with the plan, that is the cause
-            raise
-        except BaseException as e:  # an interrupt: the compiles not started are dropped
-            pending.abandon(e)
-            raise
+        # One device per rank: the dispatch is generated while the stage programs compile
+        # (elsewhere resolving layouts reads the compiled programs).
+        early = all(len(ds) == 1 for ds in devices)
+        if early:
+            stand_ins = {name: PendingExecutable(name) for name in plan.executables}
+            try:
+                with phases.timed("compile: dispatch (while compiling)"):
+                    compiled = CompiledPlan(plan, devices, stand_ins, 0, rank_meshes, mpmd_axis)
+            except Exception:
+                pending.result()  # where a program disagrees with the plan, that is the cause
+                raise
+            except BaseException as e:  # an interrupt: the compiles not started are dropped
+                pending.abandon(e)
+                raise
         executables, num_compiled = pending.result()
-    for name, stand_in in stand_ins.items():
-        stand_in.bind(executables[name])
-    compiled.executables, compiled.num_compiled = executables, num_compiled
-    compiled.tier_up = pending.tier_up
+    if not early:
+        with phases.timed("compile: dispatch"):
+            compiled = CompiledPlan(
+                plan, devices, executables, num_compiled, rank_meshes, mpmd_axis
+            )
+    compiled.bind(executables, num_compiled, pending.tier_up)
     return compiled

@@ -243,6 +243,13 @@ def mlp():
     return program, params, batch, jax.jit(toolkit.mlp_train_step)(params, batch)
 
 
+def _compiled(mlp, monkeypatch, mode: str) -> tuple:
+    """The MLP compiled under ``JAXPP_MLIR_MERGE_PROGRAMS=mode``, and its union members."""
+    monkeypatch.setenv("JAXPP_MLIR_MERGE_PROGRAMS", mode)
+    compiled = mlp[0].compile()
+    return compiled, _members(compiled)
+
+
 def _members(compiled) -> dict[str, branch_executable.BranchExecutable]:
     return {
         name: exe
@@ -253,10 +260,8 @@ def _members(compiled) -> dict[str, branch_executable.BranchExecutable]:
 
 @pytest.mark.numerics
 def test_a_pipelined_step_runs_its_stage_programs_from_unions(mlp, monkeypatch):
-    monkeypatch.setenv("JAXPP_MLIR_MERGE_PROGRAMS", "on")
     program, params, batch, want = mlp
-    compiled = program.compile()
-    members = _members(compiled)
+    compiled, members = _compiled(mlp, monkeypatch, "on")
     assert len(members) >= 4 and {n for n in members if n.startswith("stage")}
     unions = {e.union.program.text for e in members.values()}
     # Each union loaded once on each rank that runs one of its members.
@@ -307,10 +312,8 @@ def _sgd_steps(compiled, params, batch, steps: int) -> list:
 
 @pytest.mark.numerics
 def test_first_steps_run_on_unions_then_each_program_alone(mlp, monkeypatch):
-    monkeypatch.setenv("JAXPP_MLIR_MERGE_PROGRAMS", "first-steps")
-    program, params, batch, _ = mlp
-    compiled = program.compile()
-    members = _members(compiled)
+    _, params, batch, _ = mlp
+    compiled, members = _compiled(mlp, monkeypatch, "first-steps")
     tier_up = compiled.executable.tier_up
     assert members and tier_up is not None
     first = compiled(params, batch)
