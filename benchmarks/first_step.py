@@ -491,17 +491,6 @@ def print_table(summary: dict, title: str) -> None:
 OVERLAPPED = "(while compiling)"
 
 
-def _compile_bytecode(checkouts: list[str]) -> None:
-    """Writes the library's bytecode, as ``pip install`` does: a checkout edited since its
-    ``.pyc`` files were written (or run with ``PYTHONDONTWRITEBYTECODE``) would otherwise
-    compile those modules from source in every round, time no installed library spends."""
-    import compileall
-
-    for checkout in checkouts:
-        for folder in ("jaxpp_mlir", "runtime"):
-            compileall.compile_dir(os.path.join(checkout, folder), quiet=1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -529,7 +518,6 @@ def main() -> None:
     if args.baseline:
         os.environ[BASELINE_ENV] = os.path.abspath(args.baseline)
         sides = (*SIDES, "baseline")
-    _compile_bytecode([ROOT, *([os.path.abspath(args.baseline)] if args.baseline else [])])
     modes = ("cold", "warm") if args.cache == "both" else (args.cache,)
     for mode in modes:
         with tempfile.TemporaryDirectory(prefix="jaxpp-first-step-") as cache:

@@ -70,7 +70,9 @@ class BranchExecutable:
         self._alone: Any = None  # the member compiled alone, once ``replace_with`` gave it
 
     def replace_with(self, alone: Any) -> None:
-        """Runs the member through ``alone`` (its program compiled alone) from now on."""
+        """Runs the member through ``alone`` (its program compiled alone) from now on.
+        (Checked at each launch: the dispatch may hold this object's bound method, through
+        a ``PendingExecutable``, so swapping the method itself would not reach it.)"""
         self._alone = alone
 
     @property

@@ -15,8 +15,7 @@ members by type (slots), so the union is about as wide as its widest member:
 
 - a parameter a member donates (``tf.aliasing_output``) takes a *donated slot* of its
   type, which the union donates to a result slot of its own; a member that does not use
-  the slot returns the parameter unchanged there (written in place, no copy: 7 us for
-  a 4 MiB pass-through on XLA:CPU, measured);
+  the slot returns the parameter unchanged there (XLA aliases it: no copy);
 - any other parameter takes a *plain slot* of its type; a member that does not use one
   is given any array of its type (the runtime keeps one per type);
 - any other result takes a *result slot* of its type; a member that does not fill one
@@ -29,13 +28,12 @@ own or writes more than ``FILLER_LIMIT_BYTES`` of fillers per run (W1: the forwa
 one union, the backwards and the update in another, the code before the loop alone).
 The runtime runs a member through ``BranchExecutable`` (``branch_executable.py``).
 
-Off unless ``JAXPP_MLIR_MERGE_PROGRAMS=on``: a union compiles as one program on one
-thread where its members would compile on a thread per core, each rank loads the whole
-union (XLA:CPU deserializes about 1 ms per kernel), and every run passes and returns the
-union's slots (measured on the 2-core machine, ``benchmarks/reference.py``: 25-30% more
-host time per launch on W2, whose steps are launch-bound). It pays on few cores for
-short runs (the first step of W1 50 ms sooner); ``benchmarks/first_step.py`` and
-docs/performance.md have the numbers.
+Off unless ``JAXPP_MLIR_MERGE_PROGRAMS`` is ``on`` or ``first-steps`` (``tier_up.py``):
+a union compiles as one program on one thread where its members would compile on a
+thread per core, each rank loads the whole union (W2's: 7.5 ms where a member alone takes
+1.2-2.5), and every run passes and returns the union's slots (W2's launch-bound step 10%
+slower, S16's 20%). It pays on few cores (W1's first step 50 ms sooner). The numbers:
+``benchmarks/union_programs.py``, ``benchmarks/first_step.py``, docs/performance.md.
 """
 
 from __future__ import annotations

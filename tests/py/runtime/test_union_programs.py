@@ -310,6 +310,11 @@ def _sgd_steps(compiled, params, batch, steps: int) -> list:
     return outputs
 
 
+class _NeverRuns:
+    def execute_sharded(self, arguments):
+        raise AssertionError("a union program ran after its members switched to their own")
+
+
 @pytest.mark.numerics
 def test_first_steps_run_on_unions_then_each_program_alone(mlp, monkeypatch):
     _, params, batch, _ = mlp
@@ -321,6 +326,8 @@ def test_first_steps_run_on_unions_then_each_program_alone(mlp, monkeypatch):
     second = compiled(first[0], batch)  # starts compiling each program alone
     assert tier_up.done.wait(120), "the background compile did not finish in 120 s"
     assert all(m.alone is not None for m in members.values())
+    for member in members.values():  # from now on no union may run
+        member.union.exe = _NeverRuns()
     later = _sgd_steps(compiled, second[0], batch, 2)
     # Against plain jax.jit, step after step: the union runs and the lone programs alike.
     want_params, want = params, []
