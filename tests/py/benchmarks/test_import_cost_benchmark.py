@@ -1,0 +1,25 @@
+"""benchmarks/import_cost.py's code path: W1 in one fresh process; the dataclasses the
+library creates on the way to the first step are counted and timed, by module."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import toolkit
+
+pytestmark = pytest.mark.slow  # a fresh process, real compiles
+
+
+def test_w1_counts_the_library_dataclasses_by_module():
+    bench = toolkit.load_benchmark("import_cost")
+    command = [sys.executable, bench.__file__, "--child", "W1"]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=bench.first_step._child_env(), timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record["dataclasses"] == sum(count for count, _ in record["by_module"].values()) > 0
+    assert 0 < record["dataclass_s"] < record["total_s"]
+    assert "jaxpp_mlir.runtime.plan" in record["by_module"]  # the plan's records, at least
+    assert all(module.startswith("jaxpp_mlir") for module in record["by_module"])
