@@ -13,6 +13,7 @@ are used, never their class."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -42,13 +43,17 @@ def received_bytes(plan: ExecutionPlan, inst: Instruction) -> int:
     return sum(spec_bytes(plan.values[(inst.rank, value)].spec) for value in inst.writes())
 
 
-def last_uses(plan: ExecutionPlan) -> dict[Key, int]:
+def last_uses(plan: ExecutionPlan, defined: Mapping[Key, int] | None = None) -> dict[Key, int]:
     """``(rank, value)`` -> the index of the instruction after which it dies.
 
     ``len(plan.instructions)`` for outputs and their replicas; the defining
-    instruction for a value nobody reads; -1 for an input nobody reads.
+    instruction for a value nobody reads; -1 for an input nobody reads. ``defined``
+    maps every value to its defining instruction where the caller has worked that out
+    already (slot resolution); by default ``plan.values`` says.
     """
-    result: dict[Key, int] = {key: info.defined_at for key, info in plan.values.items()}
+    if defined is None:
+        defined = {key: info.defined_at for key, info in plan.values.items()}
+    result: dict[Key, int] = dict(defined)
     for at, inst in enumerate(plan.instructions):
         for value in inst.reads():
             result[(inst.rank, value)] = at

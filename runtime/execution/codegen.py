@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import types
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -76,6 +77,29 @@ class CodeGen:
         self.ends: list[int] = []  # per operation, how many instructions are done after it
         # One result handler per (shape, dtype, sharding): runs of a stage share them.
         self.result_handler = functools.cache(_result_handler)
+        self._handlers: dict[tuple, list] = {}  # (executable, *output shardings) -> handlers
+        self._shapes: dict[Hashable, OpShape] = {}
+
+    def shape(self, key: Hashable, write: Callable[[], OpShape]) -> OpShape:
+        """The operation shape of ``key`` (a kind's own), written by ``write`` once."""
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shapes[key] = write()
+        return shape
+
+    def result_handlers(self, executable: str, outputs: Sequence[int]) -> list:
+        """The result handlers of a run of ``executable`` into slots ``outputs`` (one list
+        per executable and output shardings, shared by its runs)."""
+        slots = self.slots
+        key = (executable, *[slots[s].sharding for s in outputs])
+        handlers = self._handlers.get(key)
+        if handlers is None:
+            specs = self.plan.executables[executable].output_specs
+            handlers = self._handlers[key] = [
+                self.result_handler(tuple(spec.shape), spec.dtype, sharding)
+                for spec, sharding in zip(specs, key[1:], strict=True)
+            ]
+        return handlers
 
     def add(self, op: Op, end: int, facts: OpFacts) -> None:
         """Appends ``op``; ``end`` instructions are done after it."""
@@ -84,16 +108,11 @@ class CodeGen:
         self.ends.append(end)
 
 
-def items(slots: Iterable[int]) -> str:
-    """``env[a], env[b], `` (a tuple's items, trailing comma included)."""
-    return "".join(f"env[{s}], " for s in slots)
-
-
 #: A slot read or written by generated code (``env[12]``).
 _SLOT = re.compile(r"env\[(\d+)\]")
 _COMMENT = re.compile(r"  # [^\n]*")
-# Compiled op factories by template (the op's statements with its slots and constants
-# as parameters): operations of the same shape share one compile.
+# Op factories by template (the op's statements with its slots and constants as
+# parameters): operations of the same shape share one compile.
 _FACTORIES: dict[tuple[str, tuple[str, ...]], Callable[..., Op]] = {}
 _FACTORIES_LOCK = threading.Lock()
 
@@ -103,7 +122,7 @@ def compile_op(
 ) -> Op:
     """Compiles ``code`` (statements over ``env``, then the frees) into ``op(env)``.
 
-    Straight-line code with the slots bound in the function's closure: 3 times less
+    Straight-line code with the slots bound as the function's defaults: 3 times less
     Python time per operation than a loop interpreting operation tuples (measured: 20
     operations in 3.4 us against 11.5 us). Operations whose code differs only in slots
     and constants share one compiled template (compiling each op's source on its own cost
@@ -118,21 +137,97 @@ def compile_op(
     pieces[1::2] = [f"env[_s{k}]" for k in range(len(slots))]
     template = "".join(pieces)
     names = tuple(sorted(namespace))
+    factory = _factory(kind, template, names, len(slots))
+    op = factory(*[namespace[n] for n in names], *slots)
+    op.kind, op.what, op.source = kind, what, source
+    return op
+
+
+class Fields:
+    """Writes the statements of an operation shape (``OpShape``): each slot and each
+    comment a numbered format field, filled per operation (in the order written)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.slot_fields: list[int] = []  # the fields that are slots
+
+    def slot(self) -> str:
+        """``env[{k}]``: a slot read or written."""
+        self.slot_fields.append(self.count)
+        return f"env[{{{self._next()}}}]"
+
+    def slots(self, n: int) -> str:
+        """``n`` slots as a tuple's items (``env[{k}], `` each, trailing comma included)."""
+        return "".join(f"{self.slot()}, " for _ in range(n))
+
+    def comment(self) -> str:
+        """``  # {k}``: a comment naming what a slot holds."""
+        return f"  # {{{self._next()}}}"
+
+    def _next(self) -> str:
+        self.count += 1
+        return str(self.count - 1)
+
+
+class OpShape:
+    """Operations whose code differs only in slots, comments and constants, compiled once.
+
+    ``code`` are the statements as ``Fields`` wrote them (format strings: literal braces
+    doubled); ``free`` how many slots die after them. ``make`` gives one operation, the
+    same (``op.source`` included) as ``compile_op`` of its filled-in code, without
+    writing, parsing or compiling any code per operation.
+    """
+
+    def __init__(self, kind: str, code: list[str], fields: Fields, free: int, names: Iterable[str]):
+        free_lines = [f"env[{{{fields.count + k}}}] = None" for k in range(free)]
+        body = "\n".join([*code, *free_lines] or ["pass"])
+        self.kind = kind
+        self.names = tuple(sorted(names))
+        self.num_fields = fields.count + free
+        # "{what}" stands for the operation's description.
+        self.source = (
+            f"def op(env):  # {kind}: {{what}}\n    " + body.replace("\n", "\n    ") + "\n"
+        )
+        slot_fields = {*fields.slot_fields, *range(fields.count, fields.count + free)}
+        self.slot_fields = sorted(slot_fields)
+        parameters = [""] * self.num_fields
+        for n, k in enumerate(self.slot_fields):
+            parameters[k] = f"_s{n}"
+        template = _COMMENT.sub("", body.format(*parameters))
+        self.factory = _factory(kind, template, self.names, len(self.slot_fields))
+
+    def make(self, what: str, fields: list, namespace: Mapping[str, Any]) -> Op:
+        """The operation with ``fields`` (slots and comments, in the order written, then
+        the freed slots) and the constants of ``namespace``."""
+        if len(fields) != self.num_fields:
+            raise ValueError(f"{self.kind} operation: {len(fields)} fields for {self.num_fields}")
+        slots = [fields[k] for k in self.slot_fields]
+        op = self.factory(*[namespace[n] for n in self.names], *slots)
+        op.kind, op.what = self.kind, what
+        op.source = self.source.format(*fields, what=what)
+        return op
+
+
+def _factory(kind: str, template: str, names: tuple[str, ...], slots: int) -> Callable[..., Op]:
+    """``make(*constants, *slots)``: an operation running ``template``, its constants and
+    slots bound as its parameters' defaults (one compile per template; no closure cells,
+    which the garbage collector would walk, and faster reads than a closure's)."""
     key = (template, names)
     factory = _FACTORIES.get(key)
     if factory is None:
-        parameters = ", ".join([*names, *(f"_s{k}" for k in range(len(slots)))])
-        factory_source = f"def make({parameters}):\n    def op(env):\n" + "".join(
-            f"        {line}\n" for line in template.split("\n")
-        )
+        parameters = ", ".join(["env", *names, *(f"_s{k}" for k in range(slots))])
+        lines = "".join(f"    {line}\n" for line in template.split("\n"))
+        source = f"def op({parameters}):\n{lines}"
         scope: dict[str, Any] = {}
-        exec(compile(factory_source + "    return op\n", f"<jaxpp {kind}>", "exec"), scope)
-        factory = scope["make"]
+        exec(compile(source, f"<jaxpp {kind}>", "exec"), scope)
+        code = scope["op"].__code__
+
+        def factory(*defaults: Any) -> Op:
+            return types.FunctionType(code, scope, "op", defaults)
+
         with _FACTORIES_LOCK:
             factory = _FACTORIES.setdefault(key, factory)
-    op = factory(*(namespace[n] for n in names), *slots)
-    op.kind, op.what, op.source = kind, what, source
-    return op
+    return factory
 
 
 def _result_handler(shape: tuple[int, ...], dtype: str, sharding: Sharding) -> Any:

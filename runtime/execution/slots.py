@@ -120,6 +120,8 @@ class Resolver:
         self.channels = Channels(self.table)
         self.in_shardings: dict[str, list[Sharding]] = {}
         self.out_shardings: dict[str, list[Sharding]] = {}
+        # (mesh id, sharding, ndim) -> its NamedSharding; None: the sharding itself.
+        self._named: dict[tuple[int, Sharding, int], Sharding | None] = {}
 
     def resolve(self) -> ResolvedPlan:
         plan, table = self.plan, self.table
@@ -128,13 +130,17 @@ class Resolver:
         steps = [self._resolve(at, inst) for at, inst in enumerate(plan.instructions)]
         self.channels.check_all_received()
         output_slots = self._output_slots()
-        dies = last_uses(plan)
-        for key, slot in table.where.items():
-            table.slots[slot].last_use = dies[key]
-            if slot in table.copied and dies[key] < len(plan.instructions):
+        slots, where = table.slots, table.where
+        # Every value is defined once (``define`` checks): the slots say where.
+        dies = last_uses(plan, {key: slots[slot].defined_at for key, slot in where.items()})
+        end, copied = len(plan.instructions), table.copied
+        for key, slot in where.items():
+            if slot in copied and dies[key] < end:
                 # Readers of another layout read the copy, made from this slot before the
                 # first of them: the slot dies after its last direct read or copy.
-                table.slots[slot].last_use = table.last_direct_read[slot]
+                slots[slot].last_use = table.last_direct_read[slot]
+            else:
+                slots[slot].last_use = dies[key]
         self._check_donations(steps)
         self._default_shardings()
         return ResolvedPlan(
@@ -201,9 +207,19 @@ class Resolver:
             (self.out_shardings[name], stage.output_specs),
         ):
             shardings[:] = [
-                as_named(sh, mesh, len(spec.shape))
+                self._as_named(sh, mesh, len(spec.shape))
                 for sh, spec in zip(shardings, specs, strict=True)
             ]
+
+    def _as_named(self, sharding: Sharding, mesh: Mesh, ndim: int) -> Sharding:
+        """``as_named``, worked out once per distinct sharding, mesh and rank (executables
+        share a few shardings; their values then share the ``NamedSharding`` objects)."""
+        key = (id(mesh), sharding, ndim)
+        if key not in self._named:
+            named = as_named(sharding, mesh, ndim)
+            self._named[key] = None if named is sharding else named
+        named = self._named[key]
+        return sharding if named is None else named
 
     def _resolve(self, at: int, inst: Instruction) -> Step:
         kind = registry.KINDS.get(getattr(inst, "kind", None)) or registry.kind_of(inst, at)

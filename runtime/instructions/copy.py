@@ -20,6 +20,7 @@ from jax.sharding import Sharding
 from .. import _jax_compat as jc
 
 if TYPE_CHECKING:
+    from ..execution.codegen import Fields
     from ..execution.slot_table import Slot, SlotTable
 
 KIND = "copy"
@@ -56,7 +57,30 @@ def code(steps: Sequence[CopyStep], slots: list[Slot]) -> tuple[list[str], dict[
         f"env[{c.copy}] = device_put(env[{c.source}], copy_{k})  # {slots[c.copy].name()}"
         for k, c in enumerate(steps)
     ]
+    return lines, constants(steps)
+
+
+def write(fields: Fields, count: int) -> list[str]:
+    """``code``'s statements for ``count`` copies, as an operation shape writes them."""
+    return [
+        f"{fields.slot()} = device_put({fields.slot()}, copy_{k}){fields.comment()}"
+        for k in range(count)
+    ]
+
+
+def fields(steps: Sequence[CopyStep], slots: list[Slot]) -> list[Any]:
+    """The fields of ``write``'s statements for ``steps``."""
+    return [x for c in steps for x in (c.copy, c.source, slots[c.copy].name())]
+
+
+def constant_names(count: int) -> list[str]:
+    """The names ``write``'s statements for ``count`` copies use."""
+    return [*(f"copy_{k}" for k in range(count)), *(["device_put"] if count else [])]
+
+
+def constants(steps: Sequence[CopyStep]) -> dict[str, Any]:
+    """The names ``code``'s statements use."""
     namespace: dict[str, Any] = {f"copy_{k}": c.sharding for k, c in enumerate(steps)}
     if steps:
         namespace["device_put"] = jax.device_put
-    return lines, namespace
+    return namespace

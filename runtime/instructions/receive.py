@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from .. import transfer as _transfer
 from ..errors import PlanError
-from ..execution.codegen import CodeGen, OpFacts, compile_op, items
+from ..execution.codegen import CodeGen, Fields, OpFacts, OpShape, compile_op
 from ..plan import Instruction, StageExecutable, TensorSpec
 from . import copy
 
@@ -113,14 +113,15 @@ def generate(gen: CodeGen, steps: Sequence[ReceiveStep], at: int) -> int:
         flows = ()
     what = ", ".join(inst.describe() for inst in receives)
     if not batch:
-        op = compile_op("free", what, [], free, {})
+        shape = gen.shape(("free", len(free)), lambda: OpShape("free", [], Fields(), len(free), ()))
+        op = shape.make(what, free, {})
         gen.add(op, end, OpFacts("free", rank, None, destinations, receives, flows))
         return end
-    code = [
-        f"r = copy([{items(s.channel for s in batch)}], lists, shardings, modes)",
-        *(f"env[{s.destination}] = r[{k}]  # {slots[s.destination].name()}"
-          for k, s in enumerate(batch)),
-    ]  # fmt: skip
+    shape = gen.shape((KIND, len(batch), len(free)), lambda: _shape(len(batch), len(free)))
+    fields: list = [s.channel for s in batch]
+    for s in batch:
+        fields += (s.destination, slots[s.destination].name())
+    fields += free
     shardings = [slots[s.destination].sharding for s in batch]
     namespace = {
         "copy": _transfer.batched_copy,
@@ -128,6 +129,16 @@ def generate(gen: CodeGen, steps: Sequence[ReceiveStep], at: int) -> int:
         "shardings": shardings,
         "modes": [_transfer.REUSE] * len(batch),
     }
-    op = compile_op("copy", what, code, free, namespace)
+    op = shape.make(what, fields, namespace)
     gen.add(op, end, OpFacts("copy", rank, "transfer", destinations, receives, flows))
     return end
+
+
+def _shape(batch: int, free: int) -> OpShape:
+    """A batched copy of ``batch`` values, its results stored, then ``free`` slots freed."""
+    fields = Fields()
+    code = [
+        f"r = copy([{fields.slots(batch)}], lists, shardings, modes)",
+        *(f"{fields.slot()} = r[{k}]{fields.comment()}" for k in range(batch)),
+    ]
+    return OpShape("copy", code, fields, free, ("copy", "lists", "shardings", "modes"))

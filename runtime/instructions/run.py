@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import PlanError
-from ..execution.codegen import CodeGen, OpFacts, compile_op, items
+from ..execution.codegen import CodeGen, Fields, OpFacts, OpShape
 from ..plan import Instruction, StageExecutable, TaskRef, TensorSpec
 from . import copy
 
@@ -145,23 +145,35 @@ def resolve(resolver: Resolver, at: int, inst: RunStage) -> RunStep:
 def generate(gen: CodeGen, steps: Sequence[RunStep], at: int) -> int:
     """The operation of run ``steps[at]``; returns the next step's index."""
     step, slots = steps[at], gen.slots
-    inst, ins, outs = step.inst, step.inputs, step.outputs
-    output_specs = gen.plan.executables[inst.executable].output_specs
-    handlers = [
-        gen.result_handler(tuple(spec.shape), spec.dtype, slots[s].sharding)
-        for spec, s in zip(output_specs, outs, strict=True)
-    ]
-    dead = {s for s in outs if slots[s].last_use == -1}  # results nobody reads
-    copy_code, namespace = copy.code(step.copies, slots) if step.copies else ([], {})
-    code = [
-        *copy_code,
-        f"r = exe.execute_sharded(({items(ins)})).consume_with_handlers(handlers)",
-        *(f"env[{s}] = r[{k}]  # {slots[s].name()}" for k, s in enumerate(outs) if s not in dead),
-    ]
-    free = [s for s in gen.free_after[at] if s not in dead]
+    inst, outs = step.inst, step.outputs
+    live = tuple(k for k, s in enumerate(outs) if slots[s].last_use != -1)  # results read
+    free = gen.free_after[at]
+    if len(live) < len(outs):
+        dead = {s for s in outs if slots[s].last_use == -1}
+        free = [s for s in free if s not in dead]
+    key = (KIND, len(step.copies), len(step.inputs), live, len(free))
+    shape = gen.shape(key, lambda: _shape(*key[1:]))
+    fields = copy.fields(step.copies, slots) if step.copies else []
+    fields += step.inputs
+    for k in live:
+        fields += (outs[k], slots[outs[k]].name())
+    fields += free
+    namespace = copy.constants(step.copies) if step.copies else {}
     namespace["exe"] = gen.executables[inst.executable]  # a PendingExecutable until compiled
-    namespace["handlers"] = handlers
-    op = compile_op(KIND, inst.describe(), code, free, namespace)
-    live = tuple(s for s in outs if s not in dead)
-    gen.add(op, at + 1, OpFacts(KIND, inst.rank, "task", live, (inst,)))
+    namespace["handlers"] = gen.result_handlers(inst.executable, outs)
+    op = shape.make(inst.describe(), fields, namespace)
+    gen.add(op, at + 1, OpFacts(KIND, inst.rank, "task", tuple([outs[k] for k in live]), (inst,)))
     return at + 1
+
+
+def _shape(copies: int, inputs: int, live: tuple[int, ...], free: int) -> OpShape:
+    """A run's code: its copies, one launch with result handlers, the results read stored
+    (``live``: their positions), then ``free`` slots freed."""
+    fields = Fields()
+    code = [
+        *copy.write(fields, copies),
+        f"r = exe.execute_sharded(({fields.slots(inputs)})).consume_with_handlers(handlers)",
+        *(f"{fields.slot()} = r[{k}]{fields.comment()}" for k in live),
+    ]
+    names = [*copy.constant_names(copies), "exe", "handlers"]
+    return OpShape(KIND, code, fields, free, names)

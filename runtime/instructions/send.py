@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import PlanError
-from ..execution.codegen import CodeGen, OpFacts, compile_op
+from ..execution.codegen import CodeGen, Fields, OpFacts, OpShape
 from ..plan import Instruction
 
 if TYPE_CHECKING:
@@ -77,8 +77,16 @@ def resolve(resolver: Resolver, at: int, inst: Send) -> SendStep:
 
 def generate(gen: CodeGen, steps: Sequence[SendStep], at: int) -> int:
     """The operation of send ``steps[at]``; returns the next step's index."""
-    step = steps[at]
-    code = [f"env[{step.channel}] = env[{step.source}]  # {gen.slots[step.channel].name()}"]
-    op = compile_op(KIND, step.inst.describe(), code, gen.free_after[at], {})
+    step, free = steps[at], gen.free_after[at]
+    shape = gen.shape((KIND, len(free)), lambda: _shape(len(free)))
+    fields = [step.channel, step.source, gen.slots[step.channel].name(), *free]
+    op = shape.make(step.inst.describe(), fields, {})
     gen.add(op, at + 1, OpFacts(KIND, step.inst.rank, None, (), (step.inst,)))
     return at + 1
+
+
+def _shape(free: int) -> OpShape:
+    """A send's code: the value handed over to its channel slot, then ``free`` slots freed."""
+    fields = Fields()
+    code = [f"{fields.slot()} = {fields.slot()}{fields.comment()}"]
+    return OpShape(KIND, code, fields, free, ())
