@@ -86,9 +86,9 @@ def _partition(
         module, tree_info = import_step(x)
     with module.context:
         target = _target(module, mesh, schedule, option)
-    PipelineRun(module, options.dump_dir, strict=options.strict).run(
-        default_pipeline(options, **target)
-    )
+    PipelineRun(
+        module, options.dump_dir, strict=options.strict, verify_each=options.verify_each_pass
+    ).run(default_pipeline(options, **target))
     with phases.timed("partition: build the plan"):
         program = PartitionedProgram(module, mesh, tree=tree_info)
     if options.setup_warnings:

@@ -72,6 +72,15 @@ PACK_PARAMETERS = Option(
     "2: the same without the operands of contractions (weights: XLA:CPU copies their slices)",
     choices=(0, 1, 2),
 )
+VERIFY_EACH_PASS = Option(
+    "VERIFY_EACH_PASS",
+    int,
+    0,
+    "partition",
+    "1: MLIR's verifier runs after every pass that changed the module, naming the pass "
+    "that left invalid IR (slower); 0: once, after the last pass",
+    choices=(0, 1),
+)
 FUSE_TASKS = Option(
     "FUSE_TASKS",
     int,
@@ -91,6 +100,7 @@ OPTIONS: tuple[Option, ...] = (
     PACK_ACCUMULATORS,
     PACK_PARAMETERS,
     FUSE_TASKS,
+    VERIFY_EACH_PASS,
 )
 
 # JAXPP_MLIR_PACK_PARAMETERS: 1 packs the parameters, 2 also leaves contraction operands alone.
@@ -103,6 +113,7 @@ _BOOL_FIELDS = (
     "setup_warnings",
     "strict",
     "merge_parallel_markers",
+    "verify_each_pass",
 )
 
 
@@ -138,6 +149,10 @@ class PartitionOptions:
     - ``merge_parallel_markers``: stage markers that do not depend on each other end
       one segment (the rule of earlier releases) instead of one segment each, in
       program order (NVIDIA JaxPP's rule, the default).
+    - ``verify_each_pass``: MLIR's verifier runs after every pass that changed the module
+      (and always with ``dump_dir``), so that invalid IR names the pass that left it;
+      otherwise once, after the last pass (each verification of a large module costs
+      about a millisecond).
     """
 
     fuse_tasks: bool = False
@@ -153,6 +168,7 @@ class PartitionOptions:
     segmenter: str = "auto"
     split_points: tuple[str, ...] | None = None
     merge_parallel_markers: bool = False
+    verify_each_pass: bool = False
 
     def __post_init__(self) -> None:
         for name in _BOOL_FIELDS:
@@ -188,6 +204,7 @@ class PartitionOptions:
             replicate_max_bytes=REPLICATE_MAX_BYTES.value(environ),
             dump_dir=dump_dir or None,
             setup_warnings=SETUP_WARNINGS.value(environ) != 0,
+            verify_each_pass=VERIFY_EACH_PASS.value(environ) != 0,
         )
 
     @classmethod

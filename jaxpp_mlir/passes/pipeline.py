@@ -52,11 +52,14 @@ class PipelineFailure(Exception):
         diagnostics_: list[diagnostics.Diagnostic],
         internal_error: Exception | None = None,
         category: type[Exception] | None = None,
+        *,
+        invalid_ir: bool = False,
     ):
         self.pass_name = pass_name
         self.diagnostics = diagnostics_
         self.internal_error = internal_error
         self.category = category
+        self.invalid_ir = invalid_ir  # the pass ran, and MLIR's verifier refused its IR
         text = "; ".join(d.render() for d in diagnostics_) or "no diagnostic"
         super().__init__(f"pass '{pass_name}' failed: {text}")
 
@@ -121,8 +124,10 @@ def run_pipeline(
                     raise PipelineSyntaxError(_first_line(str(exc))) from None
             # A jaxpp pass is verified after it runs, only if it says it changed the IR.
             pm.enable_verifier(verify_each and pass_run is None)
+            ran = False
             try:
                 pm.run(module.operation)
+                ran = True
                 if verify_each and pass_run is not None and pass_run.changed:
                     module.operation.verify()
             except ir.MLIRError as exc:
@@ -130,7 +135,9 @@ def run_pipeline(
                 found = [diagnostics.from_mlir(d) for d in exc.error_diagnostics]
                 internal = pass_run.internal_error if pass_run is not None else None
                 category = pass_run.failure_category if pass_run is not None else None
-                raise PipelineFailure(element.name, collected + found, internal, category) from None
+                raise PipelineFailure(
+                    element.name, collected + found, internal, category, invalid_ir=ran
+                ) from None
         collected.extend(diagnostics.take_pending())
         if pass_run is not None:
             completed.add(element.name)
