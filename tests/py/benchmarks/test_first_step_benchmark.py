@@ -72,8 +72,13 @@ def test_table_gives_the_ratio_of_the_rounds(first_step, w1_records, capsys):
     assert row["programs_compiled"] == made
     floor = theirs["cpu_total"] - theirs["cpu_compile"] + ours["cpu_compile"]
     assert row["cpu_floor_ratio"] == pytest.approx(floor / theirs["cpu_total"])
+    stage_programs = ours["phases"]["compile: stage programs"]
+    xla_floor = (theirs["total"] - theirs["compile"] + stage_programs) / theirs["total"]
+    assert row["xla_floor_ratio"] == pytest.approx(xla_floor)
     first_step.print_table(summary, "test")
     out = capsys.readouterr().out
     assert "pipelined / jax.jit (median of rounds)" in out
     assert f"{row['ratio']:.2f}" in out
     assert f"{row['cpu_floor_ratio']:.2f}" in out
+    (xla_line,) = [line for line in out.splitlines() if line.strip().startswith("XLA floor")]
+    assert xla_line.split()[-1] == f"{row['xla_floor_ratio']:.2f}"
