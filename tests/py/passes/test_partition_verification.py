@@ -3,43 +3,25 @@ pass that changed the module with ``verify_each_pass`` (``JAXPP_MLIR_VERIFY_EACH
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
-from jax.extend.mlir import ir
+from broken_passes import BreakIR
 from toolkit import lower_cached, make_mesh, mlp_batch, mlp_params, mlp_train_step
 
 import jaxpp_mlir as pp
 from jaxpp_mlir import ir_context
 from jaxpp_mlir.errors import PartitionError
-from jaxpp_mlir.ir.utils import walk
 from jaxpp_mlir.passes import base
-from jaxpp_mlir.passes.base import ModulePass
 from jaxpp_mlir.passes.check_attributes import CheckAttributes
 from jaxpp_mlir.passes.pipeline import make_element
 from jaxpp_mlir.pipeline_run import PipelineRun
 
-BREAK_PASS = "jaxpp-test-break-ir-in-partition"
+BREAK_PASS = BreakIR.name
 MODULE = """\
 func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
   return %arg0 : tensor<4xf32>
 }
 """
 VERIFIER_ERROR = "entry block must have 2 arguments to match function signature"
-
-
-@dataclasses.dataclass(frozen=True)
-class BreakIR(ModulePass):
-    """Test only: gives every func.func one more input than its block has arguments."""
-
-    name = BREAK_PASS
-
-    def run(self, module: ir.Operation) -> None:
-        for op in walk(module):
-            if op.name == "func.func":
-                old = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-                new = ir.FunctionType.get([*old.inputs, *old.inputs], list(old.results))
-                op.attributes["function_type"] = ir.TypeAttr.get(new)
 
 
 def _run(verify_each: bool) -> None:

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from broken_passes import BreakIR
 from jax.extend.mlir import ir
 
 from jaxpp_mlir import diagnostics
@@ -457,21 +458,7 @@ def test_pass_failing_without_an_error_is_reported(capsys, tmp_path, test_pass):
 # Verification after each pass
 
 
-BREAK_PASS = "jaxpp-test-break-ir"
-
-
-@dataclasses.dataclass(frozen=True)
-class BreakIR(ModulePass):
-    """Test only: gives every func.func one more input than its block has arguments."""
-
-    name = BREAK_PASS
-
-    def run(self, module: ir.Operation) -> None:
-        for op in _walk(module):
-            if op.name == "func.func":
-                old = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-                new = ir.FunctionType.get([*old.inputs, *old.inputs], list(old.results))
-                op.attributes["function_type"] = ir.TypeAttr.get(new)
+BREAK_PASS = BreakIR.name
 
 
 @pytest.fixture
