@@ -24,11 +24,14 @@ WORKER = str(pathlib.Path(__file__).parent / "peer_worker.py")
 # the failure the only thing that can time out while the cases stay short (each
 # case waits for one or two of these limits plus the launcher's grace).
 LIMIT_S = 2
+# A transfer waits a second longer than a silent peer is given: a frozen peer is named by
+# its missed heartbeats, not by whichever of the two limits a loaded machine hits first.
+TRANSFER_LIMIT_S = LIMIT_S + 1
 LIMITS = {
     "JAXPP_SETUP_TIMEOUT": "60",
     # Frequent heartbeats: a peer's failure is seen within a fraction of a second.
     "JAXPP_MLIR_HEARTBEAT_INTERVAL": "0.25",
-    "JAXPP_MLIR_TRANSFER_TIMEOUT": str(LIMIT_S),
+    "JAXPP_MLIR_TRANSFER_TIMEOUT": str(TRANSFER_LIMIT_S),
     "JAXPP_MLIR_PEER_TIMEOUT": str(LIMIT_S),
     "JAXPP_MLIR_SHUTDOWN_TIMEOUT": str(LIMIT_S),
     # jax's own liveness check stays later than the watchdog's, which names the peer.
@@ -47,7 +50,7 @@ TIMEOUT_S = 150  # the launcher's own limit: reaching it fails the test (exit 12
 
 PEER = r"process 1 \(ranks 1\)"
 STALLED_TRANSFER = (
-    rf"has not completed after \d+ s \(limit JAXPP_MLIR_TRANSFER_TIMEOUT={LIMIT_S} s\); "
+    rf"has not completed after \d+ s \(limit JAXPP_MLIR_TRANSFER_TIMEOUT={TRANSFER_LIMIT_S} s\); "
     rf"peer {PEER} is alive"
 )
 CASES = {
