@@ -11,6 +11,7 @@ Supported range: 0.10.2 to 0.12.x (checked: 0.10.2 on Python 3.11; 0.11.2 and
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Callable
 from typing import Any
 
 from jax._src import core as _core
@@ -29,6 +30,31 @@ from jaxlib.mlir.dialects import func, sdy, stablehlo  # noqa: F401 (re-exported
 Primitive = _core.Primitive
 #: ``jaxpr_as_fun(closed_jaxpr)``: a closed jaxpr as a function (``jax.extend.core``).
 jaxpr_as_fun = _core.jaxpr_as_fun
+
+
+def staged_call(jaxpr: Any) -> Callable[..., list[Any]]:
+    """``jaxpr`` (``jax.make_jaxpr``'s) as a function that, while tracing, stages one call
+    of it instead of replaying its equations one by one (a tenth less time tracing a
+    step that ``treduce`` traced already; lowered as a ``func.call``, which
+    jaxpp-inline-calls inlines: the partitioned program is the same).
+
+    From jax 0.12 ``ClosedJaxpr`` is ``Jaxpr`` and ``jax._src.core.eval_jaxpr_p`` (the
+    ``closed_call_p`` of ``jax.extend``) takes the jaxpr as a parameter: the jaxpr's
+    consts (the tracers it closes over) become its leading arguments
+    (``partial_eval.convert_constvars_jaxpr``). Elsewhere (0.10.2, 0.11.2) the replay,
+    ``jaxpr_as_fun``."""
+    eval_jaxpr_p = getattr(_core, "eval_jaxpr_p", None)
+    if eval_jaxpr_p is None or not isinstance(jaxpr, _core.Jaxpr) or not hasattr(jaxpr, "consts"):
+        return jaxpr_as_fun(jaxpr)
+    from jax._src.interpreters import partial_eval
+
+    consts = list(jaxpr.consts)
+    call_jaxpr = partial_eval.convert_constvars_jaxpr(jaxpr)
+
+    def call(*args: Any) -> list[Any]:
+        return eval_jaxpr_p.bind(*consts, *args, call_jaxpr=call_jaxpr)
+
+    return call
 
 
 def make_ir_context() -> ir.Context:

@@ -78,7 +78,7 @@ import numpy as np
 from jax import lax
 from jax.interpreters import partial_eval as pe
 
-from jaxpp_mlir._jax_compat import jaxpr_as_fun
+from jaxpp_mlir._jax_compat import staged_call
 from jaxpp_mlir.frontend.loop_marker import ScheduleParam, loop_marker_p
 from jaxpp_mlir.frontend.markers import recording_markers
 from jaxpp_mlir.frontend.reductions import (
@@ -172,13 +172,13 @@ def _treduce_i(fun: Callable[[jax.Array], Y], length: int, schedule: Any, operat
         "stage_markers": tuple(stage_markers),
     }
 
-    run_fun = jaxpr_as_fun(jaxpr)
+    run_fun = staged_call(jaxpr)
 
     def body(i: jax.Array, state: list[jax.Array]) -> list[jax.Array]:
         index = loop_marker_p.bind(i, **params)
-        # fun as traced above, replayed op by op (with its source locations): tracing fun
-        # a second time would cost as much as the first trace (a model's forward and
-        # backward), a large part of lowering the step.
+        # fun as traced above, staged as one call (or replayed op by op, with its source
+        # locations, where jax cannot): tracing fun a second time would cost as much as
+        # the first trace (a model's forward and backward), a large part of lowering.
         # Python scalars become weakly typed arrays, as jax.jit treats them.
         leaves = [jnp.asarray(r) for r in run_fun(index)]
         return [op.update(s, r, index) for op, s, r in zip(ops, state, leaves, strict=True)]
