@@ -1,6 +1,7 @@
 """The third-party models (examples/third_party_models.py) pipelined against plain jax.jit.
 
 Run: python benchmarks/third_party_models.py [--model NAME ...] [--steps 10] [--warmup 2]
+                                            [--library CHECKOUT]
 
 For each model, side by side in one process: the time to the first step (pipelined:
 lower, ``partition``, compile every stage program, run the step; ``jax.jit``: lower,
@@ -13,6 +14,9 @@ compile time and host overhead, not what it gains on accelerators. The state's u
 all steps include what training amplifies (GPT-2's attention key bias, whose gradient is
 rounding noise in both programs; the ResNet's BatchNorm over 4 rows): the tests check one
 step from jax.jit's state as well (tests/py/third_party/). Recorded: RESULTS.md.
+
+``--library CHECKOUT`` pipelines with the library of another checkout of the project
+(``git worktree add /tmp/before <rev>``): the before of an A/B, run as its own process.
 """
 
 from __future__ import annotations
@@ -26,7 +30,15 @@ import time
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+LIBRARY_FLAG = "--library"
+if LIBRARY_FLAG in sys.argv[:-1]:  # before the models import the library
+    sys.path.insert(0, HERE)
+    import first_step
+
+    sys.path.remove(HERE)  # ``third_party_models`` is the examples' module, not this one
+    first_step._use_library(sys.argv[sys.argv.index(LIBRARY_FLAG) + 1])
 
 import jax  # noqa: E402
 import third_party_models as models  # noqa: E402
@@ -99,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", choices=sorted(models.MODELS), action="append")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument(
+        LIBRARY_FLAG,
+        metavar="CHECKOUT",
+        help="pipeline with the library of this checkout (read before the models import it)",
+    )
     args = parser.parse_args(argv)
     print(
         f"{'model':14} {'first step: pipelined / jit (s)':>32} {'ratio':>6} "
