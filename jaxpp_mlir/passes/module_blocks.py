@@ -43,9 +43,7 @@ from jax.interpreters.mlir import ir
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import name_stacks
-from jaxpp_mlir.passes.base import Evidence
-from jaxpp_mlir.passes.segment_positions import place_unanchored, segments_left, set_segments
-from jaxpp_mlir.passes.segment_slot import Segmenter
+from jaxpp_mlir.passes.segment_positions import place_unanchored, set_segments
 
 # A numbered module: ``layers_3``, ``block_group_0``, ``h/3`` (the name ``3``).
 _NUMBERED = re.compile(r"(?:(.+)_)?(\d+)")
@@ -332,15 +330,3 @@ def segment_by_blocks(module: ir.Operation, segmenter: str, choose: ChooseCuts) 
     set_segments(top_ops, positions, len(cuts) + 1)
     jaxpp.set_int_attr(module, jaxpp.NUM_SEGMENTS_ATTR, len(cuts) + 1)
     jaxpp.set_segmenter(module, segmenter, [cut.name for cut in cuts])
-
-
-@dataclasses.dataclass(frozen=True)
-class BlockSegmenter(Segmenter):
-    """What the segmenters that cut by module paths declare alike: their place in the
-    pipeline (after jaxpp-inline-calls and jaxpp-normalize-loop, once)."""
-
-    requires = ("jaxpp-normalize-loop", "jaxpp-inline-calls")
-
-    @classmethod
-    def unfinished(cls, module: ir.Operation) -> Evidence | None:
-        return segments_left(module)

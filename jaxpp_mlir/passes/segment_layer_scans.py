@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes import layer_loops, name_stacks, segment_slot
+from jaxpp_mlir.passes import name_stacks, segment_slot
 from jaxpp_mlir.passes.base import Evidence, register_pass
 from jaxpp_mlir.passes.segment_positions import place_unanchored, segments_left
+
+if TYPE_CHECKING:  # loaded when a step is read for layer scans, not for a marked step
+    from jaxpp_mlir.passes import layer_loops
+
+_WHILE = "stablehlo.while"
 
 
 @register_pass
@@ -128,10 +134,12 @@ class _Scans:
             self._unmarked()
 
     def _marked(self, markers: list[ir.Operation], check: bool) -> None:
+        from jaxpp_mlir.passes import layer_loops
+
         directions: dict[ir.Operation, set[str]] = {}
         for marker in markers:
             owner = segment_slot.owner_in(marker, self.block)
-            if owner is None or owner == marker or owner.name != layer_loops.WHILE_OP:
+            if owner is None or owner == marker or owner.name != _WHILE:
                 if check:
                     raise diagnostics.error(
                         marker,
@@ -170,10 +178,12 @@ class _Scans:
             scan.check_not_recomputed()
 
     def _unmarked(self) -> None:
+        from jaxpp_mlir.passes import layer_loops
+
         varying = _varying_values(self.block, self.top_ops)
         loops = []
         for op in self.top_ops:
-            if op.name != layer_loops.WHILE_OP:
+            if op.name != _WHILE:
                 continue
             try:
                 loops.append(layer_loops.analyze(op))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import TYPE_CHECKING
 
 from jax.interpreters.mlir import ir
 
@@ -11,7 +12,10 @@ from jaxpp_mlir import diagnostics
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import segment_slot
 from jaxpp_mlir.passes.base import register_pass
-from jaxpp_mlir.passes.module_blocks import Block, BlockSegmenter, ModuleIndex, segment_by_blocks
+from jaxpp_mlir.passes.segment_slot import BlockSegmenter
+
+if TYPE_CHECKING:
+    from jaxpp_mlir.passes.module_blocks import Block, ModuleIndex
 
 
 @register_pass
@@ -66,6 +70,8 @@ class SegmentRepeatedBlocks(BlockSegmenter):
                 "the step has stage markers: jaxpp-assign-segments cuts it at them "
                 "(jaxpp-segment-repeated-blocks cuts a step without markers)",
             )
+        from jaxpp_mlir.passes.module_blocks import segment_by_blocks
+
         segment_by_blocks(module, self.name, functools.partial(self._repeated_blocks, main))
 
     def _repeated_blocks(
@@ -87,5 +93,7 @@ class SegmentRepeatedBlocks(BlockSegmenter):
 
 
 def _index(module: ir.Operation) -> ModuleIndex:
+    from jaxpp_mlir.passes.module_blocks import ModuleIndex
+
     main = ir_utils.get_main(module)
     return ModuleIndex(ir_utils.block_ops(ir_utils.stage_block(main))[:-1])

@@ -21,6 +21,7 @@ from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, Evidence, ModulePass, Unchanged
+from jaxpp_mlir.passes.segment_positions import segments_left
 
 if TYPE_CHECKING:
     from jaxpp_mlir.partition_options import PartitionOptions
@@ -150,3 +151,16 @@ class Segmenter(ModulePass):
     def segment(self, module: ir.Operation) -> Unchanged | None:
         """Segments ``module`` (or fails, located, saying why it cannot)."""
         raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockSegmenter(Segmenter):
+    """What the segmenters that cut by module paths declare alike: their place in the
+    pipeline (after jaxpp-inline-calls and jaxpp-normalize-loop, once). Their machinery
+    (``passes/module_blocks.py``) loads when one segments, not for a step with markers."""
+
+    requires = ("jaxpp-normalize-loop", "jaxpp-inline-calls")
+
+    @classmethod
+    def unfinished(cls, module: ir.Operation) -> Evidence | None:
+        return segments_left(module)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.passes.base import register_pass
-from jaxpp_mlir.passes.module_blocks import Block, BlockSegmenter, ModuleIndex, segment_by_blocks
+from jaxpp_mlir.passes.segment_slot import BlockSegmenter
+
+if TYPE_CHECKING:
+    from jaxpp_mlir.passes.module_blocks import Block, ModuleIndex
 
 
 @register_pass
@@ -56,6 +60,8 @@ class SegmentSplitPoints(BlockSegmenter):
         return True  # the user named the points: never left to another segmenter
 
     def segment(self, module: ir.Operation) -> None:
+        from jaxpp_mlir.passes.module_blocks import segment_by_blocks
+
         segment_by_blocks(module, self.name, self._cuts)
 
     def _cuts(self, index: ModuleIndex, step: ir.Operation) -> list[Block]:

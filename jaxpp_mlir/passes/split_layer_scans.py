@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from jax.interpreters.mlir import ir
 
@@ -10,7 +11,6 @@ from jaxpp_mlir import diagnostics
 from jaxpp_mlir._jax_compat import stablehlo
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes import layer_loops
 from jaxpp_mlir.passes.base import (
     UNCHANGED,
     Evidence,
@@ -19,6 +19,9 @@ from jaxpp_mlir.passes.base import (
     find_in_stage_block,
     register_pass,
 )
+
+if TYPE_CHECKING:  # loaded when a step has layer scans to split
+    from jaxpp_mlir.passes import layer_loops
 
 # Ops of a loop body that compute nothing but a row index: erased once no longer read.
 _INDEX_OPS = frozenset(
@@ -139,6 +142,8 @@ class _Splitter:
     # -- one loop
 
     def split(self, op: ir.Operation) -> None:
+        from jaxpp_mlir.passes import layer_loops  # loaded for steps with layer scans only
+
         try:
             loop = layer_loops.analyze(op)
         except layer_loops.NotALayerLoop as reason:

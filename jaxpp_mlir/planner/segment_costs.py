@@ -52,7 +52,7 @@ from jax.interpreters.mlir import ir
 from jaxpp_mlir._jax_compat import stablehlo
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
-from jaxpp_mlir.passes import layer_loops, outlining
+from jaxpp_mlir.passes import outlining
 
 _CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot")
 _FREE = ("stablehlo.constant", "stablehlo.reshape", "stablehlo.custom_call", "stablehlo.iota")
@@ -62,7 +62,8 @@ _SLICES = ("stablehlo.dynamic_slice", "stablehlo.slice", "stablehlo.gather")
 _UPDATE = "stablehlo.dynamic_update_slice"
 # Ops that move no data: a bitcast, a region's terminator.
 _NO_TRAFFIC = ("stablehlo.reshape", "stablehlo.return")
-_CONTROL_FLOW = ("stablehlo.while", "stablehlo.case", "stablehlo.if")
+_WHILE = "stablehlo.while"
+_CONTROL_FLOW = (_WHILE, "stablehlo.case", "stablehlo.if")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,8 +173,10 @@ def _nested(op: ir.Operation, cost: Callable[[ir.Operation], float]) -> float:
 
 
 def _iterations(op: ir.Operation) -> int:
-    if op.name != layer_loops.WHILE_OP:
+    if op.name != _WHILE:
         return 1
+    from jaxpp_mlir.passes import layer_loops  # loaded for steps with loops only
+
     try:
         return layer_loops.analyze(op).trip_count
     except layer_loops.NotALayerLoop:
@@ -365,6 +368,8 @@ def _rows(value_type: ir.Type) -> int | None:
 
 def _carried_bytes(op: ir.Operation) -> int:
     """The bytes a loop of layers carries from one iteration to the next."""
+    from jaxpp_mlir.passes import layer_loops
+
     try:
         loop = layer_loops.analyze(op)
     except layer_loops.NotALayerLoop:
