@@ -29,8 +29,9 @@ one union, the backwards and the update in another, the code before the loop alo
 The runtime runs a member through ``BranchExecutable`` (``branch_executable.py``).
 
 Off unless ``JAXPP_MLIR_MERGE_PROGRAMS`` is ``on`` or ``first-steps`` (``tier_up.py``):
-a union compiles as one program on one thread where its members would compile on a
-thread per core, each rank loads the whole union (W2's: 7.5 ms where a member alone takes
+a union is one compilation where its members would compile side by side on the pool's
+threads (XLA:CPU builds a compilation's kernels on threads of its own, but runs its passes
+once, serially), each rank loads the whole union (W2's: 7.5 ms where a member alone takes
 1.2-2.5), and every run passes and returns the union's slots (W2's launch-bound step 10%
 slower, S16's 20%). It pays on few cores (W1's first step 50 ms sooner). The numbers:
 ``benchmarks/union_programs.py``, ``benchmarks/first_step.py``, docs/performance.md.
