@@ -38,11 +38,11 @@ def staged_call(jaxpr: Any) -> Callable[..., list[Any]]:
     step that ``treduce`` traced already; lowered as a ``func.call``, which
     jaxpp-inline-calls inlines: the partitioned program is the same).
 
-    From jax 0.12 ``ClosedJaxpr`` is ``Jaxpr`` and ``jax._src.core.eval_jaxpr_p`` (the
+    From jax 0.11 ``ClosedJaxpr`` is ``Jaxpr`` and ``jax._src.core.eval_jaxpr_p`` (the
     ``closed_call_p`` of ``jax.extend``) takes the jaxpr as a parameter: the jaxpr's
     consts (the tracers it closes over) become its leading arguments
-    (``partial_eval.convert_constvars_jaxpr``). Elsewhere (0.10.2, 0.11.2) the replay,
-    ``jaxpr_as_fun``."""
+    (``partial_eval.convert_constvars_jaxpr``; 0.11.2, 0.12.x). Before (0.10.2) the
+    replay, ``jaxpr_as_fun``."""
     eval_jaxpr_p = getattr(_core, "eval_jaxpr_p", None)
     if eval_jaxpr_p is None or not isinstance(jaxpr, _core.Jaxpr) or not hasattr(jaxpr, "consts"):
         return jaxpr_as_fun(jaxpr)
