@@ -108,17 +108,10 @@ def _partitioned(workload: str):
 def _merged(program, compiled: list) -> list:
     """``compiled`` with the one-device programs grouped into union programs as the
     runtime groups them under ``JAXPP_MLIR_MERGE_PROGRAMS=on``."""
-    from jaxpp_mlir.runtime.compilation import merge
+    from jaxpp_mlir.runtime.compilation.compile import union_programs
 
-    stages = program.plan.executables
-    candidates = [
-        merge.Candidate(
-            name, text, stages[name].input_specs, stages[name].output_specs, stages[name].aliases
-        )
-        for name, text, devices, _ in compiled
-        if len(devices) == 1
-    ]
-    unions = merge.plan_merges(candidates)
+    jobs = [(name, text, tuple(devices)) for name, text, devices, _ in compiled]
+    unions = union_programs(program.plan, jobs)
     held = {text for union in unions for text in union.members}
     devices = compiled[0][2][:1]
     return [

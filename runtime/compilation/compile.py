@@ -454,7 +454,7 @@ def start_plan_executables(
             flops.append(stage.flops)
         job_of[name] = keys[key]
     mode = options.MERGE_PROGRAMS.value() if merge else "off"
-    unions = _unions(plan, jobs) if mode in ("on", FIRST_STEPS) else []
+    unions = union_programs(plan, jobs) if mode in ("on", FIRST_STEPS) else []
     union_of = {text: union for union in unions for text in union.members}
     compile_jobs: list[tuple[str, str, tuple[jax.Device, ...]]] = []
     compile_flops: list[float] = []
@@ -513,7 +513,7 @@ def _members(
     return members
 
 
-def _unions(
+def union_programs(
     plan: ExecutionPlan, jobs: Sequence[tuple[str, str, tuple[jax.Device, ...]]]
 ) -> list[merge.MergedProgram]:
     """Union programs for the distinct one-device programs of ``jobs`` on XLA:CPU

@@ -51,17 +51,9 @@ def resolve(table: SlotTable, slot: int, sharding: Sharding, at: int) -> int:
     return copy
 
 
-def code(steps: Sequence[CopyStep], slots: list[Slot]) -> tuple[list[str], dict[str, Any]]:
-    """The statements making ``steps`` (to open an operation) and the names they use."""
-    lines = [
-        f"env[{c.copy}] = device_put(env[{c.source}], copy_{k})  # {slots[c.copy].name()}"
-        for k, c in enumerate(steps)
-    ]
-    return lines, constants(steps)
-
-
 def write(fields: Fields, count: int) -> list[str]:
-    """``code``'s statements for ``count`` copies, as an operation shape writes them."""
+    """The statements making ``count`` copies (to open an operation), as an operation
+    shape writes them: each a slot put into another layout."""
     return [
         f"{fields.slot()} = device_put({fields.slot()}, copy_{k}){fields.comment()}"
         for k in range(count)
@@ -79,7 +71,7 @@ def constant_names(count: int) -> list[str]:
 
 
 def constants(steps: Sequence[CopyStep]) -> dict[str, Any]:
-    """The names ``code``'s statements use."""
+    """The names ``write``'s statements for ``steps`` use."""
     namespace: dict[str, Any] = {f"copy_{k}": c.sharding for k, c in enumerate(steps)}
     if steps:
         namespace["device_put"] = jax.device_put

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from .. import transfer as _transfer
 from ..errors import PlanError
-from ..execution.codegen import CodeGen, Fields, OpFacts, OpShape, compile_op
+from ..execution.codegen import CodeGen, Fields, OpFacts, OpShape
 from ..plan import Instruction, StageExecutable, TensorSpec
 from . import copy
 
@@ -107,8 +107,9 @@ def generate(gen: CodeGen, steps: Sequence[ReceiveStep], at: int) -> int:
         if _transfer.same_layout(source, target, len(step.inst.spec.shape)):
             batch.append(step)
             continue
-        code, namespace = copy.code([copy.CopyStep(step.channel, step.destination, target)], slots)
-        op = compile_op("reshard", step.inst.describe(), code, (), namespace)
+        reshard = [copy.CopyStep(step.channel, step.destination, target)]
+        shape = gen.shape(("reshard",), _reshard_shape)
+        op = shape.make(step.inst.describe(), copy.fields(reshard, slots), copy.constants(reshard))
         gen.add(op, end, OpFacts("reshard", rank, "transfer", destinations, receives, flows))
         flows = ()
     what = ", ".join(inst.describe() for inst in receives)
@@ -142,3 +143,9 @@ def _shape(batch: int, free: int) -> OpShape:
         *(f"{fields.slot()} = r[{k}]{fields.comment()}" for k in range(batch)),
     ]
     return OpShape("copy", code, fields, free, ("copy", "lists", "shardings", "modes"))
+
+
+def _reshard_shape() -> OpShape:
+    """A value received in one layout put into the layout its readers need."""
+    fields = Fields()
+    return OpShape("reshard", copy.write(fields, 1), fields, 0, copy.constant_names(1))

@@ -108,3 +108,44 @@ module @not_constant_only attributes {jaxpp.num_ranks = 3 : i64, jaxpp.num_stage
     return %cst, %cst_0 : tensor<4xf32>, tensor<f32>
   }
 }
+
+// -----
+
+// Tasks with the same results whose bodies differ as text (here only in the order of
+// their ops) are made one text: rank 1 takes rank 0's body. The bodies are compared
+// with their values named within each function, so a difference in which constant a
+// broadcast reads shows.
+
+// CHECK-LABEL: module @same_results_other_text
+// CHECK-LABEL: func.func private @pre0_r1() -> (tensor<4x4xf32>, tensor<4xf32>) {
+// CHECK-NEXT:    %[[A:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %[[B:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %[[W:.*]] = stablehlo.broadcast_in_dim %[[A]], dims = [] : (tensor<f32>) -> tensor<4x4xf32>
+// CHECK-NEXT:    %[[V:.*]] = stablehlo.broadcast_in_dim %[[B]], dims = [] : (tensor<f32>) -> tensor<4xf32>
+// CHECK-NEXT:    return %[[W]], %[[V]] : tensor<4x4xf32>, tensor<4xf32>
+// OFF-LABEL: module @same_results_other_text
+// OFF-LABEL: func.func private @pre0_r1() -> (tensor<4x4xf32>, tensor<4xf32>) {
+// OFF-NEXT:    %[[A:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+// OFF-NEXT:    %[[B:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+// OFF-NEXT:    %[[V:.*]] = stablehlo.broadcast_in_dim %[[B]], dims = [] : (tensor<f32>) -> tensor<4xf32>
+module @same_results_other_text attributes {jaxpp.num_ranks = 2 : i64, jaxpp.num_stages = 2 : i64} {
+  func.func @main() -> (tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4xf32>) {
+    %0:2 = "jaxpp.task"() {callee = @pre0_r0, jaxpp.kind = "pre", jaxpp.rank = 0 : i64, jaxpp.stage = 0 : i64} : () -> (tensor<4x4xf32>, tensor<4xf32>)
+    %1:2 = "jaxpp.task"() {callee = @pre0_r1, jaxpp.kind = "pre", jaxpp.rank = 1 : i64, jaxpp.stage = 1 : i64} : () -> (tensor<4x4xf32>, tensor<4xf32>)
+    return %0#0, %0#1, %1#0, %1#1 : tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4xf32>
+  }
+  func.func private @pre0_r0() -> (tensor<4x4xf32>, tensor<4xf32>) {
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %cst_0 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %0 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<4x4xf32>
+    %1 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f32>) -> tensor<4xf32>
+    return %0, %1 : tensor<4x4xf32>, tensor<4xf32>
+  }
+  func.func private @pre0_r1() -> (tensor<4x4xf32>, tensor<4xf32>) {
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %cst_0 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %1 = stablehlo.broadcast_in_dim %cst_0, dims = [] : (tensor<f32>) -> tensor<4xf32>
+    %0 = stablehlo.broadcast_in_dim %cst, dims = [] : (tensor<f32>) -> tensor<4x4xf32>
+    return %0, %1 : tensor<4x4xf32>, tensor<4xf32>
+  }
+}

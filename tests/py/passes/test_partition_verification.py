@@ -24,26 +24,24 @@ func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
 VERIFIER_ERROR = "entry block must have 2 arguments to match function signature"
 
 
-def _run(verify_each: bool) -> None:
+def _error(verify_each: bool) -> str:
+    """The error of a pipeline whose first pass leaves invalid IR."""
     module = ir_context.parse_module(MODULE)
-    with base.registered(BreakIR):
+    with base.registered(BreakIR), pytest.raises(PartitionError) as caught:
         pipeline = [make_element(BreakIR()), make_element(CheckAttributes())]
         PipelineRun(module, None, verify_each=verify_each).run(pipeline)
+    return str(caught.value)
 
 
 def test_invalid_ir_is_found_after_the_last_pass_and_says_how_to_find_its_pass():
-    with pytest.raises(PartitionError) as caught:
-        _run(verify_each=False)
-    message = str(caught.value)
+    message = _error(verify_each=False)
     assert VERIFIER_ERROR in message
     assert f"invalid IR after the passes {BREAK_PASS}, jaxpp-check-attributes" in message
     assert "JAXPP_MLIR_VERIFY_EACH_PASS=1" in message
 
 
 def test_verifying_each_pass_names_the_pass_that_left_invalid_ir():
-    with pytest.raises(PartitionError) as caught:
-        _run(verify_each=True)
-    message = str(caught.value)
+    message = _error(verify_each=True)
     assert VERIFIER_ERROR in message
     assert f"invalid IR after pass {BREAK_PASS}" in message
     assert "JAXPP_MLIR_VERIFY_EACH_PASS" not in message
