@@ -22,6 +22,7 @@ from jaxpp_mlir.passes.choose_stages import AUTO
 from jaxpp_mlir.passes.pipelines import default_pipeline, segment_pipeline
 from jaxpp_mlir.pipeline_run import PipelineRun
 from jaxpp_mlir.program import PartitionedProgram
+from jaxpp_mlir.runtime.compilation.warm_up import start_warm_up
 from jaxpp_mlir.runtime.host_heap import collector_paused
 from jaxpp_mlir.runtime.observation import phases
 from jaxpp_mlir.schedules import Schedule
@@ -82,6 +83,7 @@ def _partition(
 ) -> PartitionedProgram:
     _check_mesh(mesh)
     option = _schedule_option(schedule)
+    start_warm_up(mesh.jax_mesh.devices.flat)
     with phases.timed("partition: import the module"):
         module, tree_info = import_step(x)
     with module.context:

@@ -266,6 +266,17 @@ EXECUTABLE_MEMORY_CACHE = Option(
     minimum=0,
 )
 
+
+WARM_UP = Option(
+    "WARM_UP",
+    int,
+    1,
+    "partition",
+    "1: on XLA:CPU, partition() runs one tiny dot on a thread of its own, so that the "
+    "first step does not wait for the backend's one-time setup of its dot library; 0: off",
+    choices=(0, 1),
+)
+
 FAILURE_NOTES = Option(
     "FAILURE_NOTES",
     str,
@@ -316,6 +327,7 @@ OPTIONS: tuple[Option, ...] = (
     SHARED_OUTPUT_MAX_BYTES,
     COMPILATION_CACHE,
     EXECUTABLE_MEMORY_CACHE,
+    WARM_UP,
 )
 
 
