@@ -23,8 +23,9 @@ from collections.abc import Iterable
 
 import jax
 import numpy as np
-from jaxpp_mlir.runtime import _jax_compat as jc
-from jaxpp_mlir.runtime.options import WARM_UP
+
+from .. import _jax_compat as jc
+from ..options import WARM_UP
 
 _logger = logging.getLogger(__name__)
 
