@@ -323,35 +323,48 @@ def _options(devices: tuple[jax.Device, ...]) -> jc.CompileOptions:
     )
 
 
+#: A compiled ``@main``'s parameters and results: (shape, numpy dtype) each, per partition.
+Signature = tuple[tuple[tuple[tuple[int, ...], np.dtype], ...], ...]
+
+
+def compiled_signature(exe: jc.LoadedExecutable) -> Signature:
+    """The parameters and results of ``exe``'s compiled ``@main`` (per partition). The
+    same for every executable compiled from one module text for as many devices."""
+    shape = jc.program_shape(exe)
+    result = shape.result_shape()
+    results = list(result.tuple_shapes()) if result.is_tuple() else [result]
+    return tuple(
+        tuple((tuple(s.dimensions()), np.dtype(s.numpy_dtype())) for s in shapes)
+        for shapes in (shape.parameter_shapes(), results)
+    )
+
+
 def check_signature(
     name: str,
-    exe: jc.LoadedExecutable,
+    signature: Signature,
     input_specs: Sequence[TensorSpec],
     output_specs: Sequence[TensorSpec],
     num_devices: int,
 ) -> None:
-    """Checks the compiled ``@main`` signature against the plan's specs.
+    """Checks a compiled ``@main`` signature (``compiled_signature``) against the plan's
+    specs.
 
     Results are later wrapped without checks, so a plan whose specs disagree
     with its module must fail here, once, rather than give wrong arrays. With
     several devices the compiled module is per partition: only counts and
     dtypes are compared.
     """
-    shape = jc.program_shape(exe)
-    params = list(shape.parameter_shapes())
-    result = shape.result_shape()
-    results = list(result.tuple_shapes()) if result.is_tuple() else [result]
-    for what, specs, shapes in (("input", input_specs, params), ("output", output_specs, results)):
+    pairs = zip(("input", "output"), (input_specs, output_specs), signature, strict=True)
+    for what, specs, shapes in pairs:
         if len(specs) != len(shapes):
             raise RuntimeFailure(
                 f"executable {name!r} has {len(shapes)} {what}s but the plan gives "
                 f"{len(specs)} {what} specs"
             )
-        for i, (spec, s) in enumerate(zip(specs, shapes, strict=True)):
-            got_dtype = np.dtype(s.numpy_dtype())
-            same_shape = num_devices > 1 or tuple(s.dimensions()) == tuple(spec.shape)
-            if got_dtype != np.dtype(spec.dtype) or not same_shape:
-                got = TensorSpec(tuple(s.dimensions()), got_dtype.name)
+        for i, (spec, (dims, dtype)) in enumerate(zip(specs, shapes, strict=True)):
+            same_shape = num_devices > 1 or dims == tuple(spec.shape)
+            if dtype != np.dtype(spec.dtype) or not same_shape:
+                got = TensorSpec(dims, dtype.name)
                 raise RuntimeFailure(
                     f"executable {name!r} {what} {i} is {got} but the plan says {spec}"
                 )
@@ -402,14 +415,20 @@ class PendingPlanExecutables:
             self.tier_up = TierUp(
                 self._plan, self._rank_devices, {n: executables[n] for n in members}
             )
+        # Executables of one module text (a program rebound to other ranks) share a
+        # signature: read once per text, each still checked against its own specs.
+        signatures: dict[tuple[str, int], Signature] = {}
         for name in self._names:
             stage = self._plan.executables[name]
             devices = tuple(self._rank_devices[stage.rank])
             if name in members:
                 continue  # a union's member: checked against the plan when its union was made
+            key = (stage.mlir_module, len(devices))
+            if key not in signatures:
+                signatures[key] = compiled_signature(executables[name])
             try:
                 check_signature(
-                    name, executables[name], stage.input_specs, stage.output_specs, len(devices)
+                    name, signatures[key], stage.input_specs, stage.output_specs, len(devices)
                 )
             except RuntimeFailure as e:
                 where = executable_cache.origin(stage.mlir_module, devices, _options(devices))
@@ -507,7 +526,13 @@ def _members(
             continue
         if target[job] not in runs:
             exe = compiled[target[job]]
-            check_signature(union.name, exe, union.parameters, union.results, len(devices))
+            check_signature(
+                union.name,
+                compiled_signature(exe),
+                union.parameters,
+                union.results,
+                len(devices),
+            )
             runs[target[job]] = branch_executable.UnionRun(union, exe, devices)
         members[name] = branch_executable.BranchExecutable(runs[target[job]], union.branches[text])
     return members
