@@ -35,7 +35,9 @@ and ``jaxpp_mlir.runtime.compilation.compile`` at DEBUG give them):
 - compile: its total, then the stage programs (wall time of compiling them all,
   concurrently) with each program's own wall time and how it was made (compiled,
   loaded from the persistent cache, reused from memory), the dispatch (slots and
-  generated operations) and placing the constants (microbatch indices); one process
+  generated operations) and placing the constants (microbatch indices), how many
+  programs were rebound to other ranks' devices (a program several ranks run is compiled
+  once, then deserialized for each other rank) and their seconds summed; one process
   moves values between ranks by device-to-device copies, so there are no transfer
   programs here;
 - first step: the first call until its results are ready;
@@ -99,6 +101,7 @@ class _Records(logging.Handler):
         self.phases: dict[str, float] = {}
         self.passes: list[tuple[str, float]] = []
         self.programs: list[tuple[str, str, float]] = []
+        self.rebinds: list[float] = []  # seconds of each program rebound to another rank
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.name == "jaxpp_mlir.phases":
@@ -110,6 +113,8 @@ class _Records(logging.Handler):
         elif record.name == "jaxpp_mlir.runtime.compilation.compile":
             how, name, _devices, seconds = record.args[:4]  # type: ignore[index]
             self.programs.append((name, how, seconds))
+        elif record.name == "jaxpp_mlir.runtime.compilation.compile.rebinds":
+            self.rebinds.append(record.args[-1])  # type: ignore[index]
 
 
 def _setup_child(workload: str, cache_dir: str | None) -> None:
@@ -279,6 +284,7 @@ def run_child(workload: str, side: str, cache_dir: str | None) -> dict:
             "phases": records.phases,
             "passes": records.passes,
             "programs": records.programs,
+            "rebinds": records.rebinds,
             "executables": len(program.plan.executables),
             "distinct_programs": len({e.mlir_module for e in program.plan.executables.values()}),
             **_unions(compiled),
@@ -402,6 +408,8 @@ def summarize(runs: dict) -> dict:
         row["programs_compiled"] = _median(
             [sum(how == "compiled" for _, how, _ in r["programs"]) for r in ours]
         )
+        row["rebinds"] = _median([len(r.get("rebinds", ())) for r in ours])
+        row["rebind_s"] = _median([sum(r.get("rebinds", ())) for r in ours])
         row["executables"] = ours[0]["executables"]
         row["distinct_programs"] = ours[0]["distinct_programs"]
         row["unions"] = ours[0].get("unions", 0)
@@ -467,6 +475,10 @@ def print_table(summary: dict, title: str) -> None:
     line(
         "    programs made / compiled by XLA",
         [f"{r['programs_made']:.0f}/{r['programs_compiled']:.0f}" for r in rows],
+    )
+    line(
+        "    rebinds to other ranks: count, s summed",
+        [f"{r['rebinds']:.0f}, {r['rebind_s']:.3f}" for r in rows],
     )
     line(
         "    union programs (distinct texts in them)",

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from . import merge
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compilation.compile")
+# One DEBUG record per program rebound to another rank's devices (see ``_rebind``).
+_rebind_logger = logging.getLogger("jaxpp_mlir.runtime.compilation.compile.rebinds")
 
 #: ``JAXPP_MLIR_MERGE_PROGRAMS``' mode of union programs for the first steps only.
 FIRST_STEPS = "first-steps"
@@ -281,17 +283,36 @@ def _rebind(
     source: tuple[str, str, Sequence[jax.Device]],
     devices: Sequence[jax.Device],
 ) -> jc.LoadedExecutable:
-    """``exe`` (compiled from the job ``source``) loaded for ``devices`` instead.
+    """``exe`` (compiled from the job ``source``) loaded for ``devices`` instead, logged at
+    DEBUG on ``jaxpp_mlir.runtime.compilation.compile.rebinds`` with its seconds.
 
     XLA:CPU cannot serialize an executable that was itself deserialized (the copy
     lacks its compiled functions), so an executable from the persistent cache is
     rebound from its cache entry, not from ``exe.serialize()``.
     """
     devices = tuple(devices)
+    if tuple(source[2]) == devices:
+        return exe
+    started = time.perf_counter()
+    rebound = _load_for(name, exe, source, devices)
+    _rebind_logger.debug(
+        "rebound %r for devices %s from %r in %.4f s",
+        name,
+        [d.id for d in devices],
+        source[0],
+        time.perf_counter() - started,
+    )
+    return rebound
+
+
+def _load_for(
+    name: str,
+    exe: jc.LoadedExecutable,
+    source: tuple[str, str, Sequence[jax.Device]],
+    devices: tuple[jax.Device, ...],
+) -> jc.LoadedExecutable:
     _, text, source_devices = source
     source_devices = tuple(source_devices)
-    if source_devices == devices:
-        return exe
     if executable_memo.capacity():
         memo_key = executable_memo.key(text, devices)
         found = executable_memo.load(name, memo_key, devices, _options(devices))

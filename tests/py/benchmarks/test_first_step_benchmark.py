@@ -33,6 +33,9 @@ def test_a_fresh_process_compiles_each_distinct_program_once(w1_records):
     assert len(names) == len(set(names)) == alone + ours["unions"]
     assert {how for _, how, _ in ours["programs"]} == {"compiled"}
     assert ours["executables"] > ours["distinct_programs"]  # ranks share programs
+    # Every other executable is a compiled program rebound to another rank's devices.
+    assert len(ours["rebinds"]) == ours["executables"] - len(names)
+    assert all(seconds > 0 for seconds in ours["rebinds"])
 
 
 def test_phases_fit_in_the_time_to_the_first_step(w1_records):
@@ -80,5 +83,7 @@ def test_table_gives_the_ratio_of_the_rounds(first_step, w1_records, capsys):
     assert "pipelined / jax.jit (median of rounds)" in out
     assert f"{row['ratio']:.2f}" in out
     assert f"{row['cpu_floor_ratio']:.2f}" in out
+    (rebind_line,) = [line for line in out.splitlines() if "rebinds to other ranks" in line]
+    assert rebind_line.endswith(f"{len(ours['rebinds'])}, {sum(ours['rebinds']):.3f}")
     (xla_line,) = [line for line in out.splitlines() if line.strip().startswith("XLA floor")]
     assert xla_line.split()[-1] == f"{row['xla_floor_ratio']:.2f}"
