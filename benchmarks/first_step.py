@@ -477,8 +477,8 @@ def print_table(summary: dict, title: str) -> None:
         [f"{r['programs_made']:.0f}/{r['programs_compiled']:.0f}" for r in rows],
     )
     line(
-        "    rebinds to other ranks: count, s summed",
-        [f"{r['rebinds']:.0f}, {r['rebind_s']:.3f}" for r in rows],
+        "    rebinds to other ranks: count/s summed",
+        [f"{r['rebinds']:.0f}/{r['rebind_s']:.3f}" for r in rows],
     )
     line(
         "    union programs (distinct texts in them)",
