@@ -19,10 +19,12 @@ import itertools
 import math
 from collections.abc import Iterator
 
+import numpy as np
+
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.planner.segment_costs import SegmentCosts
 from jaxpp_mlir.schedules import Schedule
-from jaxpp_mlir.schedules.task import BWD, FWD, Task
+from jaxpp_mlir.schedules.task import BWD, FWD
 
 MAX_ENUMERATED = 512
 #: Step times within this fraction of the best are ties, broken by the slowest stage.
@@ -163,6 +165,10 @@ class _SplitSimulator:
         self.schedule, self.costs, self.machine = schedule, costs, machine
         self.prepared = schedule.prepare(num_microbatches)
         self.forward, self.backward = _segment_seconds(costs, machine)
+        tasks = self.prepared.arrays.tasks
+        self._stage = np.array([task.stage for task in tasks], dtype=np.int64)
+        self._is_forward = np.array([task.kind == FWD for task in tasks], dtype=bool)
+        self._is_backward = np.array([task.kind == BWD for task in tasks], dtype=bool)
 
     def estimate(self, split: tuple[int, ...]) -> SplitEstimate:
         """The schedule simulated with the stages ``split`` makes of the segments."""
@@ -176,17 +182,17 @@ class _SplitSimulator:
         ]
         stage_fwd = [sum(forward[i] for i in g) for g in groups]
         stage_bwd = [sum(backward[i] for i in g) for g in groups]
-        task_s = {FWD: stage_fwd, BWD: stage_bwd}
-
-        def cost(task: Task) -> float:
-            if task.kind in task_s:
-                return task_s[task.kind][task.stage]
-            return stage_bwd[task.stage] / 2  # a split backward: half each
-
-        result = self.prepared.simulate(
-            cost, transfer_cost=max(send, default=0.0), launch_cost=machine.launch_s
+        task_fwd = np.array(stage_fwd)[self._stage]
+        task_bwd = np.array(stage_bwd)[self._stage]
+        # A forward costs its stage's forward, a backward its backward; each half of a
+        # split backward half of it.
+        task_cost = np.where(
+            self._is_forward, task_fwd, np.where(self._is_backward, task_bwd, task_bwd / 2)
         )
-        launches = sum(len(row) for row in result.timeline)
+        result = self.prepared.summarize(
+            task_cost, transfer_cost=max(send, default=0.0), launch_cost=machine.launch_s
+        )
+        launches = result.launches
         params = [2 * sum(costs.param_bytes[i] for i in g) for g in groups]
         activations = [sum(costs.activation_bytes[i] for i in g) for g in groups]
         peaks = []

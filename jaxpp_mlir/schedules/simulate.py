@@ -82,6 +82,19 @@ class SimulationResult:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class StepSummary:
+    """What a planner reads of one simulated run (``PreparedTasks.summarize``): the same
+    numbers as the ``SimulationResult`` of that run, without each task's times."""
+
+    num_ranks: int
+    makespan: float
+    bubble_fraction: float
+    peak_in_flight: list[int]
+    busy_time: list[float]
+    launches: int
+
+
 def cost_function(costs: Costs | None) -> Callable[[Task], float]:
     """Turn a cost spec (``None``, per-kind overrides or a function) into ``task -> cost``."""
     if callable(costs):
@@ -222,12 +235,16 @@ def _task_times(
             start[task] = now
             now += cost[task]
             end[task] = now
+    return start, end, _busy_times(arrays, ready, ends)
+
+
+def _busy_times(arrays: TaskArrays, ready: np.ndarray, ends: np.ndarray) -> list[float]:
+    """Each rank's busy time: its items' spans (launch and parts), summed in list order."""
     spans = ends - ready
-    busy = [
+    return [
         float(np.cumsum(spans[first:last])[-1]) if last > first else 0.0
         for first, last in zip(arrays.rank_items[:-1], arrays.rank_items[1:], strict=True)
     ]
-    return start, end, busy
 
 
 def _run_ranks(
@@ -350,6 +367,7 @@ class PreparedTasks:
                 stage_rank=stage_rank,
             )
             self.activation_events = _activation_events(self.arrays)
+        self._peaks: list[int] | None = None  # ``_list_order_peaks``, counted once
 
     def simulate(
         self, costs: Costs | None = None, *, transfer_cost: float = 0.0, launch_cost: float = 0.0
@@ -362,20 +380,75 @@ class PreparedTasks:
         with collector_paused():
             return _simulate(self, costs, transfer_cost, launch_cost)
 
+    def summarize(
+        self, task_costs: Sequence[float], *, transfer_cost: float = 0.0, launch_cost: float = 0.0
+    ) -> StepSummary:
+        """``simulate``'s makespan, bubble, busy times, peaks and launches (the same
+        floats) for ``task_costs``, each task's cost in the order of ``arrays.tasks``,
+        without building each task's times: a planner simulates hundreds of splits.
+
+        Where every task and launch takes time, a rank's events happen in its list's
+        order whatever the costs, so its activations' peak is the list's (counted once);
+        otherwise it comes from the tasks' times, as in ``simulate``.
+        """
+        values = np.asarray(task_costs, dtype=np.float64)
+        if values.shape != (len(self.arrays.tasks),):
+            raise ScheduleError(f"{values.size} task costs for {len(self.arrays.tasks)} tasks")
+        bad = np.flatnonzero(~(values >= 0))
+        if bad.size:
+            task, value = self.arrays.tasks[int(bad[0])], float(values[bad[0]])
+            what = "not a number" if math.isnan(value) else f"negative: {value}"
+            raise ScheduleError(f"cost of {task} is {what}")
+        if transfer_cost < 0:
+            raise ScheduleError(f"transfer_cost must be >= 0, got {transfer_cost}")
+        if launch_cost < 0:
+            raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
+        with collector_paused():
+            positive = bool(values.size == 0 or values.min() > 0)
+            return self._summarize(values.tolist(), positive, transfer_cost, launch_cost)
+
+    def _summarize(
+        self, cost: list[float], positive: bool, transfer_cost: float, launch_cost: float
+    ) -> StepSummary:
+        arrays = self.arrays
+        item_end, pos, free = _run_ranks(arrays, cost, transfer_cost, launch_cost)
+        _raise_if_stuck(self, item_end, pos)
+        item_ready = _item_ready(arrays, item_end, transfer_cost)
+        if launch_cost > 0 and positive:
+            busy = _busy_times(arrays, np.array(item_ready), np.array(item_end, dtype=np.float64))
+            peaks = self._list_order_peaks()
+        else:
+            start, end, busy = _task_times(arrays, cost, launch_cost, item_ready, item_end)
+            peaks = _peak_in_flight(self.activation_events, start, end)
+        num_ranks = len(self.per_rank)
+        makespan = max(free, default=0.0)
+        idle = num_ranks * makespan - sum(busy)
+        return StepSummary(
+            num_ranks=num_ranks,
+            makespan=makespan,
+            bubble_fraction=idle / (num_ranks * makespan) if makespan > 0 else 0.0,
+            peak_in_flight=peaks,
+            busy_time=busy,
+            launches=len(arrays.items),
+        )
+
+    def _list_order_peaks(self) -> list[int]:
+        """Each rank's activations' peak with its events in list order (frees first)."""
+        if self._peaks is None:
+            order = np.arange(len(self.arrays.tasks), dtype=np.float64) * 2
+            self._peaks = _peak_in_flight(self.activation_events, order, order + 1)
+        return self._peaks
+
 
 def _simulate(
     prepared: PreparedTasks, costs: Costs | None, transfer_cost: float, launch_cost: float
 ) -> SimulationResult:
     per_rank, arrays = prepared.per_rank, prepared.arrays
-    num_stages, num_microbatches = prepared.num_stages, prepared.num_microbatches
-    stage_rank = prepared.stage_rank
     cost = _task_costs(arrays, costs)
     num_ranks = len(per_rank)
     rank_items = arrays.rank_items.tolist()
     item_end, pos, free = _run_ranks(arrays, cost, transfer_cost, launch_cost)
-    steps = [pos[rank] - rank_items[rank] for rank in range(num_ranks)]
-    if any(step < len(row) for step, row in zip(steps, per_rank, strict=True)):
-        raise _deadlock(per_rank, stage_rank, num_stages, num_microbatches, arrays, steps, item_end)
+    _raise_if_stuck(prepared, item_end, pos)
     item_ready = _item_ready(arrays, item_end, transfer_cost)
     start, end, busy = _task_times(arrays, cost, launch_cost, item_ready, item_end)
     makespan = max(free, default=0.0)
@@ -397,3 +470,20 @@ def _simulate(
         end_times=dict(zip(arrays.tasks, end.tolist(), strict=True)),
         timeline=timeline,
     )
+
+
+def _raise_if_stuck(prepared: PreparedTasks, item_end: list[float | None], pos: list[int]) -> None:
+    """The deadlock ``ScheduleError`` where a rank did not get through its list."""
+    per_rank, arrays = prepared.per_rank, prepared.arrays
+    rank_items = arrays.rank_items.tolist()
+    steps = [pos[rank] - rank_items[rank] for rank in range(len(per_rank))]
+    if any(step < len(row) for step, row in zip(steps, per_rank, strict=True)):
+        raise _deadlock(
+            per_rank,
+            prepared.stage_rank,
+            prepared.num_stages,
+            prepared.num_microbatches,
+            arrays,
+            steps,
+            item_end,
+        )

@@ -1,0 +1,145 @@
+"""``PreparedTasks.summarize``: a planner's view of a simulation (makespan, bubble, busy
+times, peaks, launches), the same floats as ``simulate`` gives for the same costs."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from jaxpp_mlir.errors import ScheduleError
+from jaxpp_mlir.planner.segment_costs import SegmentCosts
+from jaxpp_mlir.planner.stage_split import DEFAULT_MACHINE, _SplitSimulator, candidate_splits
+from jaxpp_mlir.schedules import (
+    AutoFused,
+    CustomSchedule,
+    DualPipeV,
+    GPipe,
+    Interleaved1F1B,
+    Std1F1B,
+    ZeroBubble,
+)
+from jaxpp_mlir.schedules.task import BWD, FWD, Task
+
+SCHEDULES = [
+    GPipe(4),
+    Std1F1B(4),
+    Interleaved1F1B(8, mpmd_dim=4),
+    ZeroBubble(4),
+    DualPipeV(8, mpmd_dim=4),
+    AutoFused(Std1F1B(4)),  # fused items: their parts run back to back
+]
+
+
+def _same_numbers(prepared, costs, *, transfer_cost, launch_cost):
+    by_task = dict(zip(prepared.arrays.tasks, costs, strict=True))
+    full = prepared.simulate(
+        lambda task: by_task[task], transfer_cost=transfer_cost, launch_cost=launch_cost
+    )
+    summary = prepared.summarize(costs, transfer_cost=transfer_cost, launch_cost=launch_cost)
+    assert summary.num_ranks == full.num_ranks
+    assert summary.makespan == full.makespan
+    assert summary.bubble_fraction == full.bubble_fraction
+    assert summary.busy_time == full.busy_time
+    assert summary.peak_in_flight == full.peak_in_flight
+    assert summary.launches == full.launches
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=repr)
+@pytest.mark.parametrize("launch_cost", [0.0, 5e-5])
+def test_summary_is_the_simulations_numbers(schedule, launch_cost):
+    prepared = schedule.prepare(8)
+    generator = random.Random(repr(schedule))
+    for _ in range(5):
+        costs = [generator.uniform(0.5, 2.0) for _ in prepared.arrays.tasks]
+        _same_numbers(prepared, costs, transfer_cost=0.1, launch_cost=launch_cost)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=repr)
+def test_free_tasks_take_the_peaks_from_the_tasks_times(schedule):
+    # Zero-cost tasks (and no launch cost) can end when a later task starts: the peaks
+    # then come from the times, not from the lists' order.
+    prepared = schedule.prepare(8)
+    generator = random.Random(repr(schedule))
+    costs = [generator.choice([0.0, 1.0]) for _ in prepared.arrays.tasks]
+    for launch_cost in (0.0, 1.0):
+        _same_numbers(prepared, costs, transfer_cost=0.0, launch_cost=launch_cost)
+
+
+def test_a_bad_cost_names_its_task():
+    prepared = Std1F1B(2).prepare(2)
+    first = prepared.arrays.tasks[0]
+    count = len(prepared.arrays.tasks)
+    with pytest.raises(ScheduleError, match=rf"cost of {first} is negative: -1.0"):
+        prepared.summarize([-1.0] + [1.0] * (count - 1))
+    with pytest.raises(ScheduleError, match=rf"cost of {first} is not a number"):
+        prepared.summarize([float("nan")] + [1.0] * (count - 1))
+    with pytest.raises(ScheduleError, match=rf"3 task costs for {count} tasks"):
+        prepared.summarize([1.0] * 3)
+    with pytest.raises(ScheduleError, match="launch_cost must be >= 0"):
+        prepared.summarize([1.0] * count, launch_cost=-1.0)
+
+
+def test_a_deadlock_is_the_same_error():
+    # Rank 0 waits for stage 1's backward of microbatch 0 before it sends microbatch 1's
+    # forward, which rank 1 waits for first.
+    def forward(stage, microbatch):
+        return Task(stage, FWD, microbatch)
+
+    def backward(stage, microbatch):
+        return Task(stage, BWD, microbatch)
+
+    stuck = CustomSchedule(
+        [
+            [forward(0, 0), backward(0, 0), forward(0, 1), backward(0, 1)],
+            [forward(1, 0), forward(1, 1), backward(1, 0), backward(1, 1)],
+        ],
+        num_stages=2,
+    )
+    prepared = stuck.prepare(2)
+    with pytest.raises(ScheduleError) as full:
+        prepared.simulate()
+    with pytest.raises(ScheduleError) as summary:
+        prepared.summarize([1.0] * len(prepared.arrays.tasks))
+    assert str(summary.value) == str(full.value)
+    assert "deadlock" in str(summary.value)
+
+
+@pytest.mark.parametrize("schedule", [Std1F1B(4), ZeroBubble(4), AutoFused(GPipe(4))], ids=repr)
+def test_split_estimates_cost_each_task_as_its_stage(schedule):
+    # The planner's per-task costs: a forward its stage's forward seconds, a backward
+    # its backward, each half of a split backward half of it.
+    generator = random.Random(0)
+    segments = 7
+    costs = SegmentCosts(
+        forward_flops=tuple(generator.uniform(1e6, 1e8) for _ in range(segments)),
+        backward_flops=tuple(generator.uniform(1e6, 1e8) for _ in range(segments)),
+        forward_bytes=(1e5,) * segments,
+        backward_bytes=(1e5,) * segments,
+        param_bytes=(1000,) * segments,
+        activation_bytes=(100,) * segments,
+        boundary_bytes=(64,) * (segments - 1),
+    )
+    simulator = _SplitSimulator(schedule, costs, 8, DEFAULT_MACHINE)
+    prepared = simulator.prepared
+    for split in candidate_splits(costs, schedule.num_stages)[:20]:
+        estimate = simulator.estimate(split)
+        fwd, bwd = estimate.stage_forward_s, estimate.stage_backward_s
+
+        def cost(task: Task, fwd=fwd, bwd=bwd) -> float:
+            if task.kind == FWD:
+                return fwd[task.stage]
+            return bwd[task.stage] if task.kind == BWD else bwd[task.stage] / 2
+
+        full = prepared.simulate(
+            cost,
+            transfer_cost=DEFAULT_MACHINE.link_latency_s + 64 / DEFAULT_MACHINE.link_bytes_per_s,
+            launch_cost=DEFAULT_MACHINE.launch_s,
+        )
+        assert estimate.bubble == full.bubble_fraction
+        assert estimate.launches == full.launches
+        assert estimate.step_s == max(
+            full.makespan,
+            sum(full.busy_time) / full.num_ranks,
+            full.launches * DEFAULT_MACHINE.launch_s,
+        )
