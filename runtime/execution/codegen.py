@@ -180,8 +180,14 @@ class OpShape:
         slots = [fields[k] for k in self.slot_fields]
         op = self.factory(*[namespace[n] for n in self.names], *slots)
         op.kind, op.what = self.kind, what
-        op.source = self.source.format(*fields, what=what)
+        op.op_shape, op.fields = self, fields  # its source, written when asked (``source``)
         return op
+
+
+def source(op: Op) -> str:
+    """The code an operation made by ``OpShape.make`` runs, its slots and comments filled
+    in (written on demand: a build makes thousands of operations, read for debugging)."""
+    return op.op_shape.source.format(*op.fields, what=op.what)
 
 
 def _factory(kind: str, template: str, names: tuple[str, ...], slots: int) -> Callable[..., Op]:

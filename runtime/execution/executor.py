@@ -38,6 +38,7 @@ from ..instructions import registry, run
 from ..observation import phases
 from ..observation import trace as _trace
 from ..plan import ExecutionPlan
+from . import codegen
 from .arguments import input_checks, place_arguments
 from .assembled import assemble_pieces, assembled_outputs
 from .codegen import Op
@@ -206,7 +207,7 @@ class CompiledPlan:
 
     def dispatch_source(self) -> str:
         """The generated code of every operation, in dispatch order (for debugging)."""
-        return "\n".join(op.source for op in self._ops)
+        return "\n".join(codegen.source(op) for op in self._ops)
 
     # ------------------------------------------------------------------- show
     def __repr__(self) -> str:

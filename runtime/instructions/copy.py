@@ -62,7 +62,7 @@ def write(fields: Fields, count: int) -> list[str]:
 
 def fields(steps: Sequence[CopyStep], slots: list[Slot]) -> list[Any]:
     """The fields of ``write``'s statements for ``steps``."""
-    return [x for c in steps for x in (c.copy, c.source, slots[c.copy].name())]
+    return [x for c in steps for x in (c.copy, c.source, slots[c.copy].key)]
 
 
 def constant_names(count: int) -> list[str]:

@@ -121,7 +121,7 @@ def generate(gen: CodeGen, steps: Sequence[ReceiveStep], at: int) -> int:
     shape = gen.shape((KIND, len(batch), len(free)), lambda: _shape(len(batch), len(free)))
     fields: list = [s.channel for s in batch]
     for s in batch:
-        fields += (s.destination, slots[s.destination].name())
+        fields += (s.destination, slots[s.destination].key)
     fields += free
     shardings = [slots[s.destination].sharding for s in batch]
     namespace = {

@@ -156,7 +156,7 @@ def generate(gen: CodeGen, steps: Sequence[RunStep], at: int) -> int:
     fields = copy.fields(step.copies, slots) if step.copies else []
     fields += step.inputs
     for k in live:
-        fields += (outs[k], slots[outs[k]].name())
+        fields += (outs[k], slots[outs[k]].key)
     fields += free
     namespace = copy.constants(step.copies) if step.copies else {}
     namespace["exe"] = gen.executables[inst.executable]  # a PendingExecutable until compiled

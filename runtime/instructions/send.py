@@ -79,7 +79,7 @@ def generate(gen: CodeGen, steps: Sequence[SendStep], at: int) -> int:
     """The operation of send ``steps[at]``; returns the next step's index."""
     step, free = steps[at], gen.free_after[at]
     shape = gen.shape((KIND, len(free)), lambda: _shape(len(free)))
-    fields = [step.channel, step.source, gen.slots[step.channel].name(), *free]
+    fields = [step.channel, step.source, gen.slots[step.channel].key, *free]
     op = shape.make(step.inst.describe(), fields, {})
     gen.add(op, at + 1, OpFacts(KIND, step.inst.rank, None, (), (step.inst,)))
     return at + 1

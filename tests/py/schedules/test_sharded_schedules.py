@@ -28,6 +28,7 @@ from jaxpp_mlir.runtime import (
     TensorSpec,
     compile_plan,
 )
+from jaxpp_mlir.runtime.execution import codegen
 from toolkit import mpmd_mesh
 from transfer_layouts import unlaid_transfers
 
@@ -337,7 +338,7 @@ def test_a_rank_reads_one_value_in_two_layouts():
         ),
     )
     compiled = compile_plan(plan, [devices[0:2], devices[2:4]])
-    runs = [op.source for op in compiled.dispatch.ops if op.kind == "run"]
+    runs = [codegen.source(op) for op in compiled.dispatch.ops if op.kind == "run"]
     copies = sum(source.count(" = device_put(") for source in runs)
     assert copies == 2  # before "cols": one copy of input 0, one of value 3
     x = np.arange(32, dtype=np.float32).reshape(4, 8) / 10
