@@ -17,13 +17,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.planner.segment_costs import SegmentCosts
 from jaxpp_mlir.schedules import Schedule
+from jaxpp_mlir.schedules.simulate import StepSummary
 from jaxpp_mlir.schedules.task import BWD, FWD
 
 MAX_ENUMERATED = 512
@@ -169,36 +170,66 @@ class _SplitSimulator:
         self._stage = np.array([task.stage for task in tasks], dtype=np.int64)
         self._is_forward = np.array([task.kind == FWD for task in tasks], dtype=bool)
         self._is_backward = np.array([task.kind == BWD for task in tasks], dtype=bool)
+        self._rank_stages = [schedule.stages_on_rank(r) for r in range(schedule.mpmd_dim)]
 
     def estimate(self, split: tuple[int, ...]) -> SplitEstimate:
         """The schedule simulated with the stages ``split`` makes of the segments."""
-        schedule, costs, machine = self.schedule, self.costs, self.machine
-        forward, backward = self.forward, self.backward
+        (estimate,) = self.estimate_many([split])
+        return estimate
+
+    def estimate_many(self, splits: Sequence[tuple[int, ...]]) -> list[SplitEstimate]:
+        """``estimate`` of each split, the splits simulated together
+        (``PreparedTasks.summarize_many``: the same numbers as one by one)."""
+        if not splits:
+            return []
+        staged = [self._stage_seconds(split) for split in splits]
+        stage_fwd = np.array([fwd for fwd, _, _ in staged])
+        stage_bwd = np.array([bwd for _, bwd, _ in staged])
+        task_fwd, task_bwd = stage_fwd[:, self._stage], stage_bwd[:, self._stage]
+        # A forward costs its stage's forward, a backward its backward; each half of a
+        # split backward half of it.
+        task_cost = np.where(
+            self._is_forward, task_fwd, np.where(self._is_backward, task_bwd, task_bwd / 2)
+        )
+        summaries = self.prepared.summarize_many(
+            task_cost,
+            transfer_costs=[transfer for _, _, transfer in staged],
+            launch_cost=self.machine.launch_s,
+        )
+        return [
+            self._estimate(split, fwd, bwd, summary)
+            for split, (fwd, bwd, _), summary in zip(splits, staged, summaries, strict=True)
+        ]
+
+    def _stage_seconds(self, split: tuple[int, ...]) -> tuple[list[float], list[float], float]:
+        """Each stage's forward and backward seconds under ``split``, and the time to send
+        what crosses its heaviest boundary."""
+        costs, machine = self.costs, self.machine
         bounds = [0, *itertools.accumulate(split)]
         groups = [range(a, b) for a, b in itertools.pairwise(bounds)]
         send = [
             machine.link_latency_s + costs.boundary_bytes[b - 1] / machine.link_bytes_per_s
             for b in bounds[1:-1]
         ]
-        stage_fwd = [sum(forward[i] for i in g) for g in groups]
-        stage_bwd = [sum(backward[i] for i in g) for g in groups]
-        task_fwd = np.array(stage_fwd)[self._stage]
-        task_bwd = np.array(stage_bwd)[self._stage]
-        # A forward costs its stage's forward, a backward its backward; each half of a
-        # split backward half of it.
-        task_cost = np.where(
-            self._is_forward, task_fwd, np.where(self._is_backward, task_bwd, task_bwd / 2)
-        )
-        result = self.prepared.summarize(
-            task_cost, transfer_cost=max(send, default=0.0), launch_cost=machine.launch_s
-        )
+        stage_fwd = [sum(self.forward[i] for i in g) for g in groups]
+        stage_bwd = [sum(self.backward[i] for i in g) for g in groups]
+        return stage_fwd, stage_bwd, max(send, default=0.0)
+
+    def _estimate(
+        self,
+        split: tuple[int, ...],
+        stage_fwd: list[float],
+        stage_bwd: list[float],
+        result: StepSummary,
+    ) -> SplitEstimate:
+        costs, machine = self.costs, self.machine
+        bounds = [0, *itertools.accumulate(split)]
+        groups = [range(a, b) for a, b in itertools.pairwise(bounds)]
         launches = result.launches
         params = [2 * sum(costs.param_bytes[i] for i in g) for g in groups]
         activations = [sum(costs.activation_bytes[i] for i in g) for g in groups]
         peaks = []
-        for rank in range(schedule.mpmd_dim):
-            stages = schedule.stages_on_rank(rank)
-            in_flight = result.peak_in_flight[rank]
+        for stages, in_flight in zip(self._rank_stages, result.peak_in_flight, strict=True):
             peaks.append(
                 sum(params[s] for s in stages) + in_flight * max(activations[s] for s in stages)
             )
@@ -253,7 +284,7 @@ def rank_splits(
     """Every candidate split simulated, fitting ones first, fastest first."""
     splits = candidate_splits(costs, schedule.num_stages, machine)
     simulator = _SplitSimulator(schedule, costs, num_microbatches, machine)
-    estimates = [simulator.estimate(split) for split in splits]
+    estimates = simulator.estimate_many(splits)
 
     def over(e: SplitEstimate) -> bool:
         return memory_limit_bytes is not None and max(e.peak_bytes) > memory_limit_bytes

@@ -368,6 +368,7 @@ class PreparedTasks:
             )
             self.activation_events = _activation_events(self.arrays)
         self._peaks: list[int] | None = None  # ``_list_order_peaks``, counted once
+        self._order: list[int] | None = None  # ``_dependency_order``, found once
 
     def simulate(
         self, costs: Costs | None = None, *, transfer_cost: float = 0.0, launch_cost: float = 0.0
@@ -431,6 +432,145 @@ class PreparedTasks:
             busy_time=busy,
             launches=len(arrays.items),
         )
+
+    def summarize_many(
+        self,
+        task_costs: np.ndarray,
+        *,
+        transfer_costs: Sequence[float],
+        launch_cost: float = 0.0,
+    ) -> list[StepSummary]:
+        """``summarize`` for many costings at once: row ``k`` of ``task_costs`` (one
+        column per task of ``arrays.tasks``) with ``transfer_costs[k]``; the same floats
+        as ``summarize`` gives row by row.
+
+        The items are timed in one order that respects what each waits for (the lists'
+        dependencies do not depend on the costs), every costing at once: one array
+        operation per item instead of one simulation per costing.
+        """
+        costs = np.asarray(task_costs, dtype=np.float64)
+        transfers = np.asarray(transfer_costs, dtype=np.float64)
+        count = len(self.arrays.tasks)
+        if costs.size == 0 and transfers.size == 0:
+            return []
+        if costs.ndim != 2 or costs.shape[1] != count or transfers.shape != (len(costs),):
+            raise ScheduleError(
+                f"task costs of shape {costs.shape} and {transfers.size} transfer costs for "
+                f"{count} tasks: give one row of task costs and one transfer cost per costing"
+            )
+        bad = np.argwhere(~(costs >= 0))
+        if bad.size:
+            row, column = (int(x) for x in bad[0])
+            value = float(costs[row, column])
+            what = "not a number" if math.isnan(value) else f"negative: {value}"
+            raise ScheduleError(f"cost of {self.arrays.tasks[column]} is {what}")
+        if not (transfers >= 0).all():
+            raise ScheduleError(f"transfer_cost must be >= 0, got {transfers.min()}")
+        if launch_cost < 0:
+            raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
+        with collector_paused():
+            return self._summarize_many(costs, transfers, launch_cost)
+
+    def _summarize_many(
+        self, costs: np.ndarray, transfers: np.ndarray, launch_cost: float
+    ) -> list[StepSummary]:
+        arrays, order = self.arrays, self._dependency_order()
+        item_tasks = arrays.item_tasks.tolist()
+        item_waits, wait_item = arrays.item_waits.tolist(), arrays.wait_item.tolist()
+        previous = self._previous_items()
+        columns = costs.T  # one row per task: each a costing-wide vector
+        start_free = np.zeros(len(costs))
+        ready: list[np.ndarray | None] = [None] * len(arrays.items)
+        end: list[np.ndarray | None] = [None] * len(arrays.items)
+        # The operations of ``_run_ranks``, in its order, on every costing at once.
+        for index in order:
+            now = start_free if previous[index] < 0 else end[previous[index]]
+            waits = wait_item[item_waits[index] : item_waits[index + 1]]
+            first, last = item_tasks[index], item_tasks[index + 1]
+            if len(waits) <= 1 and last - first == 1:
+                item_ready = now if not waits else np.maximum(end[waits[0]] + transfers, now)
+                end[index] = item_ready + launch_cost + columns[first]
+            else:
+                item_ready = now
+                for wait in waits:
+                    item_ready = np.maximum(item_ready, end[wait] + transfers)
+                finish = item_ready + launch_cost
+                for task in range(first, last):
+                    finish = finish + columns[task]
+                end[index] = finish
+            ready[index] = item_ready
+        ends = np.stack(end, axis=1) if end else np.zeros((len(costs), 0))
+        readies = np.stack(ready, axis=1) if ready else np.zeros((len(costs), 0))
+        spans = ends - readies
+        num_ranks = len(self.per_rank)
+        rank_items = arrays.rank_items.tolist()
+        busy = np.zeros((len(costs), num_ranks))
+        free = np.zeros((len(costs), num_ranks))
+        for rank in range(num_ranks):
+            first, last = rank_items[rank], rank_items[rank + 1]
+            if last > first:
+                busy[:, rank] = np.cumsum(spans[:, first:last], axis=1)[:, -1]
+                free[:, rank] = ends[:, last - 1]
+        list_order = launch_cost > 0 and bool((costs > 0).all(axis=1).all())
+        summaries = []
+        for k in range(len(costs)):
+            busy_k = busy[k].tolist()
+            makespan = max(free[k].tolist(), default=0.0)
+            idle = num_ranks * makespan - sum(busy_k)
+            if list_order or (launch_cost > 0 and bool((costs[k] > 0).all())):
+                peaks = self._list_order_peaks()
+            else:  # free tasks: the peaks from the tasks' times, as ``summarize`` takes them
+                peaks = self._summarize(
+                    costs[k].tolist(), False, float(transfers[k]), launch_cost
+                ).peak_in_flight
+            summaries.append(
+                StepSummary(
+                    num_ranks=num_ranks,
+                    makespan=makespan,
+                    bubble_fraction=idle / (num_ranks * makespan) if makespan > 0 else 0.0,
+                    peak_in_flight=peaks,
+                    busy_time=busy_k,
+                    launches=len(arrays.items),
+                )
+            )
+        return summaries
+
+    def _previous_items(self) -> list[int]:
+        """Each item's predecessor in its rank's list (-1 for a rank's first)."""
+        previous = list(range(-1, len(self.arrays.items) - 1))
+        for first in self.arrays.rank_items[:-1].tolist():
+            if first < len(previous):
+                previous[first] = -1
+        return previous
+
+    def _dependency_order(self) -> list[int]:
+        """The items in an order where each comes after its rank's previous item and the
+        items it waits for; where there is none (a deadlock), ``simulate``'s error."""
+        if self._order is None:
+            arrays = self.arrays
+            count = len(arrays.items)
+            previous = self._previous_items()
+            item_waits, wait_item = arrays.item_waits.tolist(), arrays.wait_item.tolist()
+            pending = [0] * count
+            followers: list[list[int]] = [[] for _ in range(count)]
+            for index in range(count):
+                needs = wait_item[item_waits[index] : item_waits[index + 1]]
+                if previous[index] >= 0:
+                    needs = [*needs, previous[index]]
+                pending[index] = len(needs)
+                for need in needs:
+                    followers[need].append(index)
+            order = [index for index in range(count) if not pending[index]]
+            for index in order:  # grows while it is read
+                for follower in followers[index]:
+                    pending[follower] -= 1
+                    if not pending[follower]:
+                        order.append(follower)
+            if len(order) < count:
+                self.simulate()  # raises the deadlock error, with the grid
+                raise ScheduleError("the task lists wait on each other in a cycle")
+            self._order = order
+        return self._order
 
     def _list_order_peaks(self) -> list[int]:
         """Each rank's activations' peak with its events in list order (frees first)."""

@@ -143,3 +143,56 @@ def test_split_estimates_cost_each_task_as_its_stage(schedule):
             sum(full.busy_time) / full.num_ranks,
             full.launches * DEFAULT_MACHINE.launch_s,
         )
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=repr)
+@pytest.mark.parametrize("launch_cost", [0.0, 5e-5])
+def test_many_costings_at_once_are_each_costings_summary(schedule, launch_cost):
+    prepared = schedule.prepare(8)
+    generator = random.Random(repr(schedule) + str(launch_cost))
+    count = len(prepared.arrays.tasks)
+    rows = [[generator.uniform(0.5, 2.0) for _ in range(count)] for _ in range(5)]
+    rows.append([generator.choice([0.0, 1.0]) for _ in range(count)])  # free tasks too
+    transfers = [generator.uniform(0.0, 0.3) for _ in rows]
+    many = prepared.summarize_many(rows, transfer_costs=transfers, launch_cost=launch_cost)
+    for row, transfer, summary in zip(rows, transfers, many, strict=True):
+        assert summary == prepared.summarize(row, transfer_cost=transfer, launch_cost=launch_cost)
+
+
+def test_many_costings_check_their_inputs():
+    prepared = Std1F1B(2).prepare(2)
+    count = len(prepared.arrays.tasks)
+    first = prepared.arrays.tasks[0]
+    assert prepared.summarize_many([[1.0] * count][:0], transfer_costs=[]) == []
+    with pytest.raises(ScheduleError, match=rf"cost of {first} is negative: -2.0"):
+        prepared.summarize_many(
+            [[1.0] * count, [-2.0] + [1.0] * (count - 1)], transfer_costs=[0, 0]
+        )
+    with pytest.raises(ScheduleError, match="one row of task costs and one transfer cost"):
+        prepared.summarize_many([[1.0] * count], transfer_costs=[0.0, 0.0])
+    with pytest.raises(ScheduleError, match="one row of task costs and one transfer cost"):
+        prepared.summarize_many([[1.0] * (count + 1)], transfer_costs=[0.0])
+    with pytest.raises(ScheduleError, match="transfer_cost must be >= 0"):
+        prepared.summarize_many([[1.0] * count], transfer_costs=[-1.0])
+
+
+def test_many_costings_of_a_deadlock_are_the_same_error():
+    def forward(stage, microbatch):
+        return Task(stage, FWD, microbatch)
+
+    def backward(stage, microbatch):
+        return Task(stage, BWD, microbatch)
+
+    stuck = CustomSchedule(
+        [
+            [forward(0, 0), backward(0, 0), forward(0, 1), backward(0, 1)],
+            [forward(1, 0), forward(1, 1), backward(1, 0), backward(1, 1)],
+        ],
+        num_stages=2,
+    )
+    prepared = stuck.prepare(2)
+    with pytest.raises(ScheduleError) as full:
+        prepared.simulate()
+    with pytest.raises(ScheduleError) as many:
+        prepared.summarize_many([[1.0] * len(prepared.arrays.tasks)], transfer_costs=[0.0])
+    assert str(many.value) == str(full.value)
