@@ -82,6 +82,10 @@ class SimulationResult:
         )
 
 
+#: The most item times ``PreparedTasks.summarize_many`` holds at once (of each kind).
+_BATCH_ELEMENTS = 1 << 20
+
+
 @dataclasses.dataclass(frozen=True)
 class StepSummary:
     """What a planner reads of one simulated run (``PreparedTasks.summarize``): the same
@@ -468,8 +472,14 @@ class PreparedTasks:
             raise ScheduleError(f"transfer_cost must be >= 0, got {transfers.min()}")
         if launch_cost < 0:
             raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
+        # Each item keeps a few values per costing: a chunk holds about 40 MiB at most.
+        rows = max(1, _BATCH_ELEMENTS // max(1, len(self.arrays.items)))
+        summaries: list[StepSummary] = []
         with collector_paused():
-            return self._summarize_many(costs, transfers, launch_cost)
+            for first in range(0, len(costs), rows):
+                chunk = slice(first, first + rows)
+                summaries += self._summarize_many(costs[chunk], transfers[chunk], launch_cost)
+        return summaries
 
     def _summarize_many(
         self, costs: np.ndarray, transfers: np.ndarray, launch_cost: float

@@ -196,3 +196,23 @@ def test_many_costings_of_a_deadlock_are_the_same_error():
     with pytest.raises(ScheduleError) as many:
         prepared.summarize_many([[1.0] * len(prepared.arrays.tasks)], transfer_costs=[0.0])
     assert str(many.value) == str(full.value)
+
+
+def test_many_costings_are_timed_in_bounded_chunks(monkeypatch):
+    from jaxpp_mlir.schedules import simulate
+
+    prepared = Std1F1B(4).prepare(8)
+    items = len(prepared.arrays.items)
+    monkeypatch.setattr(simulate, "_BATCH_ELEMENTS", 2 * items)  # two costings a chunk
+    chunks = []
+    real = simulate.PreparedTasks._summarize_many
+    monkeypatch.setattr(
+        simulate.PreparedTasks,
+        "_summarize_many",
+        lambda self, costs, *rest: chunks.append(len(costs)) or real(self, costs, *rest),
+    )
+    generator = random.Random(5)
+    rows = [[generator.uniform(0.5, 2.0) for _ in prepared.arrays.tasks] for _ in range(5)]
+    many = prepared.summarize_many(rows, transfer_costs=[0.1] * 5, launch_cost=1e-3)
+    assert chunks == [2, 2, 1]
+    assert many == [prepared.summarize(r, transfer_cost=0.1, launch_cost=1e-3) for r in rows]
