@@ -492,7 +492,8 @@ class PreparedTasks:
         start_free = np.zeros(len(costs))
         ready: list[np.ndarray | None] = [None] * len(arrays.items)
         end: list[np.ndarray | None] = [None] * len(arrays.items)
-        # The operations of ``_run_ranks``, in its order, on every costing at once.
+        # Each item timed with ``_run_ranks``' operations, in the same order of operands,
+        # on every costing at once.
         for index in order:
             now = start_free if previous[index] < 0 else end[previous[index]]
             waits = wait_item[item_waits[index] : item_waits[index + 1]]
@@ -587,7 +588,7 @@ class PreparedTasks:
         if self._peaks is None:
             order = np.arange(len(self.arrays.tasks), dtype=np.float64) * 2
             self._peaks = _peak_in_flight(self.activation_events, order, order + 1)
-        return self._peaks
+        return list(self._peaks)  # a summary's own list: the count stays as it was
 
 
 def _simulate(
