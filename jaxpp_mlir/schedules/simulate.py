@@ -98,6 +98,22 @@ class StepSummary:
     busy_time: list[float]
     launches: int
 
+    @classmethod
+    def of(
+        cls, busy_time: list[float], makespan: float, peak_in_flight: list[int], launches: int
+    ) -> StepSummary:
+        """The summary of ranks busy ``busy_time`` each (the bubble as ``simulate`` has it)."""
+        num_ranks = len(busy_time)
+        idle = num_ranks * makespan - sum(busy_time)
+        return cls(
+            num_ranks=num_ranks,
+            makespan=makespan,
+            bubble_fraction=idle / (num_ranks * makespan) if makespan > 0 else 0.0,
+            peak_in_flight=peak_in_flight,
+            busy_time=busy_time,
+            launches=launches,
+        )
+
 
 def cost_function(costs: Costs | None) -> Callable[[Task], float]:
     """Turn a cost spec (``None``, per-kind overrides or a function) into ``task -> cost``."""
@@ -399,15 +415,7 @@ class PreparedTasks:
         values = np.asarray(task_costs, dtype=np.float64)
         if values.shape != (len(self.arrays.tasks),):
             raise ScheduleError(f"{values.size} task costs for {len(self.arrays.tasks)} tasks")
-        bad = np.flatnonzero(~(values >= 0))
-        if bad.size:
-            task, value = self.arrays.tasks[int(bad[0])], float(values[bad[0]])
-            what = "not a number" if math.isnan(value) else f"negative: {value}"
-            raise ScheduleError(f"cost of {task} is {what}")
-        if transfer_cost < 0:
-            raise ScheduleError(f"transfer_cost must be >= 0, got {transfer_cost}")
-        if launch_cost < 0:
-            raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
+        self._check_costs(values[None], np.array([transfer_cost]), launch_cost)
         with collector_paused():
             positive = bool(values.size == 0 or values.min() > 0)
             return self._summarize(values.tolist(), positive, transfer_cost, launch_cost)
@@ -425,17 +433,7 @@ class PreparedTasks:
         else:
             start, end, busy = _task_times(arrays, cost, launch_cost, item_ready, item_end)
             peaks = _peak_in_flight(self.activation_events, start, end)
-        num_ranks = len(self.per_rank)
-        makespan = max(free, default=0.0)
-        idle = num_ranks * makespan - sum(busy)
-        return StepSummary(
-            num_ranks=num_ranks,
-            makespan=makespan,
-            bubble_fraction=idle / (num_ranks * makespan) if makespan > 0 else 0.0,
-            peak_in_flight=peaks,
-            busy_time=busy,
-            launches=len(arrays.items),
-        )
+        return StepSummary.of(busy, max(free, default=0.0), peaks, len(arrays.items))
 
     def summarize_many(
         self,
@@ -462,16 +460,7 @@ class PreparedTasks:
                 f"task costs of shape {costs.shape} and {transfers.size} transfer costs for "
                 f"{count} tasks: give one row of task costs and one transfer cost per costing"
             )
-        bad = np.argwhere(~(costs >= 0))
-        if bad.size:
-            row, column = (int(x) for x in bad[0])
-            value = float(costs[row, column])
-            what = "not a number" if math.isnan(value) else f"negative: {value}"
-            raise ScheduleError(f"cost of {self.arrays.tasks[column]} is {what}")
-        if not (transfers >= 0).all():
-            raise ScheduleError(f"transfer_cost must be >= 0, got {transfers.min()}")
-        if launch_cost < 0:
-            raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
+        self._check_costs(costs, transfers, launch_cost)
         # Each item keeps a few values per costing: a chunk holds about 40 MiB at most.
         rows = max(1, _BATCH_ELEMENTS // max(1, len(self.arrays.items)))
         summaries: list[StepSummary] = []
@@ -525,26 +514,29 @@ class PreparedTasks:
         list_order = launch_cost > 0 and bool((costs > 0).all(axis=1).all())
         summaries = []
         for k in range(len(costs)):
-            busy_k = busy[k].tolist()
-            makespan = max(free[k].tolist(), default=0.0)
-            idle = num_ranks * makespan - sum(busy_k)
             if list_order or (launch_cost > 0 and bool((costs[k] > 0).all())):
                 peaks = self._list_order_peaks()
             else:  # free tasks: the peaks from the tasks' times, as ``summarize`` takes them
                 peaks = self._summarize(
                     costs[k].tolist(), False, float(transfers[k]), launch_cost
                 ).peak_in_flight
-            summaries.append(
-                StepSummary(
-                    num_ranks=num_ranks,
-                    makespan=makespan,
-                    bubble_fraction=idle / (num_ranks * makespan) if makespan > 0 else 0.0,
-                    peak_in_flight=peaks,
-                    busy_time=busy_k,
-                    launches=len(arrays.items),
-                )
-            )
+            makespan = max(free[k].tolist(), default=0.0)
+            summaries.append(StepSummary.of(busy[k].tolist(), makespan, peaks, len(arrays.items)))
         return summaries
+
+    def _check_costs(self, costs: np.ndarray, transfers: np.ndarray, launch_cost: float) -> None:
+        """A ``ScheduleError`` naming the first task whose cost is negative or not a number,
+        or the transfer or launch cost that is negative."""
+        bad = np.argwhere(~(costs >= 0))
+        if bad.size:
+            row, column = (int(x) for x in bad[0])
+            value = float(costs[row, column])
+            what = "not a number" if math.isnan(value) else f"negative: {value}"
+            raise ScheduleError(f"cost of {self.arrays.tasks[column]} is {what}")
+        if not (transfers >= 0).all():
+            raise ScheduleError(f"transfer_cost must be >= 0, got {transfers.min()}")
+        if launch_cost < 0:
+            raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
 
     def _previous_items(self) -> list[int]:
         """Each item's predecessor in its rank's list (-1 for a rank's first)."""

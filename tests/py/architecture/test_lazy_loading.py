@@ -10,24 +10,11 @@ import subprocess
 import sys
 import textwrap
 
-LOADED_BY_A_MARKED_STEP = textwrap.dedent(
+import toolkit
+
+LOADED_BY_A_MARKED_STEP = toolkit.TWO_STAGE_MARKED_STEP + textwrap.dedent(
     """
-    import json, sys
-    import jax, jax.numpy as jnp, numpy as np
-    import jaxpp_mlir as pp
-
-    def loss(params, x):
-        for w in params:
-            x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
-        return jnp.mean(x ** 2)
-
-    def step(params, xs):
-        return pp.treduce(lambda x: jax.grad(loss)(params, x), xs, operation=pp.Add)
-
-    params = [np.eye(4, dtype=np.float32) for _ in range(2)]
-    xs = np.ones((2, 2, 4), np.float32)
-    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:2]), ("stage",)), "stage")
-    program = pp.partition(jax.jit(step).lower(params, xs), mesh=mesh, schedule=pp.GPipe(2))
+    program = pp.partition(lowered, mesh=mesh, schedule=pp.GPipe(2))
     jax.block_until_ready(program.compile()(params, xs))
     print(json.dumps(sorted(m for m in sys.modules if m.startswith("jaxpp_mlir"))))
     """

@@ -14,30 +14,16 @@ import types
 
 import jax
 import pytest
+import toolkit
 from jaxpp_mlir.runtime.compilation import warm_up
 
-PARTITION_TWICE = textwrap.dedent(
+PARTITION_TWICE = toolkit.TWO_STAGE_MARKED_STEP + textwrap.dedent(
     """
-    import json, logging, threading
-    import jax, jax.numpy as jnp, numpy as np
-    import jaxpp_mlir as pp
+    import logging
     from jaxpp_mlir.runtime.compilation import compile as compile_module, warm_up
 
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger(warm_up.__name__).setLevel(logging.DEBUG)
-
-    def loss(params, x):
-        for w in params:
-            x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
-        return jnp.mean(x ** 2)
-
-    def step(params, xs):
-        return pp.treduce(lambda x: jax.grad(loss)(params, x), xs, operation=pp.Add)
-
-    params = [np.eye(4, dtype=np.float32) for _ in range(2)]
-    xs = np.ones((2, 2, 4), np.float32)
-    mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:2]), ("stage",)), "stage")
-    lowered = jax.jit(step).lower(params, xs)
     pp.partition(lowered, mesh=mesh, schedule=pp.GPipe(2))
     threads = dict(warm_up._started)
     for thread in threads.values():

@@ -80,22 +80,27 @@ def test_a_bad_cost_names_its_task():
         prepared.summarize([1.0] * count, launch_cost=-1.0)
 
 
-def test_a_deadlock_is_the_same_error():
-    # Rank 0 waits for stage 1's backward of microbatch 0 before it sends microbatch 1's
-    # forward, which rank 1 waits for first.
+def _stuck() -> CustomSchedule:
+    """Rank 0 waits for stage 1's backward of microbatch 0 before it sends microbatch 1's
+    forward, which rank 1 waits for first."""
+
     def forward(stage, microbatch):
         return Task(stage, FWD, microbatch)
 
     def backward(stage, microbatch):
         return Task(stage, BWD, microbatch)
 
-    stuck = CustomSchedule(
+    return CustomSchedule(
         [
             [forward(0, 0), backward(0, 0), forward(0, 1), backward(0, 1)],
             [forward(1, 0), forward(1, 1), backward(1, 0), backward(1, 1)],
         ],
         num_stages=2,
     )
+
+
+def test_a_deadlock_is_the_same_error():
+    stuck = _stuck()
     prepared = stuck.prepare(2)
     with pytest.raises(ScheduleError) as full:
         prepared.simulate()
@@ -177,19 +182,7 @@ def test_many_costings_check_their_inputs():
 
 
 def test_many_costings_of_a_deadlock_are_the_same_error():
-    def forward(stage, microbatch):
-        return Task(stage, FWD, microbatch)
-
-    def backward(stage, microbatch):
-        return Task(stage, BWD, microbatch)
-
-    stuck = CustomSchedule(
-        [
-            [forward(0, 0), backward(0, 0), forward(0, 1), backward(0, 1)],
-            [forward(1, 0), forward(1, 1), backward(1, 0), backward(1, 1)],
-        ],
-        num_stages=2,
-    )
+    stuck = _stuck()
     prepared = stuck.prepare(2)
     with pytest.raises(ScheduleError) as full:
         prepared.simulate()

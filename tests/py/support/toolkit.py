@@ -462,3 +462,28 @@ def running_python_server(directory: str, *, start_seconds: float = 120.0):
     """A Python fork server (``tests/fork_servers/python_server.py``) on a socket in
     ``directory`` (see ``_running_fork_server``)."""
     return _running_fork_server("python_server.py", [], "Python server", directory, start_seconds)
+
+
+# -- a marked step for scripts run in a fresh interpreter -----------------------------------
+
+#: Python that defines a two-stage marked step (``step``, ``params``, ``xs``) and ``lowered``
+#: and ``mesh`` (2 devices, ``stage`` axis), for a script that partitions it in a fresh
+#: process: what that process loads, or starts, is then its own.
+TWO_STAGE_MARKED_STEP = """
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+import jaxpp_mlir as pp
+
+def loss(params, x):
+    for w in params:
+        x = pp.pipeline_enter_stage(jnp.tanh(x @ w))
+    return jnp.mean(x ** 2)
+
+def step(params, xs):
+    return pp.treduce(lambda x: jax.grad(loss)(params, x), xs, operation=pp.Add)
+
+params = [np.eye(4, dtype=np.float32) for _ in range(2)]
+xs = np.ones((2, 2, 4), np.float32)
+mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:2]), ("stage",)), "stage")
+lowered = jax.jit(step).lower(params, xs)
+"""
