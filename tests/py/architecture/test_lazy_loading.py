@@ -5,9 +5,6 @@ segmenters for steps without markers nor that of layer scans (``module_blocks``,
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import toolkit
@@ -23,15 +20,7 @@ LOADED_ONLY_WHERE_NEEDED = ("jaxpp_mlir.passes.module_blocks", "jaxpp_mlir.passe
 
 
 def test_a_marked_step_loads_no_segmenter_or_layer_scan_machinery():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    done = subprocess.run(
-        [sys.executable, "-c", LOADED_BY_A_MARKED_STEP],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = toolkit.run_fresh_python(LOADED_BY_A_MARKED_STEP)
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert "jaxpp_mlir.passes.segment_layer_scans" in loaded  # the passes themselves run
     assert "jaxpp_mlir.runtime.execution.executor" in loaded

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import sys
 import textwrap
@@ -41,15 +40,7 @@ PARTITION_TWICE = toolkit.TWO_STAGE_MARKED_STEP + textwrap.dedent(
 
 
 def _partition_twice(**env: str) -> tuple[dict, str]:
-    environ = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", **env}
-    done = subprocess.run(
-        [sys.executable, "-c", PARTITION_TWICE],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environ,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = toolkit.run_fresh_python(PARTITION_TWICE, **env)
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 

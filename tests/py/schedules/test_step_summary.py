@@ -99,15 +99,17 @@ def _stuck() -> CustomSchedule:
     )
 
 
-def test_a_deadlock_is_the_same_error():
-    stuck = _stuck()
-    prepared = stuck.prepare(2)
+def test_a_deadlock_is_the_same_error_from_summaries():
+    prepared = _stuck().prepare(2)
     with pytest.raises(ScheduleError) as full:
         prepared.simulate()
+    assert "deadlock" in str(full.value)
+    count = len(prepared.arrays.tasks)
     with pytest.raises(ScheduleError) as summary:
-        prepared.summarize([1.0] * len(prepared.arrays.tasks))
-    assert str(summary.value) == str(full.value)
-    assert "deadlock" in str(summary.value)
+        prepared.summarize([1.0] * count)
+    with pytest.raises(ScheduleError) as many:
+        prepared.summarize_many([[1.0] * count], transfer_costs=[0.0])
+    assert str(summary.value) == str(many.value) == str(full.value)
 
 
 @pytest.mark.parametrize("schedule", [Std1F1B(4), ZeroBubble(4), AutoFused(GPipe(4))], ids=repr)
@@ -179,16 +181,6 @@ def test_many_costings_check_their_inputs():
         prepared.summarize_many([[1.0] * (count + 1)], transfer_costs=[0.0])
     with pytest.raises(ScheduleError, match="transfer_cost must be >= 0"):
         prepared.summarize_many([[1.0] * count], transfer_costs=[-1.0])
-
-
-def test_many_costings_of_a_deadlock_are_the_same_error():
-    stuck = _stuck()
-    prepared = stuck.prepare(2)
-    with pytest.raises(ScheduleError) as full:
-        prepared.simulate()
-    with pytest.raises(ScheduleError) as many:
-        prepared.summarize_many([[1.0] * len(prepared.arrays.tasks)], transfer_costs=[0.0])
-    assert str(many.value) == str(full.value)
 
 
 def test_many_costings_are_timed_in_bounded_chunks(monkeypatch):

@@ -487,3 +487,21 @@ xs = np.ones((2, 2, 4), np.float32)
 mesh = pp.MpmdMesh(jax.sharding.Mesh(np.array(jax.devices()[:2]), ("stage",)), "stage")
 lowered = jax.jit(step).lower(params, xs)
 """
+
+
+def run_fresh_python(
+    code: str, *, devices: int = 2, timeout: float = 300, **env: str
+) -> subprocess.CompletedProcess:
+    """Runs ``code`` in a fresh interpreter with ``devices`` CPU devices (and ``env``);
+    returns the finished process (its ``stdout``, ``stderr``), or fails naming the end of
+    its stderr."""
+    environ = {
+        **os.environ,
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        **env,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=environ
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done
