@@ -25,6 +25,7 @@ from jaxpp_mlir.planner.stage_split import (
     DEFAULT_MACHINE,
     Machine,
     SplitEstimate,
+    SplitStages,
     rank_splits,
 )
 from jaxpp_mlir.schedules import Schedule
@@ -154,6 +155,7 @@ def plan_candidates(
 ) -> PipelinePlan:
     """Each fitting schedule with its best split, simulated, best first."""
     candidates = []
+    stages = SplitStages(costs, machine)  # the schedules of one stage count share splits
     for schedule in schedule_kinds(costs.num_segments, mpmd_dim):
         try:
             ranked = rank_splits(
@@ -162,6 +164,7 @@ def plan_candidates(
                 num_microbatches,
                 memory_limit_bytes=memory_limit_bytes,
                 machine=machine,
+                stages=stages,
             )
         except ScheduleError:
             continue  # this schedule cannot run this many microbatches

@@ -156,16 +156,65 @@ def estimate_split(
     return _SplitSimulator(schedule, costs, num_microbatches, machine).estimate(split)
 
 
+@dataclasses.dataclass(frozen=True)
+class StagedSplit:
+    """One split's stages: forward and backward seconds, parameter and activation bytes,
+    and the time to send what crosses its heaviest boundary."""
+
+    forward_s: list[float]
+    backward_s: list[float]
+    param_bytes: list[int]
+    activation_bytes: list[int]
+    transfer_s: float
+
+
+class SplitStages:
+    """``StagedSplit`` of each split of one program's segments on one machine, made once:
+    the schedules a planner weighs share their candidate splits."""
+
+    def __init__(self, costs: SegmentCosts, machine: Machine = DEFAULT_MACHINE):
+        self.costs, self.machine = costs, machine
+        self.forward, self.backward = _segment_seconds(costs, machine)
+        self._made: dict[tuple[int, ...], StagedSplit] = {}
+
+    def of(self, split: tuple[int, ...]) -> StagedSplit:
+        staged = self._made.get(split)
+        if staged is None:
+            staged = self._made[split] = self._stage(split)
+        return staged
+
+    def _stage(self, split: tuple[int, ...]) -> StagedSplit:
+        costs, machine = self.costs, self.machine
+        bounds = [0, *itertools.accumulate(split)]
+        groups = [range(a, b) for a, b in itertools.pairwise(bounds)]
+        send = [
+            machine.link_latency_s + costs.boundary_bytes[b - 1] / machine.link_bytes_per_s
+            for b in bounds[1:-1]
+        ]
+        return StagedSplit(
+            forward_s=[sum(self.forward[i] for i in g) for g in groups],
+            backward_s=[sum(self.backward[i] for i in g) for g in groups],
+            param_bytes=[2 * sum(costs.param_bytes[i] for i in g) for g in groups],
+            activation_bytes=[sum(costs.activation_bytes[i] for i in g) for g in groups],
+            transfer_s=max(send, default=0.0),
+        )
+
+
 class _SplitSimulator:
     """Estimates many splits of one program under one schedule: the schedule's task
     lists are checked and linked once, the segments' seconds computed once."""
 
     def __init__(
-        self, schedule: Schedule, costs: SegmentCosts, num_microbatches: int, machine: Machine
+        self,
+        schedule: Schedule,
+        costs: SegmentCosts,
+        num_microbatches: int,
+        machine: Machine,
+        stages: SplitStages | None = None,
     ):
         self.schedule, self.costs, self.machine = schedule, costs, machine
         self.prepared = schedule.prepare(num_microbatches)
-        self.forward, self.backward = _segment_seconds(costs, machine)
+        self.stages = stages if stages is not None else SplitStages(costs, machine)
         tasks = self.prepared.arrays.tasks
         self._stage = np.array([task.stage for task in tasks], dtype=np.int64)
         self._is_forward = np.array([task.kind == FWD for task in tasks], dtype=bool)
@@ -182,9 +231,9 @@ class _SplitSimulator:
         (``PreparedTasks.summarize_many``: the same numbers as one by one)."""
         if not splits:
             return []
-        staged = [self._stage_seconds(split) for split in splits]
-        stage_fwd = np.array([fwd for fwd, _, _ in staged])
-        stage_bwd = np.array([bwd for _, bwd, _ in staged])
+        staged = [self.stages.of(split) for split in splits]
+        stage_fwd = np.array([s.forward_s for s in staged])
+        stage_bwd = np.array([s.backward_s for s in staged])
         task_fwd, task_bwd = stage_fwd[:, self._stage], stage_bwd[:, self._stage]
         # A forward costs its stage's forward, a backward its backward; each half of a
         # split backward half of it.
@@ -193,58 +242,36 @@ class _SplitSimulator:
         )
         summaries = self.prepared.summarize_many(
             task_cost,
-            transfer_costs=[transfer for _, _, transfer in staged],
+            transfer_costs=[s.transfer_s for s in staged],
             launch_cost=self.machine.launch_s,
         )
         return [
-            self._estimate(split, fwd, bwd, summary)
-            for split, (fwd, bwd, _), summary in zip(splits, staged, summaries, strict=True)
+            self._estimate(split, stages, summary)
+            for split, stages, summary in zip(splits, staged, summaries, strict=True)
         ]
-
-    def _stage_seconds(self, split: tuple[int, ...]) -> tuple[list[float], list[float], float]:
-        """Each stage's forward and backward seconds under ``split``, and the time to send
-        what crosses its heaviest boundary."""
-        costs, machine = self.costs, self.machine
-        bounds = [0, *itertools.accumulate(split)]
-        groups = [range(a, b) for a, b in itertools.pairwise(bounds)]
-        send = [
-            machine.link_latency_s + costs.boundary_bytes[b - 1] / machine.link_bytes_per_s
-            for b in bounds[1:-1]
-        ]
-        stage_fwd = [sum(self.forward[i] for i in g) for g in groups]
-        stage_bwd = [sum(self.backward[i] for i in g) for g in groups]
-        return stage_fwd, stage_bwd, max(send, default=0.0)
 
     def _estimate(
-        self,
-        split: tuple[int, ...],
-        stage_fwd: list[float],
-        stage_bwd: list[float],
-        result: StepSummary,
+        self, split: tuple[int, ...], stages: StagedSplit, result: StepSummary
     ) -> SplitEstimate:
-        costs, machine = self.costs, self.machine
-        bounds = [0, *itertools.accumulate(split)]
-        groups = [range(a, b) for a, b in itertools.pairwise(bounds)]
-        launches = result.launches
-        params = [2 * sum(costs.param_bytes[i] for i in g) for g in groups]
-        activations = [sum(costs.activation_bytes[i] for i in g) for g in groups]
+        machine = self.machine
+        params, activations = stages.param_bytes, stages.activation_bytes
         peaks = []
-        for stages, in_flight in zip(self._rank_stages, result.peak_in_flight, strict=True):
+        for on_rank, in_flight in zip(self._rank_stages, result.peak_in_flight, strict=True):
             peaks.append(
-                sum(params[s] for s in stages) + in_flight * max(activations[s] for s in stages)
+                sum(params[s] for s in on_rank) + in_flight * max(activations[s] for s in on_rank)
             )
         return SplitEstimate(
             split=split,
             step_s=max(
                 result.makespan,
                 sum(result.busy_time) / (machine.parallel_ranks or result.num_ranks),
-                launches * machine.launch_s,
+                result.launches * machine.launch_s,
             ),
             bubble=result.bubble_fraction,
             peak_bytes=tuple(peaks),
-            stage_forward_s=tuple(stage_fwd),
-            stage_backward_s=tuple(stage_bwd),
-            launches=launches,
+            stage_forward_s=tuple(stages.forward_s),
+            stage_backward_s=tuple(stages.backward_s),
+            launches=result.launches,
         )
 
 
@@ -280,10 +307,12 @@ def rank_splits(
     *,
     memory_limit_bytes: int | None = None,
     machine: Machine = DEFAULT_MACHINE,
+    stages: SplitStages | None = None,
 ) -> list[SplitEstimate]:
-    """Every candidate split simulated, fitting ones first, fastest first."""
+    """Every candidate split simulated, fitting ones first, fastest first. ``stages``
+    (of ``costs`` on ``machine``): the splits' stages, shared with other schedules."""
     splits = candidate_splits(costs, schedule.num_stages, machine)
-    simulator = _SplitSimulator(schedule, costs, num_microbatches, machine)
+    simulator = _SplitSimulator(schedule, costs, num_microbatches, machine, stages)
     estimates = simulator.estimate_many(splits)
 
     def over(e: SplitEstimate) -> bool:

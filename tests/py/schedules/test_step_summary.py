@@ -201,3 +201,31 @@ def test_many_costings_are_timed_in_bounded_chunks(monkeypatch):
     many = prepared.summarize_many(rows, transfer_costs=[0.1] * 5, launch_cost=1e-3)
     assert chunks == [2, 2, 1]
     assert many == [prepared.summarize(r, transfer_cost=0.1, launch_cost=1e-3) for r in rows]
+
+
+def test_the_schedules_a_planner_weighs_share_their_splits_stages(monkeypatch):
+    from jaxpp_mlir.planner import plan_pipeline, stage_split
+
+    made = []
+    real = stage_split.SplitStages._stage
+    monkeypatch.setattr(
+        stage_split.SplitStages,
+        "_stage",
+        lambda self, split: made.append(split) or real(self, split),
+    )
+    segments = 9
+    costs = SegmentCosts(
+        forward_flops=tuple(float(1e6 * (1 + k % 3)) for k in range(segments)),
+        backward_flops=tuple(float(2e6 * (1 + k % 3)) for k in range(segments)),
+        forward_bytes=(1e5,) * segments,
+        backward_bytes=(1e5,) * segments,
+        param_bytes=(1000,) * segments,
+        activation_bytes=(100,) * segments,
+        boundary_bytes=(64,) * (segments - 1),
+    )
+    plan = plan_pipeline.plan_candidates(costs, 8, 2)
+    assert len({len(c.stage_split) for c in plan}) > 1  # schedules of several stage counts
+    assert len(made) == len(set(made))  # each split's stages made once
+    kinds = list(plan_pipeline.schedule_kinds(segments, 2))
+    weighed = sum(len(stage_split.candidate_splits(costs, k.num_stages)) for k in kinds)
+    assert len(made) < weighed  # the schedules of one stage count shared them
