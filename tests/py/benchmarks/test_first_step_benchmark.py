@@ -56,6 +56,17 @@ def test_phases_fit_in_the_time_to_the_first_step(w1_records):
     )
 
 
+def test_a_second_step_is_timed_apart_from_the_first(w1_records):
+    ours, theirs = w1_records
+    for record, phases in (
+        (ours, ("import", "trace", "lower", "partition", "compile", "first_step")),
+        (theirs, ("trace", "lower", "compile", "first_step")),
+    ):
+        assert 0 < record["second_step"]
+        # The time to first step is its phases, the second step not among them.
+        assert record["total"] == pytest.approx(sum(record[key] for key in phases))
+
+
 def test_cpu_phases_add_up_to_the_cpu_total(w1_records):
     ours, theirs = w1_records
     phases = ("import", "trace", "lower", "partition", "compile", "first_step")
@@ -83,6 +94,11 @@ def test_table_gives_the_ratio_of_the_rounds(first_step, w1_records, capsys):
     assert "pipelined / jax.jit (median of rounds)" in out
     assert f"{row['ratio']:.2f}" in out
     assert f"{row['cpu_floor_ratio']:.2f}" in out
+    second = [line for line in out.splitlines() if "second step s" in line]
+    assert [line.split()[-1] for line in second] == [
+        f"{ours['second_step']:.3f}",
+        f"{theirs['second_step']:.3f}",
+    ]
     (rebind_line,) = [line for line in out.splitlines() if "rebinds to other ranks" in line]
     assert rebind_line.split()[-1] == f"{len(ours['rebinds'])}/{sum(ours['rebinds']):.3f}"
     (xla_line,) = [line for line in out.splitlines() if line.strip().startswith("XLA floor")]
