@@ -194,6 +194,7 @@ def is_pure_constant_like(op: ir.Operation) -> bool:
     return op.name in CHEAP_OPS
 
 
+WHILE_OP = "stablehlo.while"  # a loop: lax.scan, fori_loop, treduce's microbatch loop
 CONSTANT_OPS = ("stablehlo.constant", "sdy.constant")  # Shardy's import makes the latter
 CHEAP_OPS = frozenset(
     {

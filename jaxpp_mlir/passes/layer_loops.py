@@ -31,7 +31,6 @@ from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.ir import utils as ir_utils
 
-WHILE_OP = "stablehlo.while"
 DYNAMIC_SLICE = "stablehlo.dynamic_slice"
 DYNAMIC_UPDATE_SLICE = "stablehlo.dynamic_update_slice"
 _CONSTRAINT_OP = "sdy.sharding_constraint"
@@ -153,7 +152,7 @@ class NotALayerLoop(Exception):
 def analyze(op: ir.Operation) -> LayerLoop:
     """The structure of ``op`` as a loop of layers; ``NotALayerLoop`` with the reason if
     it is not one (see the module doc)."""
-    if op.name != WHILE_OP:
+    if op.name != ir_utils.WHILE_OP:
         raise NotALayerLoop(f"it is a '{op.name}', not a stablehlo.while")
     condition = op.regions[0].blocks[0]
     body = op.regions[1].blocks[0]

@@ -62,7 +62,7 @@ class NormalizeLoop(ModulePass):
             op = op.operation
             if jaxpp.is_loop_marker(op):
                 return Evidence(op, "the step still holds treduce's loop marker")
-            if op.name == "stablehlo.while":
+            if op.name == ir_utils.WHILE_OP:
                 for nested in op.regions[1].blocks[0].operations:
                     if jaxpp.is_loop_marker(nested):
                         return Evidence(op, _NOT_NORMALIZED)
@@ -88,9 +88,9 @@ class NormalizeLoop(ModulePass):
             )
         marker = markers[0]
         loop = _parent(marker)
-        if loop is None or loop.name != "stablehlo.while" or loop.block != ir_utils.body(main):
+        if loop is None or loop.name != ir_utils.WHILE_OP or loop.block != ir_utils.body(main):
             # The marker's own location stops inside treduce; its while's reaches the user's call.
-            blamed = loop if loop is not None and loop.name == "stablehlo.while" else marker
+            blamed = loop if loop is not None and loop.name == ir_utils.WHILE_OP else marker
             raise diagnostics.error(
                 blamed,
                 "the microbatch loop marker must sit directly in the body of a top-level "

@@ -17,8 +17,6 @@ from jaxpp_mlir.passes.segment_positions import place_unanchored, segments_left
 if TYPE_CHECKING:  # loaded when a step is read for layer scans, not for a marked step
     from jaxpp_mlir.passes import layer_loops
 
-_WHILE = "stablehlo.while"
-
 
 @register_pass
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +137,7 @@ class _Scans:
         directions: dict[ir.Operation, set[str]] = {}
         for marker in markers:
             owner = segment_slot.owner_in(marker, self.block)
-            if owner is None or owner == marker or owner.name != _WHILE:
+            if owner is None or owner == marker or owner.name != ir_utils.WHILE_OP:
                 if check:
                     raise diagnostics.error(
                         marker,
@@ -183,7 +181,7 @@ class _Scans:
         varying = _varying_values(self.block, self.top_ops)
         loops = []
         for op in self.top_ops:
-            if op.name != _WHILE:
+            if op.name != ir_utils.WHILE_OP:
                 continue
             try:
                 loops.append(layer_loops.analyze(op))

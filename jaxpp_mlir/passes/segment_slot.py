@@ -86,7 +86,7 @@ def markers_outside_loops(main: ir.Operation) -> list[ir.Operation]:
     outside = []
     for marker in stage_markers(main):
         owner = owner_in(marker, block)
-        if owner is None or owner == marker or owner.name != "stablehlo.while":
+        if owner is None or owner == marker or owner.name != ir_utils.WHILE_OP:
             outside.append(marker)
     return outside
 

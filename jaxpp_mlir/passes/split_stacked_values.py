@@ -26,7 +26,6 @@ from jaxpp_mlir.passes.stacked_pieces import (
 )
 
 _SLICE = "stablehlo.slice"
-_WHILE = "stablehlo.while"
 
 
 @register_pass
@@ -133,7 +132,7 @@ def _stacked_reads(main: ir.Operation, loop: ir.Operation) -> list[_StackedRead]
         if op.name != _SLICE:
             continue
         readers = [ir_utils.use_owner(use) for use in op.results[0].uses]
-        loops = [reader for reader in readers if reader.name == _WHILE]
+        loops = [reader for reader in readers if reader.name == ir_utils.WHILE_OP]
         if not loops:
             continue
         rows = _axis0_rows(op)

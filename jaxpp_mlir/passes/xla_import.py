@@ -31,8 +31,6 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.stacked_pieces import copy_attributes
 
-WHILE = "stablehlo.while"
-
 
 def prepare(function: ir.Operation) -> None:
     """Both rewrites of this module on the outlined ``function``."""
@@ -58,7 +56,7 @@ def fold_invariant_carries(root: ir.Operation) -> None:
     returns unchanged: the condition, the body and the readers of the loop's result read
     the argument's start value instead, and the loop's ``sdy.sharding`` loses their
     entries. A loop whose every argument is returned unchanged is left alone."""
-    for loop in [op for op in ir_utils.walk(root) if op.name == WHILE]:
+    for loop in [op for op in ir_utils.walk(root) if op.name == ir_utils.WHILE_OP]:
         _fold(loop)
 
 
@@ -91,7 +89,7 @@ def _fold(loop: ir.Operation) -> None:
     sharding = attributes.pop(shardings.SHARDING_ATTR, None)
     with ir.InsertionPoint(loop):
         folded = ir.Operation.create(
-            WHILE,
+            ir_utils.WHILE_OP,
             results=[loop.results[i].type for i in keep],
             operands=[loop.operands[i] for i in keep],
             attributes=attributes,

@@ -62,8 +62,7 @@ _SLICES = ("stablehlo.dynamic_slice", "stablehlo.slice", "stablehlo.gather")
 _UPDATE = "stablehlo.dynamic_update_slice"
 # Ops that move no data: a bitcast, a region's terminator.
 _NO_TRAFFIC = ("stablehlo.reshape", "stablehlo.return")
-_WHILE = "stablehlo.while"
-_CONTROL_FLOW = (_WHILE, "stablehlo.case", "stablehlo.if")
+_CONTROL_FLOW = (ir_utils.WHILE_OP, "stablehlo.case", "stablehlo.if")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,7 +172,7 @@ def _nested(op: ir.Operation, cost: Callable[[ir.Operation], float]) -> float:
 
 
 def _iterations(op: ir.Operation) -> int:
-    if op.name != _WHILE:
+    if op.name != ir_utils.WHILE_OP:
         return 1
     from jaxpp_mlir.passes import layer_loops  # loaded for steps with loops only
 
