@@ -202,7 +202,8 @@ class SplitStages:
 
 class _SplitSimulator:
     """Estimates many splits of one program under one schedule: the schedule's task
-    lists are checked and linked once, the segments' seconds computed once."""
+    lists are checked and linked once, each split's stages made once (``stages``, which
+    other schedules may share)."""
 
     def __init__(
         self,
@@ -212,7 +213,7 @@ class _SplitSimulator:
         machine: Machine,
         stages: SplitStages | None = None,
     ):
-        self.schedule, self.costs, self.machine = schedule, costs, machine
+        self.machine = machine
         self.prepared = schedule.prepare(num_microbatches)
         self.stages = stages if stages is not None else SplitStages(costs, machine)
         tasks = self.prepared.arrays.tasks

@@ -103,16 +103,21 @@ class StepSummary:
         cls, busy_time: list[float], makespan: float, peak_in_flight: list[int], launches: int
     ) -> StepSummary:
         """The summary of ranks busy ``busy_time`` each (the bubble as ``simulate`` has it)."""
-        num_ranks = len(busy_time)
-        idle = num_ranks * makespan - sum(busy_time)
         return cls(
-            num_ranks=num_ranks,
+            num_ranks=len(busy_time),
             makespan=makespan,
-            bubble_fraction=idle / (num_ranks * makespan) if makespan > 0 else 0.0,
+            bubble_fraction=_bubble(busy_time, makespan),
             peak_in_flight=peak_in_flight,
             busy_time=busy_time,
             launches=launches,
         )
+
+
+def _bubble(busy_time: list[float], makespan: float) -> float:
+    """The share of the ranks' time before ``makespan`` that they spent idle."""
+    num_ranks = len(busy_time)
+    idle = num_ranks * makespan - sum(busy_time)
+    return idle / (num_ranks * makespan) if makespan > 0 else 0.0
 
 
 def cost_function(costs: Costs | None) -> Callable[[Task], float]:
@@ -389,6 +394,7 @@ class PreparedTasks:
             self.activation_events = _activation_events(self.arrays)
         self._peaks: list[int] | None = None  # ``_list_order_peaks``, counted once
         self._order: list[int] | None = None  # ``_dependency_order``, found once
+        self._previous: list[int] = []  # each item's predecessor on its rank (same time)
 
     def simulate(
         self, costs: Costs | None = None, *, transfer_cost: float = 0.0, launch_cost: float = 0.0
@@ -476,7 +482,7 @@ class PreparedTasks:
         arrays, order = self.arrays, self._dependency_order()
         item_tasks = arrays.item_tasks.tolist()
         item_waits, wait_item = arrays.item_waits.tolist(), arrays.wait_item.tolist()
-        previous = self._previous_items()
+        previous = self._previous
         columns = costs.T  # one row per task: each a costing-wide vector
         start_free = np.zeros(len(costs))
         ready: list[np.ndarray | None] = [None] * len(arrays.items)
@@ -511,10 +517,10 @@ class PreparedTasks:
             if last > first:
                 busy[:, rank] = np.cumsum(spans[:, first:last], axis=1)[:, -1]
                 free[:, rank] = ends[:, last - 1]
-        list_order = launch_cost > 0 and bool((costs > 0).all(axis=1).all())
+        in_list_order = (costs > 0).all(axis=1) & (launch_cost > 0)  # as ``summarize`` decides
         summaries = []
         for k in range(len(costs)):
-            if list_order or (launch_cost > 0 and bool((costs[k] > 0).all())):
+            if in_list_order[k]:
                 peaks = self._list_order_peaks()
             else:  # free tasks: the peaks from the tasks' times, as ``summarize`` takes them
                 peaks = self._summarize(
@@ -538,21 +544,17 @@ class PreparedTasks:
         if launch_cost < 0:
             raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
 
-    def _previous_items(self) -> list[int]:
-        """Each item's predecessor in its rank's list (-1 for a rank's first)."""
-        previous = list(range(-1, len(self.arrays.items) - 1))
-        for first in self.arrays.rank_items[:-1].tolist():
-            if first < len(previous):
-                previous[first] = -1
-        return previous
-
     def _dependency_order(self) -> list[int]:
         """The items in an order where each comes after its rank's previous item and the
         items it waits for; where there is none (a deadlock), ``simulate``'s error."""
         if self._order is None:
             arrays = self.arrays
             count = len(arrays.items)
-            previous = self._previous_items()
+            # Each item's predecessor in its rank's list (-1 for a rank's first).
+            previous = list(range(-1, count - 1))
+            for first in arrays.rank_items[:-1].tolist():
+                if first < count:
+                    previous[first] = -1
             item_waits, wait_item = arrays.item_waits.tolist(), arrays.wait_item.tolist()
             pending = [0] * count
             followers: list[list[int]] = [[] for _ in range(count)]
@@ -572,7 +574,7 @@ class PreparedTasks:
             if len(order) < count:
                 self.simulate()  # raises the deadlock error, with the grid
                 raise ScheduleError("the task lists wait on each other in a cycle")
-            self._order = order
+            self._order, self._previous = order, previous
         return self._order
 
     def _list_order_peaks(self) -> list[int]:
@@ -595,8 +597,7 @@ def _simulate(
     item_ready = _item_ready(arrays, item_end, transfer_cost)
     start, end, busy = _task_times(arrays, cost, launch_cost, item_ready, item_end)
     makespan = max(free, default=0.0)
-    idle = num_ranks * makespan - sum(busy)
-    bubble = idle / (num_ranks * makespan) if makespan > 0 else 0.0
+    bubble = _bubble(busy, makespan)
     timeline = [
         list(
             zip(item_ready[first:last], item_end[first:last], arrays.items[first:last], strict=True)
