@@ -45,15 +45,11 @@ class ChannelKey:
 class Slot:
     """Compile-time facts about one slot."""
 
-    key: ValueKey | ChannelKey
+    key: ValueKey | ChannelKey  # its text names the slot in generated code's comments
     spec: TensorSpec
     sharding: Sharding | None  # None: chosen by the first consumer
     defined_at: int  # instruction index; -1 for a program input
     last_use: int = -1  # instruction index; -1 while unused
-
-    def name(self) -> str:
-        """What the slot holds, for the comments of generated code."""
-        return str(self.key)
 
 
 class SlotTable:
