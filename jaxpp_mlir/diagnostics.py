@@ -16,11 +16,12 @@ runner after each pass.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Iterator
 
 from jax.interpreters.mlir import ir
+
+from jaxpp_mlir.runtime import records
 
 ERROR = "error"
 WARNING = "warning"
@@ -37,7 +38,7 @@ class PassFailed(Exception):
         self.category = category
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Diagnostic:
     severity: str
     location: ir.Location

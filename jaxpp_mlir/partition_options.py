@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.runtime.options import Option
 
 DUMP_DIR = Option(
@@ -117,7 +118,7 @@ _BOOL_FIELDS = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class PartitionOptions:
     """How ``partition()`` partitions; the defaults are those of an empty environment.
 

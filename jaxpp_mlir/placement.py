@@ -7,16 +7,16 @@ becomes an ``ArrayPlacement`` that prints like JaxPP's ``MpmdArray``:
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import jax
 import numpy as np
 
 from jaxpp_mlir.mesh import MpmdMesh
+from jaxpp_mlir.runtime import records
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ArrayPlacement:
     """Where one array lives: its ranks (``mpmd_idxs``) and its sharding there."""
 

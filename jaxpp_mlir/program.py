@@ -7,7 +7,6 @@ function, and the ``ExecutionPlan`` the runtime executes.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from jaxpp_mlir.errors import CallError
 from jaxpp_mlir.ir.utils import find_loop, find_main
 from jaxpp_mlir.mesh import MpmdMesh
 from jaxpp_mlir.plan import build_plan
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.runtime.executable import PlanExecutable
 from jaxpp_mlir.runtime.host_heap import collector_paused
 from jaxpp_mlir.runtime.observation import phases
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from jaxpp_mlir.runtime.multiprocess.distributed import DistributedOptions
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class TreeInfo:
     """How a lowered step's pytrees map onto the module's flat arguments and results
     (all None for MLIR text: positional arrays in, a list out)."""

@@ -12,11 +12,11 @@ are used, never their class."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
 
+from . import records
 from .plan import ExecutionPlan, Instruction, TensorSpec
 
 Key = tuple[int, int]  # (rank, value)
@@ -64,7 +64,7 @@ def last_uses(plan: ExecutionPlan, defined: Mapping[Key, int] | None = None) -> 
     return result
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class LiveBytes:
     """Bytes each rank holds: ``after[i][r]`` right after instruction i, ``peak[r]`` at most."""
 

@@ -9,18 +9,19 @@ this ``Option``; docs/options.md lists both tables, checked against the declarat
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from . import records
+
 PREFIX = "JAXPP_MLIR_"
 _LEGACY_PREFIX = "JAXPP_"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Option:
     """One option: its variable is ``PREFIX + name``; ``default`` None means unset."""
 

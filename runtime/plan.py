@@ -29,8 +29,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from . import records
 
-@dataclasses.dataclass(frozen=True)
+
+@records.frozen
 class Layout:
     """How a value is laid out on its rank's submesh, as the compiler fixed it.
 
@@ -48,7 +50,7 @@ class Layout:
         return f"[{dims}] on <{axes}>"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class TensorSpec:
     shape: tuple[int, ...]
     dtype: str  # a numpy dtype name: "float32", "int32", "bool", "bfloat16"...
@@ -60,7 +62,7 @@ class TensorSpec:
         return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class StageExecutable:
     """One standalone StableHLO module (public ``@main``) compiled for one rank."""
 
@@ -79,7 +81,7 @@ class StageExecutable:
     flops: float = 0.0
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@records.frozen(slots=True)
 class TaskRef:
     """One task a run executes: ``kind`` (``fwd``, ``bwd``, ``bwd_i``, ``bwd_w``; ``pre`` and
     ``post`` for the code before and after the microbatch loop) of ``stage`` for
@@ -147,7 +149,7 @@ class Instruction:
         return self.describe()
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Piece:
     """Rows ``[start, start + rows)`` along axis 0 of a program input or output, held
     as value ``value`` on ``rank``; ``spec`` is the piece's own (``rows`` leading)."""
@@ -169,7 +171,7 @@ class Piece:
         return f"rows [{self.start}, {self.stop}) as value {self.value} on rank {self.rank}"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class InputBinding:
     """Program input ``index`` (value id ``index``), needed whole on ``ranks``.
 
@@ -190,7 +192,7 @@ class InputBinding:
         return f"argument {self.index}"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class OutputBinding:
     """Program output: ``value`` as held by ``rank``.
 
@@ -214,7 +216,7 @@ class OutputBinding:
         return ((self.value, self.rank), *self.replicas)
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Constant:
     """Input ``input`` is not the caller's: the plan gives its value (a microbatch
     index read on ``rank``). The runtime places it once (``place_constants``)."""
@@ -228,7 +230,7 @@ class Constant:
         return np.asarray(self.value, dtype=np.dtype(self.dtype))
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ValueInfo:
     """One value as one rank holds it (``ExecutionPlan.values``).
 
@@ -246,7 +248,7 @@ class ValueInfo:
     layout_at: int | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ExecutionPlan:
     num_ranks: int
     executables: dict[str, StageExecutable]

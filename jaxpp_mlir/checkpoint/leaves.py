@@ -21,7 +21,6 @@ restored as keys into a key leaf, or as that data into a ``uint32`` leaf.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import typing
 from typing import Any
@@ -31,13 +30,14 @@ import numpy as np
 from jax.sharding import NamedSharding
 
 from jaxpp_mlir.errors import CheckpointError
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.runtime.multiprocess.distributed import RemoteOutput
 from jaxpp_mlir.runtime.stacked_array import StackedArray
 
 PYTHON_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Leaf:
     """One flat leaf as this process sees it."""
 

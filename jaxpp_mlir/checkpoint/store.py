@@ -12,7 +12,6 @@ which every pipeline rank's array is.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +22,7 @@ from jax.sharding import Sharding
 
 from jaxpp_mlir.checkpoint.leaves import CheckpointError, LeafFile
 from jaxpp_mlir.runtime import options as _options
+from jaxpp_mlir.runtime import records
 
 
 def _tensorstore() -> Any:
@@ -213,7 +213,7 @@ def write_rows(items: Sequence[tuple[str, jax.Array, int, int]]) -> None:
             _wait(write, f"writing {path}")
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Rows:
     """An array on disk as Zarr arrays of consecutive rows: ``(start, stop, file)`` each."""
 

@@ -11,7 +11,6 @@ points also take ``MpmdArray``s (each reads its first replica).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -22,9 +21,10 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxpp_mlir.errors import CallError
 from jaxpp_mlir.mesh import MpmdMesh, filter_axes
+from jaxpp_mlir.runtime import records
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class MpmdSharding:
     """Ranks ``mesh_ids`` of ``mpmd_mesh`` each hold the array, laid out by ``spec``.
 

@@ -15,7 +15,6 @@ kind they expect.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
 from collections.abc import Callable
@@ -24,11 +23,12 @@ from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import vocabulary as v
 from jaxpp_mlir.dialect.records import attr_record
+from jaxpp_mlir.runtime import records
 
 PREFIX = "jaxpp."
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class AttributeKind:
     """What an attribute holds: ``expected`` in words, ``accepts`` the test of a value,
     ``ops`` the only ops that may carry it (empty: any)."""

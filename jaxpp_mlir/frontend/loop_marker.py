@@ -3,7 +3,6 @@ tagged ``stablehlo.optimization_barrier`` that jaxpp-normalize-loop recognises."
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,11 +15,12 @@ from jaxpp_mlir._jax_compat import Primitive
 from jaxpp_mlir.dialect.ops import create_loop_marker
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.frontend.reductions import TreduceError
+from jaxpp_mlir.runtime import records
 
 loop_marker_p = Primitive("jaxpp_loop_marker")
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ScheduleParam:
     """The record of treduce's schedule (``schedules.record``) as a primitive parameter,
     which must be hashable: compared and hashed by its JSON text."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import abc
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -16,6 +15,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxpp_mlir.errors import MarkerError
+from jaxpp_mlir.runtime import records
 
 
 class TreduceError(MarkerError, ValueError):
@@ -45,7 +45,7 @@ class ReduceOp(abc.ABC):
         """The accumulator after folding in ``value``, the result of microbatch ``index``."""
 
 
-@dataclass(frozen=True)
+@records.frozen
 class AddOp(ReduceOp):
     """Elementwise sum over microbatches, in microbatch order, from zeros."""
 
@@ -68,7 +68,7 @@ class AddOp(ReduceOp):
         return "Add"
 
 
-@dataclass(frozen=True)
+@records.frozen
 class MaxOp(ReduceOp):
     """Elementwise maximum over microbatches."""
 
@@ -95,7 +95,7 @@ class MaxOp(ReduceOp):
         return "Max"
 
 
-@dataclass(frozen=True)
+@records.frozen
 class Concat(ReduceOp):
     """Stacks the per-microbatch results along a new axis ``axis`` of the result.
 

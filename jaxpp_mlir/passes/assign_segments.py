@@ -14,13 +14,14 @@ from jaxpp_mlir.passes import segment_slot
 from jaxpp_mlir.passes.base import Evidence, register_pass
 from jaxpp_mlir.passes.marker_flow import MarkerFlow
 from jaxpp_mlir.passes.segment_positions import place_unanchored, segments_left, set_segments
+from jaxpp_mlir.runtime import records
 
 if TYPE_CHECKING:
     from jaxpp_mlir.partition_options import PartitionOptions
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class AssignSegments(segment_slot.Segmenter):
     """Assign every op of @main to a segment and a direction (fwd/bwd) from the markers.
 

@@ -52,6 +52,7 @@ from jaxpp_mlir.diagnostics import PassFailed
 from jaxpp_mlir.dialect.vocabulary import YIELD_OP
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.ir.utils import find_main
+from jaxpp_mlir.runtime import records
 
 _REGISTRY: dict[str, type[ModulePass]] = {}
 # Importing it registers every pass; a lookup by name that misses imports it, so
@@ -81,7 +82,7 @@ class Evidence(NamedTuple):
     what: str  # e.g. "the stages are already outlined (found jaxpp.task @stage0_fwd)"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ModulePass:
     """Base class of every jaxpp pass (operates on a ``builtin.module``)."""
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
@@ -11,10 +9,11 @@ from jaxpp_mlir.dialect import attributes
 from jaxpp_mlir.dialect.vocabulary import FRONTEND_ATTRIBUTES
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
+from jaxpp_mlir.runtime import records
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class CheckAttributes(ModulePass):
     """Check that every jaxpp attribute is one the dialect knows, of its kind and range.
 

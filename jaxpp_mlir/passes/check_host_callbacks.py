@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from jax.interpreters.mlir import ir
@@ -11,6 +10,7 @@ from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
+from jaxpp_mlir.runtime import records
 
 # JAX's host callback targets: xla_ffi[_partitioned]_python_{cpu,gpu}_callback and the
 # legacy xla_python_{cpu,gpu}_callback.
@@ -18,7 +18,7 @@ _HOST_CALLBACK_TARGET = re.compile(r"^xla(_ffi)?(_partitioned)?_python_\w+_callb
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class CheckHostCallbacks(ModulePass):
     """Refuse host callbacks (jax.debug.print, pure_callback, io_callback) in a pipelined step.
 

@@ -12,10 +12,11 @@ from jaxpp_mlir._jax_compat import sdy
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
+from jaxpp_mlir.runtime import records
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class CheckShardings(ModulePass):
     """Check that the step was lowered on the lowering mesh and shards within a stage only.
 

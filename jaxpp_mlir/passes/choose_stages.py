@@ -13,6 +13,7 @@ from jaxpp_mlir.dialect.records import parse_record
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import Evidence, ModulePass, find_untagged, register_pass
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.schedules import AutoFused, Schedule, Std1F1B
 from jaxpp_mlir.schedules import record as record_module
 from jaxpp_mlir.schedules.record import (
@@ -28,7 +29,7 @@ AUTO = record_module.AUTO
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ChooseStages(ModulePass):
     """Make stages of the segments (one or more neighbouring ones each) and choose the schedule.
 

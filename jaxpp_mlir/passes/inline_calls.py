@@ -11,10 +11,11 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.ir.utils import find_main
 from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
+from jaxpp_mlir.runtime import records
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class InlineCalls(ModulePass):
     """Inline every func.call reachable from @main so that stage markers are visible.
 

@@ -10,10 +10,11 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.ir.utils import find_main
 from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
+from jaxpp_mlir.runtime import records
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class InsertTransfers(ModulePass):
     """Insert a jaxpp.send/jaxpp.recv pair (one channel id) for every value crossing ranks.
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.ir import utils as ir_utils
+from jaxpp_mlir.runtime import records
 
 DYNAMIC_SLICE = "stablehlo.dynamic_slice"
 DYNAMIC_UPDATE_SLICE = "stablehlo.dynamic_update_slice"
@@ -44,7 +45,7 @@ _COMPARISONS = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Affine:
     """``scale * j + offset`` for the iteration number ``j``."""
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 from jax.interpreters.mlir import ir
 
@@ -11,12 +9,13 @@ from jaxpp_mlir import diagnostics
 from jaxpp_mlir._jax_compat import sdy, stablehlo
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, Evidence, ModulePass, Unchanged, register_pass
+from jaxpp_mlir.runtime import records
 
 _ATTR = "replica_groups"
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class MaterializeReplicaGroups(ModulePass):
     """Rewrite ``#stablehlo.replica_group_mesh_axes`` into dense ``replica_groups``.
 

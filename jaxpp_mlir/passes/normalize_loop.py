@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
@@ -13,10 +11,11 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.ir.utils import find_main
 from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
+from jaxpp_mlir.runtime import records
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class NormalizeLoop(ModulePass):
     """Rewrite the microbatch loop (the while holding treduce's loop marker) as a jaxpp.loop.
 

@@ -13,11 +13,12 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import outlining
 from jaxpp_mlir.passes.base import ModulePass, register_pass
 from jaxpp_mlir.plan.specs import tensor_spec
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.runtime.observation.memory import spec_bytes
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class OutlineOuterCode(ModulePass):
     """Place the code before and after the microbatch loop on ranks and outline it into tasks.
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import outlining
 from jaxpp_mlir.passes.base import Evidence, ModulePass, find_in_stage_block, register_pass
+from jaxpp_mlir.runtime import records
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class OutlineStages(ModulePass):
     """Outline each stage's forward and backward into its own func.func, called by jaxpp.task.
 

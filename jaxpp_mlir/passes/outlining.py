@@ -6,8 +6,6 @@ it is a helper, not a pass.
 
 from __future__ import annotations
 
-import dataclasses
-
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir._jax_compat import func
@@ -15,6 +13,7 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.dialect.vocabulary import KIND_ATTR, RANK_ATTR, STAGE_ATTR
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings, xla_import
+from jaxpp_mlir.runtime import records
 
 
 def copyable_ops(
@@ -73,7 +72,7 @@ def constants_from_outside(top_ops: list[ir.Operation]) -> dict[ir.Operation, No
     return found
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Group:
     """Ops of one block, in block order, to move into ``@name``, called by a task
     (with ``stage`` and ``kind``) inserted before ``insert_before``."""
@@ -85,7 +84,7 @@ class Group:
     kind: str
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Outlined:
     task: ir.Operation
     function: ir.Operation

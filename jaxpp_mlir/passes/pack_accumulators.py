@@ -13,12 +13,13 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.base import ModulePass, register_pass
 from jaxpp_mlir.passes.row_packing import RowLayout
+from jaxpp_mlir.runtime import records
 
 _ADD = "stablehlo.add"
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class PackAccumulators(ModulePass):
     """Carry the accumulators one stage's task updates as one buffer per element type.
 

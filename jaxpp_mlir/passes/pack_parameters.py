@@ -12,6 +12,7 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.base import ModulePass, register_pass
 from jaxpp_mlir.passes.row_packing import RowLayout
+from jaxpp_mlir.runtime import records
 
 # A value read as the operand that a dynamic_slice indexes is microbatched data (the
 # whole batch, sliced per iteration), not a parameter: packing it would copy the batch.
@@ -20,7 +21,7 @@ _CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolutio
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class PackParameters(ModulePass):
     """Pass the loop-invariant parameters one stage reads as a few packed buffers.
 

@@ -17,11 +17,12 @@ from jaxpp_mlir.passes.base import (
     find_main,
     register_pass,
 )
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.schedules.record import schedule_from_record
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class PlaceStages(ModulePass):
     """Place every stage on a rank: the rank the chosen schedule gives it, else s % mpmd-dim.
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir._jax_compat import sdy
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import Evidence, ModulePass, register_pass
+from jaxpp_mlir.runtime import records
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class RestoreShardingConstraints(ModulePass):
     """Turn the sdy.reshard ops Shardy's propagation pipeline made back into sharding constraints.
 

@@ -13,13 +13,14 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import name_stacks, segment_slot
 from jaxpp_mlir.passes.base import Evidence, register_pass
 from jaxpp_mlir.passes.segment_positions import place_unanchored, segments_left
+from jaxpp_mlir.runtime import records
 
 if TYPE_CHECKING:  # loaded when a step is read for layer scans, not for a marked step
     from jaxpp_mlir.passes import layer_loops
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SegmentLayerScans(segment_slot.Segmenter):
     """Make every iteration of a layer scan a segment, and tag its loops with their range.
 

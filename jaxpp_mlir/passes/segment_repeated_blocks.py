@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import TYPE_CHECKING
 
@@ -13,13 +12,14 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import segment_slot
 from jaxpp_mlir.passes.base import register_pass
 from jaxpp_mlir.passes.segment_slot import BlockSegmenter
+from jaxpp_mlir.runtime import records
 
 if TYPE_CHECKING:
     from jaxpp_mlir.passes.module_blocks import Block, ModuleIndex
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SegmentRepeatedBlocks(BlockSegmenter):
     """Cut a step without stage markers into one segment per repeated block of the model.
 

@@ -22,6 +22,7 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, Evidence, ModulePass, Unchanged
 from jaxpp_mlir.passes.segment_positions import segments_left
+from jaxpp_mlir.runtime import records
 
 if TYPE_CHECKING:
     from jaxpp_mlir.partition_options import PartitionOptions
@@ -99,7 +100,7 @@ def owner_in(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
     return current
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Segmenter(ModulePass):
     """Base of the segmenters: the options of the chain and the order they share."""
 
@@ -153,7 +154,7 @@ class Segmenter(ModulePass):
         raise NotImplementedError
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class BlockSegmenter(Segmenter):
     """What the segmenters that cut by module paths declare alike: their place in the
     pipeline (after jaxpp-inline-calls and jaxpp-normalize-loop, once). Their machinery

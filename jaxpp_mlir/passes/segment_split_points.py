@@ -10,13 +10,14 @@ from jax.interpreters.mlir import ir
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.passes.base import register_pass
 from jaxpp_mlir.passes.segment_slot import BlockSegmenter
+from jaxpp_mlir.runtime import records
 
 if TYPE_CHECKING:
     from jaxpp_mlir.passes.module_blocks import Block, ModuleIndex
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SegmentSplitPoints(BlockSegmenter):
     """Cut the step into segments before the modules ``points`` names (no markers needed).
 

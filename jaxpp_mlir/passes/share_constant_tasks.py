@@ -12,6 +12,7 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
 from jaxpp_mlir.plan.specs import tensor_spec
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.runtime.liveness import spec_bytes
 
 # What a constant-only task's function may hold: splat constants (ir_utils.CONSTANT_OPS),
@@ -30,7 +31,7 @@ Key = tuple[str, str]  # (result type, splat element) as text
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ShareConstantTasks(ModulePass):
     """Give the constant-only tasks before the loop of several ranks one function body.
 

@@ -11,12 +11,13 @@ from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings
 from jaxpp_mlir.passes.base import ModulePass, register_pass
+from jaxpp_mlir.runtime import records
 
 _ADD = "stablehlo.add"
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SplitAccumulators(ModulePass):
     """Give a loop accumulator one partial sum per stage that feeds it, added after the loop.
 

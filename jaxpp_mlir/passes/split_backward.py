@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection
 
 from jax.interpreters.mlir import ir
@@ -19,13 +18,14 @@ from jaxpp_mlir.passes.base import (
     find_in_stage_block,
     register_pass,
 )
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.schedules.record import schedule_from_record
 
 SPLIT_KINDS = (jaxpp.BACKWARD_INPUT, jaxpp.BACKWARD_WEIGHT)
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SplitBackward(ModulePass):
     """Split each stage's backward into bwd_i (input gradient) and bwd_w (weight gradient).
 

@@ -19,6 +19,7 @@ from jaxpp_mlir.passes.base import (
     find_in_stage_block,
     register_pass,
 )
+from jaxpp_mlir.runtime import records
 
 if TYPE_CHECKING:  # loaded when a step has layer scans to split
     from jaxpp_mlir.passes import layer_loops
@@ -46,7 +47,7 @@ _START_VALUE_OPS = frozenset(
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SplitLayerScans(ModulePass):
     """Split each layer scan that spans several stages into one loop per stage.
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
@@ -24,12 +22,13 @@ from jaxpp_mlir.passes.stacked_pieces import (
     main_argument,
     piece_type,
 )
+from jaxpp_mlir.runtime import records
 
 _SLICE = "stablehlo.slice"
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SplitStackedValues(ModulePass):
     """Hold a stacked layer parameter split among stages as pieces, from the inputs to the outputs.
 
@@ -109,7 +108,7 @@ class SplitStackedValues(ModulePass):
         return None if splitter.changed else UNCHANGED
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class _StackedRead:
     """A static slice of rows of an argument of ``@main`` (through ``chain``, unary
     elementwise ops applied to the argument, first to last) that a while loop reads."""
@@ -245,7 +244,7 @@ def _on_rows(op: ir.Operation, value: ir.Value, tags: ir.Operation) -> ir.Value:
     return copy.results[0]
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class _Accumulator:
     """Loop state ``state`` updated by ``update`` = state + ``chain`` (unary elementwise
     ops, a cast, last first) of a ``concat`` of pieces."""

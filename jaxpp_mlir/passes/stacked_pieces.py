@@ -38,6 +38,7 @@ from jaxpp_mlir._jax_compat import stablehlo
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import shardings
+from jaxpp_mlir.runtime import records
 
 #: The rows of each piece along axis 0, in row order: (first row, number of rows).
 Partition = tuple[tuple[int, int], ...]
@@ -102,7 +103,7 @@ _PURE = ELEMENTWISE | {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Pieces:
     """A stacked value as pieces: ``values[i]`` holds rows ``partition[i]`` and is held by
     stage ``stages[i]``."""

@@ -15,13 +15,14 @@ from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import name_stacks
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
 from jaxpp_mlir.passes.marker_flow import MarkerFlow
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.schedules.record import is_bare_name, schedule_from_record
 
 _LAYER_OPS = ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution")
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class VerifyMarkers(ModulePass):
     """Check that forward and backward stage markers agree, before stages are assigned.
 

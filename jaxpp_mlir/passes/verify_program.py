@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes.base import UNCHANGED, ModulePass, Unchanged, register_pass
+from jaxpp_mlir.runtime import records
 
 
 @register_pass
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class VerifyProgram(ModulePass):
     """Verify a partitioned module: tasks, transfers and stage functions agree.
 

@@ -8,7 +8,6 @@ and the buffers donation lets each reuse, ``emit_modules`` prints each module.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
 from jax.interpreters.mlir import ir
@@ -21,18 +20,19 @@ from jaxpp_mlir.plan.stage_modules import (
     fused_module,
     standalone_module,
 )
+from jaxpp_mlir.runtime import records
 
 Shardings = tuple[list[ir.Attribute | None], list[ir.Attribute | None]]
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Standalone:
     """An executable that runs stage function ``callee`` alone."""
 
     callee: str
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Fused:
     """An executable that runs ``callees`` in order: part ``j``'s operands come from
     ``wiring[j]``; the module's inputs have ``input_types``; it returns the parts'

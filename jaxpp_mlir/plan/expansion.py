@@ -11,13 +11,12 @@ the builder adds them to the plan.
 
 from __future__ import annotations
 
-import dataclasses
-
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
 from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.schedules import FusedTask, Schedule, ScheduleItem
 
 from . import fusion
@@ -28,7 +27,7 @@ from .values import ValueNumbering
 TaskKey = tuple[int, str]  # (stage, kind)
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Expansion:
     """A loop's instructions for every microbatch, and the executables they run (by name,
     in the order first run)."""

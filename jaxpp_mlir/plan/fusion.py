@@ -18,6 +18,7 @@ from jax.interpreters.mlir import ir
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.plan.stage_modules import PartInput, PartResult, Source
 from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.runtime.instructions import run
 from jaxpp_mlir.runtime.instructions.run import RunStage
 
@@ -27,7 +28,7 @@ from .specs import tensor_spec
 from .values import ValueNumbering
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class FusedRun:
     """One run of fused tasks, before its executable is named: the receives, the run's
     inputs, outputs and tasks, the sends, and the executable it needs."""

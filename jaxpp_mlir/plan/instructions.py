@@ -11,13 +11,13 @@ only; the value numbering gives the value ids.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.runtime import plan as rt
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.runtime.instructions.receive import Recv
 from jaxpp_mlir.runtime.instructions.run import RunStage
 from jaxpp_mlir.runtime.instructions.send import Send
@@ -28,7 +28,7 @@ from .specs import TensorSpecs, tensor_spec
 from .values import Reads, ValueNumbering
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class PendingExecutable:
     """An executable whose module is not emitted yet."""
 
@@ -81,7 +81,7 @@ def instruction(
     return None
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class RunTemplate:
     rank: int
     executable: str
@@ -97,7 +97,7 @@ class RunTemplate:
         return RunStage(self.rank, self.executable, inputs, outputs, (task,))
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SendTemplate:
     rank: int
     peer: int
@@ -109,7 +109,7 @@ class SendTemplate:
         return Send(self.rank, self.peer, values.channel(self.channel, microbatch), value)
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class RecvTemplate:
     rank: int
     peer: int

@@ -9,24 +9,24 @@ previous microbatch (``LoopArgument``).
 
 from __future__ import annotations
 
-import dataclasses
+from jaxpp_mlir.runtime import records
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@records.frozen(slots=True)
 class Fixed:
     """A value id, the same in every microbatch."""
 
     value: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@records.frozen(slots=True)
 class BodyValue:
     """The loop body's value ``index`` (numbered in body order), one id per microbatch."""
 
     index: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@records.frozen(slots=True)
 class LoopArgument:
     """Block argument ``position`` of the loop body: 0 is the microbatch index, ``k > 0``
     is loop state ``k - 1``."""

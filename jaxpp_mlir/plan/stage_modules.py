@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -12,16 +11,17 @@ from jaxpp_mlir import _jax_compat
 from jaxpp_mlir._jax_compat import func, sdy
 from jaxpp_mlir.dialect.vocabulary import SHARDING_ATTR
 from jaxpp_mlir.ir.utils import find_main
+from jaxpp_mlir.runtime import records
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@records.frozen(slots=True)
 class PartInput:
     """A fused part's operand that is input ``index`` of the fused module."""
 
     index: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@records.frozen(slots=True)
 class PartResult:
     """A fused part's operand that is result ``index`` of the earlier part ``part``."""
 

@@ -9,20 +9,20 @@ microbatch ``m - 1`` yielded (the loop's initial value for the first)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 
 from jax.interpreters.mlir import ir
 
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.errors import PartitionError, ScheduleError
+from jaxpp_mlir.runtime import records
 
 from .refs import BodyValue, Fixed, LoopArgument, Ref
 
 _NOTHING_DEFINED: dict[int, int] = {}  # the body ids of a microbatch not begun (never written)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@records.frozen(slots=True)
 class Chunk:
     """A ``jaxpp.chunk``: rows ``[start, start + rows)`` of program input ``argument``,
     placed on ``ranks`` (its ``jaxpp.rank``, if any, and every rank reading it)."""
@@ -33,7 +33,7 @@ class Chunk:
     ranks: set[int]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@records.frozen(slots=True)
 class Reads:
     """A loop task's inputs, sorted by how each is found in a microbatch."""
 

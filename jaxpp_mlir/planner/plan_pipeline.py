@@ -28,6 +28,7 @@ from jaxpp_mlir.planner.stage_split import (
     SplitStages,
     rank_splits,
 )
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.schedules import Schedule
 from jaxpp_mlir.schedules.built_in import BUILT_IN, takes_mpmd_dim
 
@@ -35,7 +36,7 @@ from jaxpp_mlir.schedules.built_in import BUILT_IN, takes_mpmd_dim
 MAX_VIRTUAL_STAGES = 4
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Candidate:
     """One layout: a schedule, its stage split and what the simulation predicts."""
 
@@ -60,7 +61,7 @@ class Candidate:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class PipelinePlan(Sequence[Candidate]):
     """The candidates, best first, with the inputs they were predicted from."""
 

@@ -43,7 +43,6 @@ dropout blocks (5, 1, 1, 1).)
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 
@@ -53,6 +52,7 @@ from jaxpp_mlir._jax_compat import stablehlo
 from jaxpp_mlir.dialect import ops as jaxpp
 from jaxpp_mlir.ir import utils as ir_utils
 from jaxpp_mlir.passes import outlining
+from jaxpp_mlir.runtime import records
 
 _CONTRACTIONS = ("stablehlo.dot_general", "stablehlo.dot")
 _FREE = ("stablehlo.constant", "stablehlo.reshape", "stablehlo.custom_call", "stablehlo.iota")
@@ -65,7 +65,7 @@ _NO_TRAFFIC = ("stablehlo.reshape", "stablehlo.return")
 _CONTROL_FLOW = (ir_utils.WHILE_OP, "stablehlo.case", "stablehlo.if")
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SegmentCosts:
     """Per marked segment: FLOPs and bytes of its forward and backward, its parameter
     and saved-activation bytes; per boundary (after segment ``i``) the bytes crossing."""

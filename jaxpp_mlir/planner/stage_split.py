@@ -14,7 +14,6 @@ splits whose slowest stage is the least possible, then within 5%, then 25% of it
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -23,6 +22,7 @@ import numpy as np
 
 from jaxpp_mlir.errors import ScheduleError
 from jaxpp_mlir.planner.segment_costs import SegmentCosts
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.schedules import Schedule
 from jaxpp_mlir.schedules.simulate import StepSummary
 from jaxpp_mlir.schedules.task import BWD, FWD
@@ -32,7 +32,7 @@ MAX_ENUMERATED = 512
 TIE_TOLERANCE = 0.01
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Machine:
     """What a second of a rank buys: FLOPs, bytes of memory traffic, bytes sent; the host's
     cost per launch; and how many ranks really compute at once (``parallel_ranks``; None:
@@ -54,7 +54,7 @@ class Machine:
 DEFAULT_MACHINE = Machine()
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SplitEstimate:
     """One split under one schedule: predicted step seconds, bubble, peak bytes per rank,
     and each stage's estimated forward and backward seconds."""
@@ -156,7 +156,7 @@ def estimate_split(
     return _SplitSimulator(schedule, costs, num_microbatches, machine).estimate(split)
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class StagedSplit:
     """One split's stages: forward and backward seconds, parameter and activation bytes,
     and the time to send what crosses its heaviest boundary."""

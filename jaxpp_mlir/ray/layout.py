@@ -9,13 +9,14 @@ one worker.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 
+from jaxpp_mlir.runtime import records
 
-@dataclasses.dataclass(frozen=True)
+
+@records.frozen
 class MeshLayout:
     axis_names: tuple[str, ...]
     shape: tuple[int, ...]

@@ -17,12 +17,12 @@ draws the two one above the other, on the same rank rows.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Sequence
 from typing import Any
 
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.schedules.simulate import Costs, SimulationResult
 from jaxpp_mlir.schedules.task import BWD, BWD_I, BWD_W, FWD
 
@@ -54,7 +54,7 @@ MEASURED_NOTE = (
 _SHORT = {FWD: "F", BWD: "B", BWD_I: "I", BWD_W: "W"}
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Bar:
     """One task on a rank's row: ``[start, end)``, its kind (``None``: other work), label."""
 
@@ -65,7 +65,7 @@ class Bar:
     label: str
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Gantt:
     """Bars of one run of a schedule, with its makespan and bubble fraction; ``note`` says
     what the time axis measures."""

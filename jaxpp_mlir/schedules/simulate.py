@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from jaxpp_mlir.errors import ScheduleError
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.runtime.host_heap import collector_paused
 from jaxpp_mlir.schedules.check import check_tasks, schedule_error
 from jaxpp_mlir.schedules.deps import releases_activation
@@ -86,7 +87,7 @@ class SimulationResult:
 _BATCH_ELEMENTS = 1 << 20
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class StepSummary:
     """What a planner reads of one simulated run (``PreparedTasks.summarize``): the same
     numbers as the ``SimulationResult`` of that run, without each task's times."""

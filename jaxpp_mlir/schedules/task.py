@@ -10,13 +10,13 @@ it ends.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Iterable
 from typing import NamedTuple, TypeAlias
 
 from jaxpp_mlir.dialect import vocabulary
 from jaxpp_mlir.errors import ScheduleError
+from jaxpp_mlir.runtime import records
 
 FWD = vocabulary.FORWARD
 BWD = vocabulary.BACKWARD
@@ -71,7 +71,7 @@ class Task(_TaskFields):
         return f"{_SHORT[self.kind]}{self.stage}.{self.microbatch}"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class FusedTask:
     """Tasks that run, in this order, as one executable on one rank.
 

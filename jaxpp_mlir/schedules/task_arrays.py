@@ -11,12 +11,12 @@ both paths fail with the same message.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from jaxpp_mlir.errors import ScheduleError
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.schedules.check import check_tasks
 from jaxpp_mlir.schedules.task import KINDS, FusedTask, Task
 
@@ -25,7 +25,7 @@ _FWD, _BWD, _BWD_I, _BWD_W = (_KIND_INDEX[kind] for kind in ("fwd", "bwd", "bwd_
 _NUM_KINDS = len(KINDS)
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class TaskArrays:
     """Flat view of checked per-rank lists.
 

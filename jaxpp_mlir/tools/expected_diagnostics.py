@@ -13,10 +13,11 @@ from jax.interpreters.mlir import ir
 
 from jaxpp_mlir import diagnostics
 from jaxpp_mlir.diagnostics import Diagnostic
+from jaxpp_mlir.runtime import records
 from jaxpp_mlir.tools.opt_base import SPLIT_MARKER
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Site:
     """A file position a diagnostic points at; ``filename`` as MLIR recorded it."""
 

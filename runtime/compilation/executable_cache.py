@@ -31,7 +31,6 @@ devices from its entry (``cached_serialization``), never from ``exe.serialize()`
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import threading
@@ -41,7 +40,7 @@ from typing import Protocol
 import jax
 
 from .. import _jax_compat as jc
-from .. import options
+from .. import options, records
 
 _logger = logging.getLogger("jaxpp_mlir.runtime.compilation.executable_cache")
 
@@ -70,7 +69,7 @@ class Store(Protocol):
     def put(self, key: str, value: bytes) -> None: ...
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Slot:
     """Where one stage executable lives in the cache: the store and the key."""
 

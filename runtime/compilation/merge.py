@@ -48,6 +48,7 @@ import numpy as np
 from jax.interpreters import mlir as jax_mlir
 from jax.interpreters.mlir import ir
 
+from .. import records
 from ..dtypes import DTYPE_NAMES
 from ..plan import TensorSpec
 
@@ -87,7 +88,7 @@ _REFUSED_OPERATIONS = {
 _ELEMENT_DTYPES = {e: d for e, d in DTYPE_NAMES.items() if not d.startswith("complex")}
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Candidate:
     """A program that may join a union: its text, its plan specs and donations."""
 
@@ -98,7 +99,7 @@ class Candidate:
     aliases: tuple[tuple[int, int], ...]
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Branch:
     """Member ``index`` of a union: where each of its parameters and results sits in the
     union's (positions count the branch index as parameter 0), and the donated slots
@@ -111,7 +112,7 @@ class Branch:
     passed_through: tuple[tuple[int, int], ...]
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class MergedProgram:
     """A union program: its text, its slots' specs (``parameters[0]`` is the branch
     index), its donations and its members' branches by member text."""

@@ -23,6 +23,7 @@ import numpy as np
 from jax.sharding import Sharding
 
 from .. import _jax_compat as jc
+from .. import records
 from .. import transfer as _transfer
 from ..errors import CallError
 from ..plan import ExecutionPlan, InputBinding, TensorSpec
@@ -34,7 +35,7 @@ from .slots import ResolvedPlan
 _ArrayImpl = jc.ArrayImpl  # the concrete jax.Array class: an exact type test is cheapest
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Target:
     """One rank's copy of a program input: its slot and how it is laid out there."""
 
@@ -45,7 +46,7 @@ class Target:
     device_list: jc.DeviceList
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class InputCheck:
     """How argument ``index`` is checked and where its copies go."""
 

@@ -17,7 +17,6 @@ was (``replicated.remember_parts``); see ``pieces`` for the placement.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +24,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
+from .. import records
 from .. import transfer as _transfer
 from ..plan import ExecutionPlan, OutputBinding
 from ..stacked_array import Chunk, StackedArray
@@ -33,7 +33,7 @@ from .replicated import one_array
 from .slots import ResolvedPlan
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class AssembledOutput:
     """Output ``position``: the pieces in ``slots`` (rows ``rows`` on ``ranks``), as one
     array over ``sharding`` (its devices ``devices``) where one expresses them, else

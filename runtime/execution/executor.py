@@ -22,7 +22,6 @@ work for 8 runs, 6 transfers and 5 device arguments is about 5 us per call.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, Sharding
 
+from .. import records
 from ..compilation import compile as _compile
 from ..compilation.tier_up import TierUp
 from ..errors import CallError, JaxppError, MeshError, PlanError, RuntimeFailure
@@ -49,7 +49,7 @@ from .replicated import assemble, replicated_outputs
 from .slots import Step, resolve_slots
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class DispatchView:
     """A compiled plan's generated dispatch, read only (for the tracer and for tests).
 

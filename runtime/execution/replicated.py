@@ -20,7 +20,6 @@ built elsewhere is taken apart.
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -30,12 +29,13 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from .. import _jax_compat as jc
+from .. import records
 from .. import transfer as _transfer
 from ..plan import ExecutionPlan
 from .slots import ResolvedPlan
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ReplicatedOutput:
     """Output ``position``: the copies in ``slots`` (one per rank) as one array."""
 

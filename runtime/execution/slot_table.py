@@ -14,13 +14,14 @@ from typing import Any
 
 from jax.sharding import Sharding
 
+from .. import records
 from .. import transfer as _transfer
 from ..errors import PlanError
 from ..instructions import copy
 from ..plan import ExecutionPlan, TensorSpec
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ValueKey:
     """The slot of ``value`` as ``rank`` holds it."""
 
@@ -31,7 +32,7 @@ class ValueKey:
         return f"value {self.value} on rank {self.rank}"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ChannelKey:
     """The slot a send fills and its receive empties."""
 

@@ -13,7 +13,6 @@ the channels, the donation checks and the slots that die after each instruction
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -22,6 +21,7 @@ import jax
 from jax.sharding import Mesh, Sharding
 
 from .. import _jax_compat as jc
+from .. import records
 from .. import transfer as _transfer
 from ..errors import PlanError
 from ..executable import Executable
@@ -39,7 +39,7 @@ class Step(Protocol):
     consumed: tuple[tuple[int, int], ...]  # (input position, slot) of each input it donates
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ResolvedPlan:
     """A plan as slots: what ``dispatch`` turns into code and ``placement`` fills."""
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
-from .. import options
+from .. import options, records
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class WatchdogOptions:
     """Timeouts of the failure detection (seconds); environment variables override."""
 

@@ -10,7 +10,6 @@ shared by the later ones.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ import jax
 from jax.sharding import Sharding
 
 from .. import _jax_compat as jc
+from .. import records
 
 if TYPE_CHECKING:
     from ..execution.codegen import Fields
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 KIND = "copy"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class CopyStep:
     """A copy of slot ``source`` into slot ``copy``, laid out as ``sharding``."""
 

@@ -9,10 +9,10 @@ for each value that lands in another layout; a value nobody reads is dropped.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from .. import records
 from .. import transfer as _transfer
 from ..errors import PlanError
 from ..execution.codegen import CodeGen, Fields, OpFacts, OpShape
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 KIND = "recv"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Recv(Instruction):
     """Defines ``value`` on ``rank`` as what ``peer`` sent on ``channel``."""
 
@@ -54,7 +54,7 @@ class Recv(Instruction):
         return f"recv %{self.value} <- rank {self.peer} (channel {self.channel}) {self.spec}"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class ReceiveStep:
     """A resolved ``Recv``: the channel slot it empties into slot ``destination``."""
 

@@ -10,10 +10,10 @@ the copies, one launch with result handlers, the results stored, the dead slots 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from .. import records
 from ..errors import PlanError
 from ..execution.codegen import CodeGen, Fields, OpFacts, OpShape
 from ..plan import Instruction, StageExecutable, TaskRef, TensorSpec
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 KIND = "run"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class RunStage(Instruction):
     """Runs ``executable`` on ``rank`` with ``inputs``, defining ``outputs``.
 
@@ -91,7 +91,7 @@ class RunStage(Instruction):
 _SHORT = {"fwd": "F", "bwd": "B", "bwd_i": "I", "bwd_w": "W"}
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class RunStep:
     """A resolved ``RunStage``: the copies made just before it, its input and output slots,
     and ``(input position, slot)`` of each input the launch consumes (donated)."""

@@ -9,10 +9,10 @@ process's local plan (``runtime/multiprocess``).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from .. import records
 from ..errors import PlanError
 from ..execution.codegen import CodeGen, Fields, OpFacts, OpShape
 from ..plan import Instruction
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 KIND = "send"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Send(Instruction):
     """Sends ``value`` (held by ``rank``) to ``peer`` on ``channel``."""
 
@@ -48,7 +48,7 @@ class Send(Instruction):
         return f"send %{self.value} -> rank {self.peer} (channel {self.channel})"
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class SendStep:
     """A resolved ``Send``: the sent slot and the channel slot it fills."""
 

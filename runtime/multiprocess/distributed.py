@@ -40,7 +40,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, Sharding
 
-from .. import options
+from .. import options, records
 from ..errors import CallError, JaxppError, MeshError, PlanError
 from ..execution.constants import place_constants
 from ..failure import watchdog as _watchdog
@@ -73,7 +73,7 @@ __all__ = [
 _program_serials = itertools.count()
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class DistributedOptions:
     """Limits of a multi-process run, in seconds.
 

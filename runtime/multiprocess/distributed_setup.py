@@ -10,7 +10,6 @@ the ``Exchange`` it is given, with its timeouts.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, Sharding
 
+from .. import records
 from .. import transfer as _transfer
 from ..compilation import compile as _compile
 from ..errors import MeshError, RuntimeFailure
@@ -34,7 +34,7 @@ from .local_plan import Extra, Feed, HeldLayout, LocalPlanBuilder, Use
 RankDevices = tuple[tuple[jax.Device, ...], ...]
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Placement:
     """Where a distributed plan runs, seen from this process."""
 
@@ -45,7 +45,7 @@ class Placement:
     local_ranks: tuple[int, ...]  # the ranks this process owns
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Setup:
     """What ``set_up`` made: this process's compiled part and its transfers."""
 
@@ -161,7 +161,7 @@ def check_fingerprints(
 # ------------------------------------------------------------------- layouts
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Held:
     """A value as ``rank`` holds it (a transfer's, a forwarded or a program output)."""
 

@@ -27,6 +27,7 @@ from typing import Any
 import jax
 from jax.sharding import Sharding
 
+from .. import records
 from ..instructions.run import RunStage
 from ..plan import ExecutionPlan, Layout, OutputBinding, StageExecutable, TensorSpec
 from . import collectives, ordering
@@ -37,7 +38,7 @@ Extra = tuple[str, StageExecutable, tuple[jax.Device, ...], Any]
 HeldLayout = Layout | None
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Feed:
     """Output ``output`` (on ``src_rank``) may come back as input ``input``, needed on
     ``dst_rank`` (that input's first rank in another process): it is then forwarded."""
@@ -51,7 +52,7 @@ class Feed:
     executable: str = ""  # this process's transfer executable for it, if it takes part
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Use:
     """One use of a transfer executable: which compiled module, for what, with whom."""
 

@@ -26,15 +26,15 @@ single executable (one collective launch for several values).
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict, deque
 from collections.abc import Sequence
 
+from .. import records
 from ..errors import PlanError
 from ..plan import ExecutionPlan, Instruction, TensorSpec
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class CrossTransfer:
     """One value moving between ranks that live in different processes."""
 
@@ -57,7 +57,7 @@ class CrossTransfer:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class TransferGroup:
     """Transfers from one rank to one rank that move together as one collective."""
 

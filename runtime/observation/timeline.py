@@ -16,10 +16,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from .. import records
 from ..plan import TaskRef
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class HostSpan:
     """One operation dispatched by the host (``name``: its title, ``rank``: where)."""
 
@@ -29,7 +30,7 @@ class HostSpan:
     end: float
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class DeviceSpan:
     """Work on ``rank`` in call ``step``: device time ``begin``..``end``, dispatched by
     the host from ``dispatch_start`` to ``dispatch_end``."""
@@ -47,7 +48,7 @@ class DeviceSpan:
         return self.dispatch_end - self.dispatch_start
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class TaskSpan(DeviceSpan):
     """One launch: its executable, label and the tasks it runs."""
 
@@ -62,7 +63,7 @@ class TaskSpan(DeviceSpan):
         return tuple(t for t in self.tasks if t.microbatch is not None)
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class TransferSpan(DeviceSpan):
     """Received values landing on a rank (a copy, or a copy into another layout)."""
 
@@ -70,7 +71,7 @@ class TransferSpan(DeviceSpan):
     bytes: int
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Flow:
     """One transfer: from the sender's value being ready (``sent``, on rank ``sender``;
     None when no send was seen) to the receive on rank ``receiver``."""
@@ -85,14 +86,14 @@ class Flow:
     sent: float | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class CompileSpan:
     name: str
     start: float
     end: float
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class StepSpan:
     """The host dispatch of call ``number`` of a traced program."""
 
@@ -101,7 +102,7 @@ class StepSpan:
     end: float
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class LiveBytes:
     """Bytes ``rank`` holds right after an operation dispatched at ``time``."""
 
@@ -113,7 +114,7 @@ class LiveBytes:
 Span = HostSpan | TaskSpan | TransferSpan
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class Timeline:
     """Everything one process recorded: ``spans`` in recording order (each operation's
     ``HostSpan``, followed by its device span if it has one), then the rest."""
@@ -131,7 +132,7 @@ class Timeline:
         return tuple(s for s in self.spans if type(s) is TaskSpan)
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class FlowEnd:
     """A receive an operation completes: its channel, ranks and bytes."""
 
@@ -141,7 +142,7 @@ class FlowEnd:
     bytes: int
 
 
-@dataclasses.dataclass(frozen=True)
+@records.frozen
 class OpTrace:
     """What the tracer knows of one generated operation, worked out once per plan."""
 
