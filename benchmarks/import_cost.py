@@ -1,13 +1,15 @@
 """Where the library's import time goes on the way to the first step (issue 38).
 
-Run: python benchmarks/import_cost.py [--workload W1] [--top 15]
+Run: python benchmarks/import_cost.py [--workload W1] [--top 15] [--library CHECKOUT]
 
 In one fresh process (the workload's devices, the library's bytecode as its first run left
 it): the step is traced, lowered, partitioned, compiled and run once, the library's
 modules loading as they do for a user, while ``dataclasses`` is timed: how many
 dataclasses the library creates on that way and the seconds they take (with, for a
 ``records.frozen`` class, the shared methods it is given), in all and by module
-(``--top`` rows), next to the wall time of the whole way.
+(``--top`` rows), next to the wall time of the whole way. ``--library CHECKOUT`` times
+another checkout's library instead (``git worktree add /tmp/before <rev>``), the before of
+an A/B.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def run_child(workload: str) -> dict:
     pp_step, _, pp_args, _, num_stages, schedule = first_step._model(workload)
     by_module: dict[str, list[float]] = {}
     create = dataclasses._process_class  # timed, then called unchanged
-    share = records.share_methods  # timed as part of the class it finishes
+    share = records.share_methods if records else None  # timed with the class it finishes
 
     def timed(cls, *args, **kwargs):
         start = time.perf_counter()
@@ -53,7 +55,8 @@ def run_child(workload: str) -> dict:
             by_module[cls.__module__][-1] += time.perf_counter() - start
 
     dataclasses._process_class = timed
-    records.share_methods = timed_share
+    if records:
+        records.share_methods = timed_share
     start = time.perf_counter()
     import jaxpp_mlir as pp
 
@@ -62,7 +65,8 @@ def run_child(workload: str) -> dict:
     jax.block_until_ready(program.compile()(*pp_args))
     total = time.perf_counter() - start
     dataclasses._process_class = create
-    records.share_methods = share
+    if records:
+        records.share_methods = share
     ours = {m: v for m, v in by_module.items() if m.startswith("jaxpp_mlir")}
     return {
         "workload": workload,
@@ -80,12 +84,15 @@ def main() -> None:
     )
     parser.add_argument("--workload", default="W1")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--library", help="another checkout's library, timed instead")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_child(args.child)))
+        print(json.dumps(run_child(args.child, args.library)))
         return
     command = [sys.executable, os.path.abspath(__file__), "--child", args.workload]
+    if args.library:
+        command += ["--library", os.path.abspath(args.library)]
     done = subprocess.run(
         command, capture_output=True, text=True, env=first_step._child_env(), timeout=900
     )

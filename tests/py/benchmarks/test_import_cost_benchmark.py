@@ -23,3 +23,22 @@ def test_w1_counts_the_library_dataclasses_by_module():
     assert 0 < record["dataclass_s"] < record["total_s"]
     assert "jaxpp_mlir.runtime.plan" in record["by_module"]  # the plan's records, at least
     assert all(module.startswith("jaxpp_mlir") for module in record["by_module"])
+
+
+def test_library_times_the_named_checkout(tmp_path):
+    """``--library``: the child's library comes from the checkout named (here this one,
+    named by its path: ``first_step._use_library`` refuses a library from elsewhere)."""
+    bench = toolkit.load_benchmark("import_cost")
+    root = bench.first_step.ROOT
+    command = [sys.executable, bench.__file__, "--child", "W1", "--library", root]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=bench.first_step._child_env(), timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record["dataclasses"] > 0 and 0 < record["dataclass_s"] < record["total_s"]
+    command[-1] = str(tmp_path)  # not a checkout of the project
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=bench.first_step._child_env(), timeout=600
+    )
+    assert done.returncode != 0 and "did not come from" in done.stderr
