@@ -192,6 +192,9 @@ class _RuntimeFrom(importlib.abc.MetaPathFinder):
 
 def _use_library(checkout: str) -> None:
     """Imports ``jaxpp_mlir`` (and ``jaxpp_mlir.runtime``) from ``checkout`` instead."""
+    for part in ("jaxpp_mlir", "runtime"):
+        if not os.path.isdir(os.path.join(checkout, part)):
+            raise SystemExit(f"{checkout} is not a checkout of the project: it has no {part}/")
     sys.path.insert(0, checkout)
     sys.meta_path.insert(0, _RuntimeFrom(checkout))
     import jaxpp_mlir.runtime

@@ -27,13 +27,19 @@ sys.path.insert(0, HERE)
 import first_step  # noqa: E402
 
 
-def run_child(workload: str) -> dict:
+def run_child(workload: str, library: str | None = None) -> dict:
     first_step._setup_child(workload, None)
+    if library:
+        first_step._use_library(library)
     import dataclasses
+    import importlib.util
 
     import jax
     import numpy as np
-    from jaxpp_mlir.runtime import records
+
+    records = None  # a checkout from before records.frozen has none
+    if importlib.util.find_spec("jaxpp_mlir.runtime.records") is not None:
+        from jaxpp_mlir.runtime import records
 
     pp_step, _, pp_args, _, num_stages, schedule = first_step._model(workload)
     by_module: dict[str, list[float]] = {}
