@@ -7,7 +7,7 @@ and compiles them when the class is created (``__init__``, ``__repr__``, ``__eq_
 partitioned step (``benchmarks/import_cost.py``). ``frozen`` lets ``dataclasses`` write
 ``__init__`` and the frozen guards, and gives the class ``__eq__``, ``__hash__`` and
 ``__repr__`` that read its fields through one ``operator.attrgetter`` made per class:
-a third of the compile work, and the same behaviour as the dataclass's own methods:
+three of the six methods compiled, and the same behaviour as the dataclass's own ones:
 
 - ``==`` holds between instances of the same class whose compared fields are equal
   (``field(compare=False)`` left out), and is ``NotImplemented`` against anything else;
