@@ -394,8 +394,8 @@ class PreparedTasks:
             )
             self.activation_events = _activation_events(self.arrays)
         self._peaks: list[int] | None = None  # ``_list_order_peaks``, counted once
-        self._order: list[int] | None = None  # ``_dependency_order``, found once
-        self._previous: list[int] = []  # each item's predecessor on its rank (same time)
+        # ``_dependency_order``'s items in order, and each one's predecessor on its rank.
+        self._order: tuple[list[int], list[int]] | None = None
 
     def simulate(
         self, costs: Costs | None = None, *, transfer_cost: float = 0.0, launch_cost: float = 0.0
@@ -455,7 +455,9 @@ class PreparedTasks:
 
         The items are timed in one order that respects what each waits for (the lists'
         dependencies do not depend on the costs), every costing at once: one array
-        operation per item instead of one simulation per costing.
+        operation per item instead of one simulation per costing. A costing with a free
+        task, or without launch cost, needs each task's times for its peaks: it is
+        summarized on its own.
         """
         costs = np.asarray(task_costs, dtype=np.float64)
         transfers = np.asarray(transfer_costs, dtype=np.float64)
@@ -468,22 +470,34 @@ class PreparedTasks:
                 f"{count} tasks: give one row of task costs and one transfer cost per costing"
             )
         self._check_costs(costs, transfers, launch_cost)
+        in_list_order = (costs > 0).all(axis=1) & (launch_cost > 0)  # as ``summarize`` decides
+        batched = np.flatnonzero(in_list_order)
         # Each item keeps a few values per costing: a chunk holds about 40 MiB at most.
         rows = max(1, _BATCH_ELEMENTS // max(1, len(self.arrays.items)))
-        summaries: list[StepSummary] = []
+        summaries: dict[int, StepSummary] = {}  # by row
         with collector_paused():
-            for first in range(0, len(costs), rows):
-                chunk = slice(first, first + rows)
-                summaries += self._summarize_many(costs[chunk], transfers[chunk], launch_cost)
-        return summaries
+            for first in range(0, len(batched), rows):
+                chunk = batched[first : first + rows]
+                for k, summary in zip(
+                    chunk.tolist(),
+                    self._summarize_many(costs[chunk], transfers[chunk], launch_cost),
+                    strict=True,
+                ):
+                    summaries[k] = summary
+            for k in np.flatnonzero(~in_list_order).tolist():
+                summaries[k] = self._summarize(
+                    costs[k].tolist(), False, float(transfers[k]), launch_cost
+                )
+        return [summaries[k] for k in range(len(costs))]
 
     def _summarize_many(
         self, costs: np.ndarray, transfers: np.ndarray, launch_cost: float
     ) -> list[StepSummary]:
-        arrays, order = self.arrays, self._dependency_order()
+        """The summaries of costings whose ranks' events happen in list order (every task
+        and launch takes time), timed together."""
+        arrays, (order, previous) = self.arrays, self._dependency_order()
         item_tasks = arrays.item_tasks.tolist()
         item_waits, wait_item = arrays.item_waits.tolist(), arrays.wait_item.tolist()
-        previous = self._previous
         columns = costs.T  # one row per task: each a costing-wide vector
         start_free = np.zeros(len(costs))
         ready: list[np.ndarray | None] = [None] * len(arrays.items)
@@ -518,18 +532,15 @@ class PreparedTasks:
             if last > first:
                 busy[:, rank] = np.cumsum(spans[:, first:last], axis=1)[:, -1]
                 free[:, rank] = ends[:, last - 1]
-        in_list_order = (costs > 0).all(axis=1) & (launch_cost > 0)  # as ``summarize`` decides
-        summaries = []
-        for k in range(len(costs)):
-            if in_list_order[k]:
-                peaks = self._list_order_peaks()
-            else:  # free tasks: the peaks from the tasks' times, as ``summarize`` takes them
-                peaks = self._summarize(
-                    costs[k].tolist(), False, float(transfers[k]), launch_cost
-                ).peak_in_flight
-            makespan = max(free[k].tolist(), default=0.0)
-            summaries.append(StepSummary.of(busy[k].tolist(), makespan, peaks, len(arrays.items)))
-        return summaries
+        return [
+            StepSummary.of(
+                busy[k].tolist(),
+                max(free[k].tolist(), default=0.0),
+                self._list_order_peaks(),
+                len(arrays.items),
+            )
+            for k in range(len(costs))
+        ]
 
     def _check_costs(self, costs: np.ndarray, transfers: np.ndarray, launch_cost: float) -> None:
         """A ``ScheduleError`` naming the first task whose cost is negative or not a number,
@@ -545,9 +556,10 @@ class PreparedTasks:
         if launch_cost < 0:
             raise ScheduleError(f"launch_cost must be >= 0, got {launch_cost}")
 
-    def _dependency_order(self) -> list[int]:
+    def _dependency_order(self) -> tuple[list[int], list[int]]:
         """The items in an order where each comes after its rank's previous item and the
-        items it waits for; where there is none (a deadlock), ``simulate``'s error."""
+        items it waits for, and each item's previous one on its rank (-1 for a rank's
+        first); where there is no such order (a deadlock), ``simulate``'s error."""
         if self._order is None:
             arrays = self.arrays
             count = len(arrays.items)
@@ -575,7 +587,7 @@ class PreparedTasks:
             if len(order) < count:
                 self.simulate()  # raises the deadlock error, with the grid
                 raise ScheduleError("the task lists wait on each other in a cycle")
-            self._order, self._previous = order, previous
+            self._order = order, previous
         return self._order
 
     def _list_order_peaks(self) -> list[int]:
