@@ -72,7 +72,7 @@ def compile_or_load(
     global compile_count
     devices = tuple(devices)
     client = devices[0].client
-    options = _options(devices)
+    options = compile_options(devices)
     started = time.time_ns() / 1000.0
     exe, slot = executable_cache.lookup(name, mlir_module, devices, options)
     how = LOADED if exe is not None else COMPILED
@@ -315,18 +315,18 @@ def _load_for(
     source_devices = tuple(source_devices)
     if executable_memo.capacity():
         memo_key = executable_memo.key(text, devices)
-        found = executable_memo.load(name, memo_key, devices, _options(devices))
+        found = executable_memo.load(name, memo_key, devices, compile_options(devices))
         if found is not None:
             return found[0]
     client = devices[0].client
     try:
         serialized = executable_cache.cached_serialization(
-            text, source_devices, _options(source_devices)
+            text, source_devices, compile_options(source_devices)
         )
         return client.deserialize_executable(
             serialized if serialized is not None else exe.serialize(),
             jc.device_list(devices),
-            _options(devices),
+            compile_options(devices),
         )
     except Exception as e:
         raise RuntimeFailure(
@@ -334,7 +334,7 @@ def _load_for(
         ) from e
 
 
-def _options(devices: tuple[jax.Device, ...]) -> jc.CompileOptions:
+def compile_options(devices: tuple[jax.Device, ...]) -> jc.CompileOptions:
     """Compile options for one SPMD program over ``devices`` (one partition each)."""
     return jc.get_compile_options(
         num_replicas=1,
@@ -452,7 +452,9 @@ class PendingPlanExecutables:
                     name, signatures[key], stage.input_specs, stage.output_specs, len(devices)
                 )
             except RuntimeFailure as e:
-                where = executable_cache.origin(stage.mlir_module, devices, _options(devices))
+                where = executable_cache.origin(
+                    stage.mlir_module, devices, compile_options(devices)
+                )
                 if where is None:
                     raise
                 raise RuntimeFailure(f"{e}; this executable was {where}") from e

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import _jax_compat as jc
 from ..options import WARM_UP
+from .compile import compile_options
 
 _logger = logging.getLogger(__name__)
 
@@ -78,12 +79,7 @@ def _local_device(devices: Iterable[jax.Device]) -> jax.Device | None:
 def _run_dot(device: jax.Device) -> None:
     started = time.perf_counter()
     try:
-        options = jc.get_compile_options(
-            num_replicas=1,
-            num_partitions=1,
-            device_assignment=np.array([[device.id]]),
-            backend=device.client,
-        )
+        options = compile_options((device,))
         exe = device.client.compile_and_load(DOT_PROGRAM, jc.device_list([device]), options)
         operand = jax.device_put(np.ones((4, 4), np.float32), device)
         results = exe.execute_sharded([operand])

@@ -38,7 +38,7 @@ def store(monkeypatch):
 
 
 DEVICES = tuple(jax.devices()[:1])
-OPTIONS = runtime_compile._options(DEVICES)
+OPTIONS = runtime_compile.compile_options(DEVICES)
 
 
 def _entry_of(text: str, key: str) -> bytes:
